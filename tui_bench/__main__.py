@@ -1,0 +1,5 @@
+import sys
+
+from tui_bench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,486 @@
+"""``tui-bench``: the TUI with no arguments, headless subcommands otherwise.
+
+Every subcommand reports bad input as one line on stderr (``tui-bench: error: ...``) and a non-zero
+exit: 2 for bad input, 1 for a run that failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from tui_bench import __version__
+from tui_bench.engine import catalog
+from tui_bench.engine.history import History, HistoryError
+from tui_bench.engine.runner import RunResult, WorkerRun, execute
+from tui_bench.engine.spec import RunSpec, SpecError
+
+EXAMPLES = """\
+examples:
+  tui-bench run                                  the offline default: PyTorch, reference CNN,
+                                                 synthetic MNIST-shaped data, all CPU threads
+  tui-bench run --threads 1 --epochs 1 --steps-per-epoch 50
+  tui-bench run --model lstm --dataset synthetic-imdb --batch-size 500 --lr 1e-2
+  tui-bench run --preset my-run.toml --json      a TOML file of spec fields; machine output
+  tui-bench history list
+  tui-bench history export --csv runs.csv
+  tui-bench sysinfo
+
+Figures are honest: device-synchronised step times, warm-up and compile time reported apart
+from steady-state, effective thread count, versions and hardware recorded with every run.
+"""
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+def _console(stderr: bool = False) -> Console:
+    # NO_COLOR is honoured by rich itself.
+    return Console(stderr=stderr, highlight=False)
+
+
+# -- run ----------------------------------------------------------------------------------------
+_SPEC_FLAGS = {
+    "framework": str,
+    "api": str,
+    "model": str,
+    "dataset": str,
+    "device": str,
+    "threads": int,
+    "batch_size": int,
+    "epochs": int,
+    "steps_per_epoch": int,
+    "lr": float,
+    "optimizer": str,
+    "dropout": float,
+    "seed": int,
+    "warmup_steps": int,
+    "repeats": int,
+    "train_samples": int,
+    "test_samples": int,
+    "target_accuracy": float,
+    "data_dir": str,
+}
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    base: dict[str, Any] = {}
+    if args.preset:
+        path = Path(args.preset)
+        if not path.is_file():
+            raise UsageError(f"preset file {path} does not exist")
+        try:
+            base = RunSpec.from_toml(path.read_text(encoding="utf-8")).to_dict()
+        except SpecError as exc:
+            raise UsageError(f"{path}: {exc}") from None
+    for name in _SPEC_FLAGS:
+        value = getattr(args, name)
+        if value is not None:
+            base[name] = value
+    return RunSpec.from_dict(base)
+
+
+class RunDisplay:
+    """Progress bar (epochs/steps, ETA, live loss) on stderr while a run streams events."""
+
+    def __init__(self, console: Console, enabled: bool) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} steps"),
+            TextColumn("loss {task.fields[loss]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            disable=not enabled,
+        )
+        self.task = None
+
+    def __enter__(self) -> RunDisplay:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "run_started" and self.enabled:
+            self.console.print(
+                f"  {event['framework']} {event['framework_version']} on {event['device']} "
+                f"({event['device_name']}), threads {event['threads_effective']} effective, "
+                f"{event['param_count']:,} parameters; import {event['import_s']:.1f} s, "
+                f"data {event['data_s']:.1f} s, build {event['build_s']:.1f} s"
+            )
+        elif kind == "epoch_started":
+            description = f"epoch {event['epoch']}/{event['epochs']}"
+            if self.task is None:
+                self.task = self.progress.add_task(description, total=event["steps"], loss="—")
+            else:
+                self.progress.reset(
+                    self.task, total=event["steps"], description=description, loss="—"
+                )
+        elif kind == "steps" and self.task is not None:
+            loss = event["losses"][-1]
+            self.progress.update(
+                self.task,
+                advance=len(event["losses"]),
+                loss="nan" if loss is None else f"{loss:.4f}",
+            )
+        elif kind == "epoch_finished" and self.enabled:
+            acc = event.get("val_accuracy")
+            median = event.get("step_median_s")
+            self.console.print(
+                f"  epoch {event['epoch']}: {event['wall_s']:.2f} s"
+                + (f" (warm-up {event['warmup_s']:.2f} s)" if event.get("warmup_s") else "")
+                + (f", step {median * 1000:.1f} ms median" if median else "")
+                + (
+                    f", {event['samples_per_s']:.0f} samples/s"
+                    if event.get("samples_per_s")
+                    else ""
+                )
+                + (f", val acc {acc:.4f}" if acc is not None else "")
+            )
+
+
+def _fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
+    if value is None:
+        return "—"
+    return f"{value * scale:.{digits}f}{suffix}"
+
+
+SUMMARY_ROWS: list[tuple[str, str, float, int, str]] = [
+    # (label, metric key, scale, digits, what it means)
+    ("train s", "train_wall_s", 1, 2, "wall time of all training steps, warm-up included"),
+    (
+        "warm-up s",
+        "warmup_s",
+        1,
+        2,
+        "warm-up steps (tracing, compilation), kept out of steady state",
+    ),
+    ("first step s", "first_step_s", 1, 3, ""),
+    ("step ms median", "step_median_s", 1000, 1, "steady state, device-synchronised"),
+    ("step ms IQR", "step_iqr_s", 1000, 1, ""),
+    ("samples/s", "samples_per_s", 1, 0, "steady state"),
+    ("val accuracy", "val_accuracy", 1, 4, "last epoch"),
+    ("test s", "test_s", 1, 2, "inference over the test set"),
+    ("test accuracy", "test_accuracy", 1, 4, ""),
+    ("threads", "threads_effective", 1, 0, "read back from the framework"),
+    ("parameters", "param_count", 1, 0, "trainable"),
+    ("peak RSS MiB", "res_peak_rss_mib", 1, 0, "worker process tree"),
+    ("CPU %", "res_mean_cpu_pct", 1, 0, "mean; 100 % = one core"),
+    ("GPU util %", "res_mean_gpu_util", 1, 0, "mean"),
+    ("GPU mem MiB", "res_peak_gpu_mem_mib", 1, 0, "peak"),
+    ("energy J", "res_energy_j", 1, 0, "GPU"),
+]
+
+
+def summary_table(results: list[RunResult]) -> Table:
+    """Metrics as rows, runs as columns: stays readable at 80 columns."""
+    table = Table(title="tui-bench results", title_justify="left")
+    table.add_column("metric")
+    for r in results:
+        table.add_column(f"{r.run_id}\n{r.spec.framework}/{r.spec.api}", justify="right")
+    table.add_row("status", *(r.status if r.ok else f"[red]{r.status}[/red]" for r in results))
+    metrics = [r.metrics() for r in results]
+    for label, key, scale, digits, _meaning in SUMMARY_ROWS:
+        if all(m.get(key) is None for m in metrics):
+            continue
+        table.add_row(
+            label,
+            *(
+                _fmt(m.get(key), scale, digits)
+                if key != "param_count" or m.get(key) is None
+                else f"{m[key]:,}"
+                for m in metrics
+            ),
+        )
+    notes = [
+        f"{label}: {meaning}"
+        for label, key, _s, _d, meaning in SUMMARY_ROWS
+        if meaning and any(m.get(key) is not None for m in metrics)
+    ]
+    table.caption = "; ".join(notes)
+    return table
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args)
+    history = History()
+    history.mark_interrupted()
+    out = _console()
+    err = _console(stderr=True)
+    show_progress = not args.json and not args.quiet
+    current: dict[str, WorkerRun] = {}
+    interrupted = {"count": 0}
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        interrupted["count"] += 1
+        if interrupted["count"] > 1:
+            raise KeyboardInterrupt
+        err.print("[yellow]cancelling: stopping the worker (Ctrl-C again to abort)[/yellow]")
+        if "worker" in current:
+            current["worker"].cancel()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    results: list[RunResult] = []
+    try:
+        for repeat in range(spec.repeats):
+            if interrupted["count"]:
+                break
+            if show_progress:
+                err.print(f"[bold]run {repeat + 1}/{spec.repeats}[/bold]: {spec.label()}")
+            with RunDisplay(err, show_progress) as display:
+                result = execute(
+                    spec,
+                    history,
+                    on_event=display.on_event,
+                    on_start=lambda w: current.__setitem__("worker", w),
+                    group=None,
+                    repeat=repeat if spec.repeats > 1 else None,
+                    stall_timeout=args.stall_timeout,
+                    sample_interval=args.sample_interval,
+                )
+            results.append(result)
+            if not result.ok and show_progress:
+                err.print(f"[red]{result.status}[/red]: {result.reason}")
+                if result.status == "failed" and result.log_tail:
+                    err.print("[dim]last lines of the worker log:[/dim]")
+                    err.print(result.log_tail, markup=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if args.json:
+        print(json.dumps([history.get(r.run_id) for r in results], indent=2, default=str))
+    elif not args.quiet:
+        out.print(summary_table(results))
+    if any(r.status == "cancelled" for r in results):
+        return 130
+    return 0 if results and all(r.ok for r in results) else 1
+
+
+# -- history ------------------------------------------------------------------------------------
+def cmd_history(args: argparse.Namespace) -> int:
+    history = History()
+    for warning in history.warnings:
+        _console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
+    if args.history_command in (None, "list"):
+        records = history.all()
+        if args.json:
+            print(json.dumps(records, indent=2, default=str))
+            return 0
+        table = Table(title=f"{len(records)} run(s) in {history.home}", title_justify="left")
+        for header in (
+            "id",
+            "date",
+            "run",
+            "status",
+            "train s",
+            "step ms",
+            "samples/s",
+            "test acc",
+        ):
+            table.add_column(header)
+        for r in records[-args.limit :] if args.limit else records:
+            m = r.get("metrics") or {}
+            table.add_row(
+                r["id"],
+                r.get("started_at", "")[:19].replace("T", " "),
+                r.get("label", ""),
+                r.get("status", ""),
+                _fmt(m.get("train_wall_s")),
+                _fmt(m.get("step_median_s"), 1000, 1),
+                _fmt(m.get("samples_per_s"), digits=0),
+                _fmt(m.get("test_accuracy"), digits=4),
+            )
+        _console().print(table)
+        return 0
+    if args.history_command == "show":
+        record = history.get(args.run_id)
+        print(json.dumps(record, indent=2, default=str))
+        return 0
+    if args.history_command == "export":
+        count = history.export_csv(Path(args.csv))
+        _console(stderr=True).print(f"wrote {count} run(s) to {args.csv}")
+        return 0
+    if args.history_command == "delete":
+        record = history.get(args.run_id)
+        history.delete([record["id"]])
+        _console(stderr=True).print(f"deleted {record['id']}")
+        return 0
+    raise UsageError(f"unknown history command {args.history_command}")
+
+
+# -- sysinfo ------------------------------------------------------------------------------------
+def cmd_sysinfo(args: argparse.Namespace) -> int:
+    from tui_bench.engine import runtimes
+    from tui_bench.engine.sysinfo import fingerprint
+
+    info = fingerprint()
+    rows = []
+    for fw in catalog.FRAMEWORKS.values():
+        for api in fw.apis:
+            try:
+                rt = runtimes.resolve(fw.name, api)
+                rows.append(
+                    {
+                        "framework": fw.name,
+                        "api": api,
+                        "runtime": rt.name,
+                        "python": rt.python,
+                        "source": rt.source,
+                    }
+                )
+            except runtimes.RuntimeUnavailable as exc:
+                rows.append({"framework": fw.name, "api": api, "unavailable": str(exc)})
+    if args.json:
+        print(json.dumps({"machine": info, "runtimes": rows}, indent=2))
+        return 0
+    table = Table(title="machine", show_header=False, title_justify="left")
+    for key, value in info.items():
+        if key == "gpus":
+            continue
+        table.add_row(key, "—" if value is None else str(value))
+    for gpu in info["gpus"]:
+        table.add_row(
+            f"gpu {gpu['index']}", ", ".join(f"{k} {v}" for k, v in gpu.items() if k != "index")
+        )
+    console = _console()
+    console.print(table)
+    rt_table = Table(title="runtimes", title_justify="left")
+    for header in ("framework", "api", "runtime / reason"):
+        rt_table.add_column(header)
+    for row in rows:
+        where = row.get("unavailable") or f"{row['runtime']}: {row['python']} ({row['source']})"
+        rt_table.add_row(row["framework"], row["api"], where)
+    console.print(rt_table)
+    return 0
+
+
+# -- parser -------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tui-bench",
+        description="Compare deep-learning frameworks, APIs and settings on this machine. "
+        "With no command, opens the terminal UI.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"tui-bench {__version__}")
+    parser.add_argument(
+        "--home", help="history directory (default: the user data dir; env TUI_BENCH_HOME)"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run a benchmark headless",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    defaults = RunSpec()
+    fw_names = ", ".join(catalog.FRAMEWORKS)
+    apis = "; ".join(f"{f.name}: {', '.join(f.apis)}" for f in catalog.FRAMEWORKS.values())
+    run.add_argument("--framework", help=f"{fw_names} (default {defaults.framework})")
+    run.add_argument("--api", help=f"{apis} (default {defaults.api})")
+    run.add_argument("--model", help=f"{', '.join(catalog.MODELS)} (default {defaults.model})")
+    run.add_argument(
+        "--dataset", help=f"{', '.join(catalog.DATASETS)} (default {defaults.dataset})"
+    )
+    run.add_argument("--device", help="cpu, gpu or gpu:N (default cpu)")
+    run.add_argument(
+        "--threads", type=int, help=f"CPU threads, 1-64 (default: all {defaults.threads})"
+    )
+    run.add_argument("--batch-size", type=int, help=f"default {defaults.batch_size}")
+    run.add_argument("--epochs", type=int, help=f"default {defaults.epochs}")
+    run.add_argument("--steps-per-epoch", type=int, help="cap on steps per epoch (quick runs)")
+    run.add_argument("--lr", type=float, help=f"learning rate (default {defaults.lr})")
+    run.add_argument("--optimizer", help=f"{', '.join(catalog.OPTIMIZERS)} (default adam)")
+    run.add_argument("--dropout", type=float, help=f"default {defaults.dropout}")
+    run.add_argument("--seed", type=int, help="initialisation and shuffling seed (default 0)")
+    run.add_argument(
+        "--warmup-steps",
+        type=int,
+        help=f"steps kept out of steady-state figures (default {defaults.warmup_steps})",
+    )
+    run.add_argument("--repeats", type=int, help="run the spec N times, each in its own worker")
+    run.add_argument(
+        "--train-samples",
+        type=int,
+        help="use the first N training samples (20 %% of them validate)",
+    )
+    run.add_argument("--test-samples", type=int, help="use the first N test samples")
+    run.add_argument(
+        "--target-accuracy", type=float, help="stop once validation accuracy reaches it"
+    )
+    run.add_argument("--data-dir", help="directory with dataset files")
+    run.add_argument("--preset", help="TOML file of spec fields; flags override it")
+    run.add_argument("--json", action="store_true", help="print the run records as JSON on stdout")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress, no table")
+    run.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=300.0,
+        help="kill a worker silent for this many seconds (default 300)",
+    )
+    run.add_argument(
+        "--sample-interval",
+        type=float,
+        default=1.0,
+        help="resource sampling interval in seconds (default 1)",
+    )
+    run.set_defaults(func=cmd_run)
+
+    hist = sub.add_parser("history", help="browse, show, export and delete recorded runs")
+    hist_sub = hist.add_subparsers(dest="history_command", metavar="ACTION")
+    hist_list = hist_sub.add_parser("list", help="one line per run")
+    hist_list.add_argument("--limit", type=int, default=0, help="only the newest N")
+    hist_list.add_argument("--json", action="store_true")
+    hist_show = hist_sub.add_parser("show", help="everything recorded about a run, as JSON")
+    hist_show.add_argument("run_id", help="id or unique prefix")
+    hist_export = hist_sub.add_parser("export", help="write all runs to CSV (one row per run)")
+    hist_export.add_argument("--csv", required=True, help="output file")
+    hist_delete = hist_sub.add_parser("delete", help="delete a run and its series")
+    hist_delete.add_argument("run_id")
+    hist.set_defaults(func=cmd_history, json=False, limit=0)
+
+    info = sub.add_parser("sysinfo", help="this machine's hardware and the framework runtimes")
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(func=cmd_sysinfo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.home:
+        os.environ["TUI_BENCH_HOME"] = str(Path(args.home).expanduser().resolve())
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return args.func(args)
+    except (UsageError, SpecError, HistoryError) as exc:
+        print(f"tui-bench: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"tui-bench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""Run history: one tinydb summary record per run, plus one series file per run beside it.
+
+Layout under the data home::
+
+    history.json        tinydb: summaries (spec, environment, metrics, status)
+    history.lock        one writer at a time, across processes
+    runs/<id>.jsonl     everything the run streamed: header, events, resource samples, result
+
+tinydb rewrites its whole file on each write, so writes go to a temporary file that replaces the
+database atomically: a crash mid-write leaves the old file intact. The series files hold enough to
+rebuild every summary, so a database that is corrupt anyway (edited by hand, disk trouble) is moved
+aside and rebuilt from them: nothing already recorded is lost.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import os
+import secrets
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+from filelock import FileLock
+from tinydb import Query, TinyDB
+from tinydb.storages import Storage
+
+from tui_bench.engine.paths import data_home
+
+STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
+
+
+class HistoryError(RuntimeError):
+    pass
+
+
+class AtomicJSONStorage(Storage):
+    """tinydb storage that never leaves a half-written file behind."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def read(self) -> dict[str, Any] | None:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        if not text.strip():
+            return None
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("top level is not an object")
+        return data
+
+    def write(self, data: dict[str, Any]) -> None:
+        atomic_write(self.path, json.dumps(data, separators=(",", ":")))
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).astimezone().isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    """Sortable and unique: 20261121-101502-3f9a."""
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+class History:
+    def __init__(self, home: Path | None = None) -> None:
+        self.home = Path(home) if home else data_home()
+        self.db_path = self.home / "history.json"
+        self.runs_dir = self.home / "runs"
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.home / "history.lock"), timeout=60)
+        self.warnings: list[str] = []
+
+    # -- low level ------------------------------------------------------------------------------
+    def _open(self) -> TinyDB:
+        """Open under the lock; a corrupt file is moved aside and rebuilt from the series files."""
+        storage_db = TinyDB(self.db_path, storage=AtomicJSONStorage)
+        try:
+            storage_db.storage.read()
+        except (ValueError, UnicodeDecodeError) as exc:
+            storage_db.close()
+            self._recover(exc)
+            storage_db = TinyDB(self.db_path, storage=AtomicJSONStorage)
+        return storage_db
+
+    def _recover(self, exc: Exception) -> None:
+        aside = self.db_path.with_name(f"history.corrupt-{dt.datetime.now():%Y%m%d-%H%M%S}.json")
+        os.replace(self.db_path, aside)
+        records = list(self._records_from_series())
+        table = {str(i + 1): record for i, record in enumerate(records)}
+        atomic_write(self.db_path, json.dumps({"_default": table}))
+        self.warnings.append(
+            f"history file was corrupt ({exc}); kept it as {aside.name} and rebuilt "
+            f"{len(records)} run(s) from the series files"
+        )
+
+    def _records_from_series(self) -> Iterator[dict[str, Any]]:
+        for path in sorted(self.runs_dir.glob("*.jsonl")):
+            header = result = None
+            for event in read_jsonl(path):
+                if event.get("type") == "record":
+                    header = event["record"]
+                elif event.get("type") == "result":
+                    result = event["record"]
+            record = result or header
+            if record is None:
+                continue
+            if result is None:
+                record = {
+                    **record,
+                    "status": "interrupted",
+                    "reason": "the app stopped before the run ended",
+                }
+            yield record
+
+    # -- records --------------------------------------------------------------------------------
+    def add(self, record: dict[str, Any]) -> str:
+        record = dict(record)
+        record.setdefault("id", new_run_id())
+        record.setdefault("started_at", now_iso())
+        with self._lock, self._open() as db:
+            db.insert(record)
+        return record["id"]
+
+    def update(self, run_id: str, **fields: Any) -> None:
+        with self._lock, self._open() as db:
+            if not db.update(fields, Query().id == run_id):
+                raise HistoryError(f"no run with id {run_id}")
+
+    def all(self) -> list[dict[str, Any]]:
+        with self._lock, self._open() as db:
+            records = db.all()
+        return sorted((dict(r) for r in records), key=lambda r: r.get("started_at", ""))
+
+    def get(self, run_id: str) -> dict[str, Any]:
+        """A run by id or unique id prefix."""
+        matches = [r for r in self.all() if r["id"] == run_id]
+        if not matches:
+            matches = [r for r in self.all() if r["id"].startswith(run_id)]
+        if not matches:
+            raise HistoryError(f"no run with id {run_id!r}")
+        if len(matches) > 1:
+            raise HistoryError(f"id prefix {run_id!r} matches {len(matches)} runs; give more of it")
+        return matches[0]
+
+    def delete(self, run_ids: Iterable[str]) -> int:
+        ids = set(run_ids)
+        with self._lock, self._open() as db:
+            removed = db.remove(Query().id.one_of(list(ids)))
+        for run_id in ids:
+            self.series_path(run_id).unlink(missing_ok=True)
+            self.log_path(run_id).unlink(missing_ok=True)
+        return len(removed)
+
+    def mark_interrupted(self) -> int:
+        """Runs still 'running' whose recording process is gone: the app was killed mid-run."""
+        stale = []
+        for record in self.all():
+            if record.get("status") != "running":
+                continue
+            pid = record.get("recorder_pid")
+            if pid is None or not psutil.pid_exists(pid) or pid == os.getpid():
+                stale.append(record["id"])
+        for run_id in stale:
+            self.update(
+                run_id,
+                status="interrupted",
+                finished_at=now_iso(),
+                reason="the app stopped before the run ended",
+            )
+        return len(stale)
+
+    # -- series ---------------------------------------------------------------------------------
+    def series_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.jsonl"
+
+    def log_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.log"
+
+    def read_series(self, run_id: str) -> list[dict[str, Any]]:
+        return list(read_jsonl(self.series_path(run_id)))
+
+    # -- export ---------------------------------------------------------------------------------
+    def export_csv(self, path: Path, records: list[dict[str, Any]] | None = None) -> int:
+        rows = [flatten(r) for r in (self.all() if records is None else records)]
+        columns = csv_columns(rows)
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+        return len(rows)
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Complete JSON lines of a series file; a torn last line (crash) is skipped."""
+    try:
+        handle = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+_FIRST_COLUMNS = ["id", "started_at", "finished_at", "status", "reason"]
+
+
+def flatten(record: dict[str, Any]) -> dict[str, Any]:
+    """One CSV row: nested dicts become dotted columns (spec.threads, metrics.step_median_s)."""
+    row: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, inner)
+        elif isinstance(value, list):
+            row[prefix] = json.dumps(value)
+        else:
+            row[prefix] = value
+
+    for key, value in record.items():
+        if key in ("log_tail", "recorder_pid"):
+            continue
+        walk(key, value)
+    return row
+
+
+def csv_columns(rows: list[dict[str, Any]]) -> list[str]:
+    seen: dict[str, None] = {c: None for c in _FIRST_COLUMNS}
+    for row in rows:
+        for key in row:
+            seen.setdefault(key, None)
+    return list(seen)

@@ -1,0 +1,390 @@
+"""Starts a worker, reads its events, samples its resources, cancels it, and turns every ending
+into a result. The runner never raises into a front end: a crash, a hang, a missing runtime or a
+cancel all come back as a ``RunResult`` with a status and a one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui_bench.engine import catalog, protocol, runtimes
+from tui_bench.engine.history import History, new_run_id, now_iso
+from tui_bench.engine.paths import adapters_dir
+from tui_bench.engine.sampler import ResourceSampler
+from tui_bench.engine.spec import RunSpec
+from tui_bench.engine.sysinfo import fingerprint
+
+EventCallback = Callable[[dict[str, Any]], None]
+
+DEFAULT_STALL_TIMEOUT_S = 300.0  # no event at all (heartbeats included) for this long: hung
+KILL_GRACE_S = 3.0
+LOG_TAIL_LINES = 25
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    spec: RunSpec
+    status: str  # finished, failed, cancelled
+    reason: str | None = None
+    started: dict[str, Any] | None = None  # the run_started event
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    test: dict[str, Any] | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    log_tail: str = ""
+    returncode: int | None = None
+    wall_s: float = 0.0
+    malformed_lines: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "finished"
+
+    def metrics(self) -> dict[str, Any]:
+        """Flat figures for history and tables. Every name says what was timed."""
+        m: dict[str, Any] = dict(self.summary)
+        if self.started:
+            for key in (
+                "import_s",
+                "data_s",
+                "build_s",
+                "param_count",
+                "threads_effective",
+                "interop_threads",
+                "framework_version",
+                "device",
+                "device_name",
+                "steps_per_epoch",
+                "train_samples",
+                "test_samples",
+            ):
+                if key in self.started:
+                    m[key] = self.started[key]
+        m.update({f"res_{k}": v for k, v in self.resources.items() if k != "samples"})
+        energy = self.resources.get("energy_j")
+        trained = (self.summary.get("steady_steps") or 0) * self.spec.batch_size
+        if energy and trained:
+            m["samples_per_joule"] = trained / energy
+        m["process_wall_s"] = self.wall_s
+        return m
+
+
+def _nvml_indices(device: str) -> list[int]:
+    """NVML numbers GPUs by PCI bus; the worker sees them through CUDA_VISIBLE_DEVICES."""
+    if not device.startswith("gpu"):
+        return []
+    index = int(device.split(":")[1]) if ":" in device else 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        if index < len(ids) and ids[index].isdigit():
+            return [int(ids[index])]
+        return []
+    return [index]
+
+
+def worker_environment(spec: RunSpec) -> dict[str, str]:
+    fw = catalog.framework(spec.framework)
+    env = dict(os.environ)
+    for name in fw.thread_env:
+        env[name] = str(spec.threads)
+    # Same GPU numbering as NVML, so the sampler watches the GPU the worker uses.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if spec.device == "cpu":
+        # TensorFlow and JAX place work on a visible GPU by default; a CPU run must not.
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def worker_command(spec: RunSpec, python: str, events_fd: int) -> list[str]:
+    fw = catalog.framework(spec.framework)
+    payload = {**spec.to_dict(), "adapter": fw.adapter}
+    command = [
+        python,
+        "-I",
+        "-u",
+        str(adapters_dir() / "worker.py"),
+        "--spec-json",
+        json.dumps(payload),
+        "--events-fd",
+        str(events_fd),
+    ]
+    if fw.pin_affinity:
+        cpus = sorted(os.sched_getaffinity(0))[: spec.threads]
+        command += ["--affinity", ",".join(map(str, cpus))]
+    return command
+
+
+def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(deque(handle, maxlen=lines)).rstrip()
+    except OSError:
+        return ""
+
+
+class WorkerRun:
+    """One worker process, from start to a RunResult."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        run_id: str,
+        log_path: Path,
+        on_event: EventCallback | None = None,
+        runtime: runtimes.Runtime | None = None,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT_S,
+        sample_interval: float = 1.0,
+        fault: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.run_id = run_id
+        self.log_path = log_path
+        self.on_event = on_event or (lambda event: None)
+        self.runtime = runtime
+        self.stall_timeout = stall_timeout
+        self.sample_interval = sample_interval
+        self.fault = fault
+        self.process: subprocess.Popen | None = None
+        self._cancel = threading.Event()
+        self._last_event = time.monotonic()
+        self._final: dict[str, Any] | None = None
+        self.result = RunResult(run_id=run_id, spec=spec, status="failed")
+
+    def cancel(self) -> None:
+        """Thread-safe: ask for the run to stop; ``wait`` kills the process group."""
+        self._cancel.set()
+
+    # -- events ---------------------------------------------------------------------------------
+    def _handle(self, event: dict[str, Any]) -> None:
+        self._last_event = time.monotonic()
+        kind = event["type"]
+        r = self.result
+        if kind == "run_started":
+            r.started = event
+        elif kind == "epoch_finished":
+            r.epochs.append(event)
+        elif kind == "test_finished":
+            r.test = event
+        elif kind in ("finished", "error"):
+            self._final = event
+        if kind != "heartbeat":
+            self.on_event(event)
+
+    def _read_events(self, fd: int) -> None:
+        splitter = protocol.LineSplitter()
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                for line in splitter.feed(chunk):
+                    self._decode(line)
+        rest = splitter.flush()
+        if rest.strip():
+            self._decode(rest)
+
+    def _decode(self, line: bytes) -> None:
+        try:
+            event = protocol.decode(line)
+        except protocol.DecodeError as exc:
+            self.result.malformed_lines += 1
+            with open(self.log_path, "a", encoding="utf-8") as log:
+                log.write(f"[tui-bench] ignored a malformed event line ({exc})\n")
+            return
+        self._handle(event)
+
+    # -- process --------------------------------------------------------------------------------
+    def _kill_group(self) -> None:
+        assert self.process is not None
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.process.wait(KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # the group: compile workers too
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+    def run(self) -> RunResult:
+        started = time.monotonic()
+        r = self.result
+        try:
+            runtime = self.runtime or runtimes.resolve(self.spec.framework, self.spec.api)
+        except Exception as exc:  # RuntimeUnavailable, or a broken config file
+            r.reason = str(exc)
+            return r
+        read_fd, write_fd = os.pipe()
+        env = worker_environment(self.spec)
+        if self.fault:
+            env["TUI_BENCH_FAULT"] = self.fault
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            try:
+                self.process = subprocess.Popen(
+                    worker_command(self.spec, runtime.python, write_fd),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(write_fd,),
+                    start_new_session=True,  # own process group: Ctrl-C in the app is ours to relay
+                    env=env,
+                )
+            except OSError as exc:
+                os.close(read_fd)
+                os.close(write_fd)
+                r.reason = f"could not start the worker with {runtime.python}: {exc.strerror}"
+                return r
+        os.close(write_fd)
+        reader = threading.Thread(target=self._read_events, args=(read_fd,), daemon=True)
+        reader.start()
+        sampler = ResourceSampler(
+            self.process.pid,
+            gpu_indices=_nvml_indices(self.spec.device),
+            interval=self.sample_interval,
+            on_sample=lambda s: self.on_event({"type": "sample", **s}),
+        )
+        sampler.start()
+        stalled = False
+        self._last_event = time.monotonic()
+        while self.process.poll() is None:
+            if self._cancel.wait(0.1):
+                self._kill_group()
+                break
+            if time.monotonic() - self._last_event > self.stall_timeout:
+                stalled = True
+                self._kill_group()
+                break
+        r.returncode = self.process.wait()
+        reader.join(timeout=5)
+        if reader.is_alive():  # a grandchild kept the pipe open: end the whole group
+            self._kill_group()
+            reader.join(timeout=5)
+        r.resources = sampler.stop().as_dict()
+        r.wall_s = time.monotonic() - started
+        r.log_tail = tail(self.log_path)
+        self._conclude(stalled)
+        return r
+
+    def _conclude(self, stalled: bool) -> None:
+        r = self.result
+        final = self._final
+        if self._cancel.is_set():
+            r.status, r.reason = "cancelled", "cancelled by the user"
+        elif stalled:
+            r.status = "failed"
+            r.reason = f"worker sent nothing for {self.stall_timeout:g} s and was killed (hung)"
+        elif final is not None and final["type"] == "finished" and r.returncode == 0:
+            r.status = "finished"
+            r.summary = final.get("summary", {})
+        elif final is not None and final["type"] == "error":
+            r.status = "failed"
+            r.error = final
+            r.reason = f"{final.get('error_type')}: {final.get('message', '').splitlines()[0] if final.get('message') else ''}"
+        elif r.returncode is not None and r.returncode < 0:
+            name = signal.Signals(-r.returncode).name
+            r.status, r.reason = "failed", f"worker was killed by {name}"
+        else:
+            r.status = "failed"
+            r.reason = f"worker exited with code {r.returncode} before reporting a result"
+
+
+class SeriesWriter:
+    """Appends whole JSON lines to a run's series file from several threads."""
+
+    def __init__(self, path: Path) -> None:
+        self._handle = open(path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, item: dict[str, Any]) -> None:
+        line = json.dumps(item, separators=(",", ":"), default=str) + "\n"
+        with self._lock:
+            self._handle.write(line)
+            self._handle.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()
+
+
+def execute(
+    spec: RunSpec,
+    history: History,
+    on_event: EventCallback | None = None,
+    on_start: Callable[[WorkerRun], None] | None = None,
+    group: str | None = None,
+    repeat: int | None = None,
+    **worker_options: Any,
+) -> RunResult:
+    """Run one spec in a worker and record it in history (before it starts, and when it ends).
+
+    ``on_start`` receives the WorkerRun so a front end can cancel it from another thread."""
+    run_id = new_run_id()
+    env = fingerprint()
+    record: dict[str, Any] = {
+        "id": run_id,
+        "status": "running",
+        "started_at": now_iso(),
+        "spec": spec.to_dict(),
+        "label": spec.label(),
+        "env": env,
+        "group": group,
+        "repeat": repeat,
+        "recorder_pid": os.getpid(),
+    }
+    history.add(record)
+    series = SeriesWriter(history.series_path(run_id))
+    series.write({"type": "record", "record": record})
+
+    def forward(event: dict[str, Any]) -> None:
+        series.write(event)
+        if on_event is not None:
+            on_event(event)
+
+    worker = WorkerRun(spec, run_id, history.log_path(run_id), on_event=forward, **worker_options)
+    if on_start is not None:
+        on_start(worker)
+    try:
+        result = worker.run()
+    except BaseException as exc:  # the runner must turn even its own failures into a result
+        result = worker.result
+        result.status, result.reason = "failed", f"runner error: {type(exc).__name__}: {exc}"
+        if worker.process is not None and worker.process.poll() is None:
+            worker._kill_group()
+        if isinstance(exc, KeyboardInterrupt):
+            result.status, result.reason = "cancelled", "interrupted"
+    final = {
+        **record,
+        "status": result.status,
+        "reason": result.reason,
+        "finished_at": now_iso(),
+        "worker": _worker_facts(result.started),
+        "metrics": result.metrics(),
+        "log_tail": result.log_tail,
+        "recorder_pid": None,
+    }
+    series.write({"type": "result", "record": final})
+    series.close()
+    history.update(run_id, **{k: v for k, v in final.items() if k != "id"})
+    return result
+
+
+def _worker_facts(started: dict[str, Any] | None) -> dict[str, Any]:
+    if not started:
+        return {}
+    return {k: v for k, v in started.items() if k not in ("v", "type", "t")}
