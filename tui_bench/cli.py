@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -283,30 +284,25 @@ def cmd_history(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(records, indent=2, default=str))
             return 0
-        table = Table(title=f"{len(records)} run(s) in {history.home}", title_justify="left")
-        for header in (
-            "id",
-            "date",
-            "run",
-            "status",
-            "train s",
-            "step ms",
-            "samples/s",
-            "test acc",
-        ):
-            table.add_column(header)
+        table = Table(
+            title=f"{len(records)} run(s) in {history.home}",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+        )
+        table.add_column("run", overflow="fold", min_width=30)
+        table.add_column("status", no_wrap=True)
+        for header in ("ms/step", "samp/s", "acc"):
+            table.add_column(header, justify="right", no_wrap=True)
         for r in records[-args.limit :] if args.limit else records:
             m = r.get("metrics") or {}
             table.add_row(
-                r["id"],
-                r.get("started_at", "")[:19].replace("T", " "),
-                r.get("label", ""),
+                f"{r['id']}\n[dim]{r.get('label', '')}[/dim]",
                 r.get("status", ""),
-                _fmt(m.get("train_wall_s")),
                 _fmt(m.get("step_median_s"), 1000, 1),
                 _fmt(m.get("samples_per_s"), digits=0),
-                _fmt(m.get("test_accuracy"), digits=4),
+                _fmt(m.get("test_accuracy"), digits=3),
             )
+        table.caption = "ms/step: median steady-state step; samp/s: steady state; acc: test"
         _console().print(table)
         return 0
     if args.history_command == "show":

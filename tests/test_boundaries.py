@@ -1,0 +1,80 @@
+"""The two boundaries the design rests on, checked the way Harlequin checks import hygiene:
+import in a fresh interpreter and read sys.modules."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+
+from conftest import REPO
+
+FRAMEWORKS = ("torch", "tensorflow", "keras", "mxnet", "jax")
+
+WALK_ALL = """
+import importlib, json, pkgutil, sys
+import tui_bench
+for info in pkgutil.walk_packages(tui_bench.__path__, "tui_bench."):
+    importlib.import_module(info.name)
+importlib.import_module("tui_bench.cli")
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_app_process_never_imports_a_framework():
+    loaded = _modules_after(WALK_ALL)
+    assert "tui_bench.engine.runner" in loaded  # the walk really imported the app
+    leaked = sorted(m for m in loaded if m.split(".")[0] in FRAMEWORKS)
+    assert leaked == []
+
+
+def test_engine_never_imports_textual():
+    code = """
+import importlib, json, pkgutil, sys
+import tui_bench.engine
+for info in pkgutil.walk_packages(tui_bench.engine.__path__, "tui_bench.engine."):
+    importlib.import_module(info.name)
+print(json.dumps(sorted(sys.modules)))
+"""
+    loaded = _modules_after(code)
+    assert "tui_bench.engine.history" in loaded
+    assert not [m for m in loaded if m.split(".")[0] == "textual"]
+
+
+def test_adapters_never_import_tui_bench():
+    offenders = []
+    for path in sorted((REPO / "adapters").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "tui_bench"]
+    assert offenders == []
+
+
+def test_worker_sees_no_app_package_and_shadows_pypi_adapters(tmp_path):
+    """The worker loads `adapters` by path, never from site-packages, and cannot import tui_bench
+    (it may run in an interpreter without it)."""
+    fake_site = tmp_path / "site"
+    (fake_site / "adapters").mkdir(parents=True)
+    (fake_site / "adapters" / "__init__.py").write_text("IMPOSTOR = True\n")
+    probe = (
+        "import runpy, sys; sys.path.insert(0, {!r}); sys.argv = ['worker.py', '--help'];\n"
+        "try:\n    runpy.run_path({!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "import adapters; print(getattr(adapters, 'IMPOSTOR', False), 'tui_bench' in sys.modules)"
+    ).format(str(fake_site), str(REPO / "adapters" / "worker.py"))
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "False False"

@@ -1,0 +1,127 @@
+"""The headless CLI as a user runs it: a subprocess, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO
+
+from tui_bench.engine.history import History
+
+TINY = [
+    "--threads",
+    "1",
+    "--epochs",
+    "1",
+    "--steps-per-epoch",
+    "4",
+    "--train-samples",
+    "600",
+    "--test-samples",
+    "100",
+    "--batch-size",
+    "32",
+]
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tui_bench", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_help_explains_commands_and_what_is_timed():
+    out = cli("--help")
+    assert out.returncode == 0
+    for word in ("run", "history", "sysinfo", "examples:", "warm-up"):
+        assert word in out.stdout
+    run_help = cli("run", "--help").stdout
+    assert "--threads" in run_help and "eager, compile" in run_help
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "--api", "estimator"],
+            "tui-bench: error: api 'estimator' is not available for framework 'torch' (choose: eager, compile)",
+        ),
+        (["run", "--threads", "0"], "tui-bench: error: threads must be between 1 and 64, got 0"),
+        (
+            ["run", "--preset", "/nonexistent.toml"],
+            "tui-bench: error: preset file /nonexistent.toml does not exist",
+        ),
+        (["history", "show", "nope"], "tui-bench: error: no run with id 'nope'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    out = cli(*args)
+    assert out.returncode == 2
+    assert out.stderr.strip() == message
+    assert out.stdout == ""
+
+
+def test_run_json_then_history_list_show_and_export(tmp_path):
+    pytest.importorskip("torch")
+    out = cli("run", *TINY, "--json")
+    assert out.returncode == 0, out.stderr
+    records = json.loads(out.stdout)
+    assert len(records) == 1 and records[0]["status"] == "finished"
+    run_id = records[0]["id"]
+    assert records[0]["metrics"]["param_count"] == 1_669_002
+    listing = cli("history", "list")
+    assert run_id in listing.stdout and "finished" in listing.stdout
+    shown = json.loads(cli("history", "show", run_id[:-1]).stdout)
+    assert shown["id"] == run_id
+    csv_path = tmp_path / "out.csv"
+    exported = cli("history", "export", "--csv", str(csv_path))
+    assert exported.returncode == 0 and "wrote 1 run(s)" in exported.stderr
+    assert run_id in csv_path.read_text()
+
+
+def test_failed_run_exits_1_and_shows_reason_and_log_tail():
+    out = cli("run", *TINY, "--device", "gpu")
+    assert out.returncode == 1
+    assert "DeviceError: torch runtime sees 0 GPUs" in out.stderr
+    assert History().all()[0]["status"] == "failed"
+
+
+def test_ctrl_c_cancels_the_worker_and_records_cancelled():
+    pytest.importorskip("torch")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui_bench", "run", "--threads", "1", "--epochs", "50"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        records = History().all()
+        if records and records[0]["status"] == "running":
+            break
+        time.sleep(0.2)
+    time.sleep(3)  # let the worker get into training
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "cancelling" in err
+    assert History().all()[0]["status"] == "cancelled"
+
+
+def test_sysinfo_reports_machine_and_runtimes():
+    out = cli("sysinfo", "--json")
+    info = json.loads(out.stdout)
+    assert info["machine"]["logical_cores"] >= 1 and info["machine"]["cpu_model"]
+    assert {r["framework"] for r in info["runtimes"]} >= {"torch"}

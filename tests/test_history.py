@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+
+import pandas as pd
+import pytest
+
+from tui_bench.engine import history as history_module
+from tui_bench.engine.history import History, HistoryError
+
+
+def record(n: int, **extra) -> dict:
+    return {
+        "status": "finished",
+        "label": f"run {n}",
+        "spec": {"framework": "torch", "threads": n},
+        "metrics": {"step_median_s": 0.01 * n, "test_accuracy": 0.9},
+        **extra,
+    }
+
+
+def test_round_trip_prefix_lookup_update_delete(isolated_home):
+    h = History()
+    first = h.add(record(1))
+    second = h.add(record(2))
+    assert [r["id"] for r in h.all()] == [first, second]
+    assert h.get(first)["label"] == "run 1"
+    h.update(first, status="failed", reason="boom")
+    assert h.get(first)["reason"] == "boom"
+    h.series_path(first).write_text('{"type":"record"}\n')
+    assert h.delete([first]) == 1
+    assert not h.series_path(first).exists()
+    with pytest.raises(HistoryError, match="no run with id"):
+        h.get(first)
+
+
+def test_ambiguous_prefix_is_an_error():
+    h = History()
+    h.add(record(1, id="20260101-000000-aaaa"))
+    h.add(record(2, id="20260101-000000-aaab"))
+    with pytest.raises(HistoryError, match="matches 2 runs"):
+        h.get("20260101-000000-aa")
+
+
+def _writer(home: str, offset: int) -> None:
+    os.environ["TUI_BENCH_HOME"] = home
+    h = History()
+    for i in range(15):
+        h.add(record(offset + i))
+
+
+def test_concurrent_writers_lose_nothing(isolated_home):
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(isolated_home), k * 100)) for k in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    threads = sorted(r["spec"]["threads"] for r in History().all())
+    assert threads == sorted(k * 100 + i for k in range(3) for i in range(15))
+
+
+def test_a_crash_mid_write_leaves_the_old_database_intact(monkeypatch):
+    h = History()
+    h.add(record(1))
+    before = h.db_path.read_text()
+
+    def crash(src, dst):
+        raise OSError("disk pulled out")
+
+    with monkeypatch.context() as patch, pytest.raises(OSError):
+        patch.setattr(history_module.os, "replace", crash)
+        h.add(record(2))
+    assert h.db_path.read_text() == before
+    assert len(History().all()) == 1
+
+
+def test_a_corrupt_database_is_kept_aside_and_rebuilt_from_series(isolated_home):
+    h = History()
+    finished = h.add(record(1))
+    h.series_path(finished).write_text(
+        json.dumps({"type": "record", "record": {**record(1), "id": finished, "status": "running"}})
+        + "\n"
+        + json.dumps({"type": "result", "record": {**record(1), "id": finished}})
+        + "\n"
+    )
+    running = h.add(record(2, status="running"))
+    h.series_path(running).write_text(
+        json.dumps({"type": "record", "record": {**record(2), "id": running, "status": "running"}})
+        + '\n{"type": "epoch_fin'  # torn last line: the app died mid-write
+    )
+    h.db_path.write_text('{"_default": {"1": {"id": "x", "sta')
+    again = History()
+    records = {r["id"]: r for r in again.all()}
+    assert records[finished]["status"] == "finished"
+    assert records[running]["status"] == "interrupted"
+    assert len(again.warnings) == 1 and "\n" not in again.warnings[0]
+    assert "rebuilt 2 run(s)" in again.warnings[0]
+    aside = list(isolated_home.glob("history.corrupt-*.json"))
+    assert len(aside) == 1 and aside[0].read_text().startswith('{"_default"')
+
+
+def test_runs_left_running_by_a_dead_app_become_interrupted():
+    h = History()
+    dead = h.add(record(1, status="running", recorder_pid=2**22 + 12345))
+    alive_pid = os.getppid()
+    alive = h.add(record(2, status="running", recorder_pid=alive_pid))
+    assert h.mark_interrupted() == 1
+    assert h.get(dead)["status"] == "interrupted"
+    assert h.get(alive)["status"] == "running"
+
+
+def test_csv_export_loads_in_pandas_one_row_per_run(tmp_path):
+    h = History()
+    h.add(record(1))
+    h.add(record(2, reason="a, comma\nand a newline"))
+    out = tmp_path / "runs.csv"
+    assert h.export_csv(out) == 2
+    frame = pd.read_csv(out)
+    assert len(frame) == 2
+    assert list(frame.columns[:5]) == ["id", "started_at", "finished_at", "status", "reason"]
+    assert frame["spec.threads"].tolist() == [1, 2]
+    assert frame["metrics.step_median_s"].tolist() == pytest.approx([0.01, 0.02])
+    assert frame["reason"].iloc[1] == "a, comma\nand a newline"

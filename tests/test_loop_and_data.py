@@ -1,0 +1,213 @@
+"""The timed loop and the data, without any framework: a numpy softmax-regression backend."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def loop(adapters_on_path):
+    from adapters import loop
+
+    return loop
+
+
+@pytest.fixture
+def data(adapters_on_path):
+    from adapters import data
+
+    return data
+
+
+class NumpyBackend:
+    """Softmax regression in numpy; records every batch it is handed and every sync."""
+
+    framework = "numpy"
+
+    def __init__(self, lr: float = 0.5) -> None:
+        self.lr = lr
+        self.seen: list[np.ndarray] = []
+        self.syncs = 0
+
+    def build(self, hyper, dataset) -> None:
+        features = int(np.prod(dataset.shape.input_shape))
+        self.w = np.zeros((features, dataset.shape.num_classes))
+
+    def sync(self) -> None:
+        self.syncs += 1
+
+    def _probs(self, x):
+        z = x.reshape(len(x), -1) @ self.w
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        return e / e.sum(axis=1, keepdims=True)
+
+    def train_step(self, x, y):
+        self.seen.append(x)
+        p = self._probs(x)
+        loss = -np.log(p[np.arange(len(y)), y] + 1e-12).mean()
+        p[np.arange(len(y)), y] -= 1
+        self.w -= self.lr * x.reshape(len(x), -1).T @ p / len(y)
+        return float(loss)
+
+    def evaluate(self, x, y, batch_size):
+        p = self._probs(x)
+        return float(-np.log(p[np.arange(len(y)), y] + 1e-12).mean()), float(
+            (p.argmax(1) == y).mean()
+        )
+
+    def train_epoch(self, x, y, batch_indices, clock):
+        for idx in batch_indices:
+            clock.begin()
+            loss = self.train_step(x[idx], y[idx])
+            clock.end(loss)
+
+
+def run(loop, data, backend, epochs=2, steps=5, warmup=2, target=None, seed=0):
+    dataset = data.load("synthetic-mnist", train_samples=2000, test_samples=500)
+    hyper = loop.Hyper(model="cnn", batch_size=64, lr=0.1, optimizer="sgd", dropout=0.0, seed=seed)
+    backend.build(hyper, dataset)
+    events = []
+    summary = loop.run_training(
+        backend,
+        dataset,
+        hyper,
+        epochs=epochs,
+        steps_per_epoch=steps,
+        warmup_steps=warmup,
+        emit=lambda kind, **fields: events.append((kind, fields)),
+        target_accuracy=target,
+    )
+    return dataset, events, summary
+
+
+def test_warm_up_steps_stay_out_of_steady_state(loop, data):
+    _, events, summary = run(loop, data, NumpyBackend(), epochs=2, steps=5, warmup=2)
+    epochs = [f for kind, f in events if kind == "epoch_finished"]
+    assert [e["steady_steps"] for e in epochs] == [3, 5]
+    assert epochs[0]["warmup_s"] > 0 and epochs[1]["warmup_s"] == 0
+    assert summary["steady_steps"] == 8
+    assert summary["first_step_s"] is not None and summary["warmup_s"] >= summary["first_step_s"]
+    assert summary["samples_per_s"] == pytest.approx(64 * 8 / (summary["step_mean_s"] * 8))
+
+
+def test_event_order_and_every_loss_reported(loop, data):
+    _, events, _ = run(loop, data, NumpyBackend(), epochs=2, steps=5)
+    kinds = [k for k, _ in events if k != "steps"]
+    assert kinds == ["epoch_started", "epoch_finished"] * 2 + ["test_finished"]
+    losses = [loss for k, f in events if k == "steps" for loss in f["losses"]]
+    assert len(losses) == 10
+
+
+def test_device_is_synchronised_around_every_timed_step(loop, data):
+    backend = NumpyBackend()
+    run(loop, data, backend, epochs=1, steps=5)
+    assert backend.syncs >= 2 * 5  # before and after each step
+
+
+def test_batches_follow_the_shared_epoch_order(loop, data):
+    backend = NumpyBackend()
+    dataset, _, _ = run(loop, data, backend, epochs=2, steps=3, seed=3)
+    for epoch in (1, 2):
+        order = data.epoch_order(len(dataset.x_train), 3, epoch)
+        for step in range(3):
+            expected = dataset.x_train[order[step * 64 : (step + 1) * 64]]
+            assert np.array_equal(backend.seen[(epoch - 1) * 3 + step], expected)
+    assert not np.array_equal(backend.seen[0], backend.seen[3])  # epochs reshuffle
+
+
+def test_loss_falls_on_learnable_synthetic_data(loop, data):
+    _, events, summary = run(loop, data, NumpyBackend(), epochs=3, steps=20)
+    epochs = [f for kind, f in events if kind == "epoch_finished"]
+    assert epochs[-1]["loss"] < epochs[0]["loss"]
+    assert summary["test_accuracy"] > 0.3  # chance is 0.1
+
+
+def test_target_accuracy_stops_training_and_reports_when(loop, data):
+    _, events, summary = run(loop, data, NumpyBackend(), epochs=10, steps=20, target=0.2)
+    assert summary["target_reached_epoch"] == summary["epochs_run"] < 10
+    assert summary["target_reached_s"] > 0
+    _, _, missed = run(loop, data, NumpyBackend(), epochs=1, steps=2, target=0.999)
+    assert missed["target_reached_epoch"] is None
+
+
+def test_step_losses_are_coalesced_to_ten_messages_per_second(loop):
+    now = [0.0]
+    emitted = []
+    clock = loop.StepClock(
+        lambda: None, lambda kind, **f: emitted.append(f), 0, 32, now=lambda: now[0]
+    )
+    clock.new_epoch(1)
+    for _ in range(1000):  # 1000 steps of 1 ms = 1 s
+        clock.begin()
+        now[0] += 0.001
+        clock.end(1.0)
+    clock.flush()
+    assert 9 <= len(emitted) <= 11
+    assert sum(len(f["losses"]) for f in emitted) == 1000
+    assert [f["first_step"] for f in emitted][:2] == [0, len(emitted[0]["losses"])]
+
+
+def test_percentile_matches_numpy(loop):
+    values = sorted([5.0, 1.0, 9.0, 3.0, 7.0, 2.0])
+    for q in (0.0, 0.25, 0.5, 0.75, 1.0):
+        assert loop.percentile(values, q) == pytest.approx(np.percentile(values, q * 100))
+
+
+# -- data ---------------------------------------------------------------------------------------
+# Golden digests: any change to the generator (or a numpy release changing a stream we rely on)
+# changes the data every framework sees, and must be a deliberate, visible decision.
+GOLDEN = {
+    "synthetic-mnist": "dc3e432f7b7733d2",
+    "synthetic-cifar10": "dc6d010c59c3264c",
+    "synthetic-imdb": "975c3d53bba5b078",
+}
+
+
+def digest(dataset) -> str:
+    h = hashlib.sha256()
+    for array in (dataset.x_train, dataset.y_train, dataset.x_test, dataset.y_test):
+        h.update(np.ascontiguousarray(array).tobytes())
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_synthetic_data_is_pinned_and_prefix_stable(data, name):
+    small = data.load(name, train_samples=1500, test_samples=300)
+    assert digest(small) == GOLDEN[name]
+    bigger = data.load(name, train_samples=3000, test_samples=300)
+    # the cap takes a prefix of the same stream: the first samples do not depend on it
+    assert np.array_equal(bigger.x_train[:1000], small.x_train[:1000])
+    assert len(small.x_train) == 1200 and len(small.x_val) == 300
+
+
+def test_synthetic_images_are_learnable_not_noise(data):
+    d = data.load("synthetic-mnist", train_samples=4000, test_samples=10)
+    means = np.stack([d.x_train[d.y_train == k].mean(axis=0) for k in range(10)])
+    # class means differ far more than the noise of a mean over ~400 samples would explain
+    assert np.abs(means[:, None] - means[None, :]).max(axis=(2, 3, 4)).min() == 0  # diagonal
+    off = [np.abs(means[a] - means[b]).mean() for a in range(10) for b in range(10) if a < b]
+    assert min(off) > 0.02
+    assert d.x_train.dtype == np.float32 and d.x_train.min() >= 0.0 and d.x_train.max() <= 1.0
+    assert sorted(set(d.y_train.tolist())) == list(range(10))
+
+
+def test_synthetic_sequences_look_like_imdb(data):
+    d = data.load("synthetic-imdb", train_samples=500, test_samples=10)
+    assert d.x_train.shape[1] == 200 and d.x_train.max() < 5000
+    first_nonzero = (d.x_train != 0).argmax(axis=1)
+    assert (d.x_train[np.arange(len(d.x_train)), first_nonzero] == 1).all()  # start marker
+    assert set(d.y_train.tolist()) == {0, 1}
+
+
+def test_epoch_order_is_a_seeded_permutation(data):
+    a = data.epoch_order(1000, seed=1, epoch=1)
+    assert sorted(a.tolist()) == list(range(1000))
+    assert np.array_equal(a, data.epoch_order(1000, seed=1, epoch=1))
+    assert not np.array_equal(a, data.epoch_order(1000, seed=1, epoch=2))
+    assert not np.array_equal(a, data.epoch_order(1000, seed=2, epoch=1))
+    assert [len(b) for b in data.batches(1000, 128, 1, 1)] == [128] * 7  # partial batch dropped
+    assert len(data.batches(1000, 128, 1, 1, max_steps=3)) == 3

@@ -1,0 +1,181 @@
+"""Real worker processes: a few PyTorch steps, and every way a worker can go wrong."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import psutil
+import pytest
+
+from tui_bench.engine.history import History
+from tui_bench.engine.runner import execute
+from tui_bench.engine.spec import RunSpec
+
+pytest.importorskip("torch")  # the reference runtime: CI installs it with the package
+
+TINY = dict(
+    threads=1,
+    epochs=2,
+    steps_per_epoch=6,
+    train_samples=1000,
+    test_samples=200,
+    batch_size=32,
+    warmup_steps=2,
+)
+
+
+def tiny_spec(**changes) -> RunSpec:
+    return RunSpec(**{**TINY, **changes}).validate()
+
+
+def run(spec=None, fault=None, **options):
+    history = History()
+    events: list[dict] = []
+    result = execute(
+        spec or tiny_spec(),
+        history,
+        on_event=events.append,
+        fault=fault,
+        sample_interval=0.2,
+        **options,
+    )
+    return history, events, result
+
+
+def test_real_pytorch_training_end_to_end():
+    history, events, result = run()
+    assert result.status == "finished", result.reason
+    started = result.started
+    assert started["param_count"] == 1_669_002
+    assert started["threads_effective"] == 1 and started["framework_version"].startswith("2.13")
+    assert started["steps_per_epoch"] == 6 and started["train_samples"] == 800
+    kinds = [e["type"] for e in events if e["type"] not in ("steps", "sample")]
+    assert kinds == [
+        "run_started",
+        "epoch_started",
+        "epoch_finished",
+        "epoch_started",
+        "epoch_finished",
+        "test_finished",
+        "finished",
+    ]
+    losses = [x for e in events if e["type"] == "steps" for x in e["losses"]]
+    assert len(losses) == 12 and all(x > 0 for x in losses)
+    assert result.epochs[-1]["loss"] < result.epochs[0]["loss"]
+    summary = result.summary
+    assert summary["steady_steps"] == 10  # 12 steps minus 2 warm-up
+    assert summary["step_median_s"] > 0 and summary["samples_per_s"] > 0
+    assert summary["test_s"] > 0 and 0 <= summary["test_accuracy"] <= 1
+    # recorded: summary in tinydb, series and log beside it
+    record = history.get(result.run_id)
+    assert record["status"] == "finished" and record["spec"]["threads"] == 1
+    assert record["metrics"]["param_count"] == 1_669_002
+    assert record["env"]["logical_cores"] >= 1 and record["worker"]["framework_version"]
+    series = history.read_series(result.run_id)
+    assert series[0]["type"] == "record" and series[-1]["type"] == "result"
+    assert any(e["type"] == "epoch_finished" for e in series)
+
+
+def test_same_seed_same_losses_different_seed_different():
+    _, _, a = run(tiny_spec(epochs=1))
+    _, _, b = run(tiny_spec(epochs=1))
+    _, _, c = run(tiny_spec(epochs=1, seed=1))
+    assert a.epochs[0]["loss"] == b.epochs[0]["loss"]
+    assert a.epochs[0]["loss"] != c.epochs[0]["loss"]
+
+
+def test_two_threads_take_effect():
+    _, _, result = run(tiny_spec(threads=2, epochs=1))
+    assert result.started["threads_effective"] == 2
+
+
+def test_framework_chatter_cannot_corrupt_events():
+    history, _, result = run(fault="chatter@epoch:1")
+    assert result.status == "finished"
+    assert result.malformed_lines == 0  # fake JSON on stdout never reached the event channel
+    assert "absl noise" in history.log_path(result.run_id).read_text()
+
+
+def test_malformed_event_lines_are_skipped_and_logged():
+    history, _, result = run(tiny_spec(epochs=1), fault="garbage@import")
+    assert result.status == "finished"
+    assert result.malformed_lines == 3
+    assert "ignored a malformed event line" in history.log_path(result.run_id).read_text()
+
+
+def test_a_worker_that_raises_becomes_a_failed_record_with_its_traceback():
+    history, _, result = run(fault="crash@epoch:2")
+    assert result.status == "failed"
+    assert result.reason == "RuntimeError: injected crash at epoch"
+    assert len(result.epochs) == 1  # what finished before the crash is kept
+    assert "Traceback" in result.error["traceback"]
+    record = history.get(result.run_id)
+    assert record["status"] == "failed" and record["reason"] == result.reason
+
+
+def test_a_worker_that_exits_without_a_final_event():
+    _, _, result = run(fault="exit@import")
+    assert result.status == "failed"
+    assert result.reason == "worker exited with code 7 before reporting a result"
+
+
+def test_a_worker_killed_by_a_signal():
+    _, _, result = run(fault="segv@epoch:1")
+    assert result.status == "failed" and result.reason == "worker was killed by SIGSEGV"
+
+
+def test_a_hanging_worker_is_killed_after_the_stall_timeout():
+    started = time.monotonic()
+    _, _, result = run(fault="hang@epoch:1", stall_timeout=3.0)
+    assert result.status == "failed"
+    assert result.reason == "worker sent nothing for 3 s and was killed (hung)"
+    assert time.monotonic() - started < 60
+
+
+def test_cancel_kills_the_whole_process_group_and_records_cancelled():
+    holder = {}
+    seen_epoch = threading.Event()
+
+    def on_event(event):
+        if event["type"] == "epoch_started":
+            seen_epoch.set()
+
+    def cancel_soon():
+        seen_epoch.wait(60)
+        holder["pid"] = holder["worker"].process.pid
+        holder["worker"].cancel()
+
+    threading.Thread(target=cancel_soon, daemon=True).start()
+    history = History()
+    result = execute(
+        tiny_spec(epochs=50, steps_per_epoch=None),
+        history,
+        on_event=on_event,
+        on_start=lambda w: holder.__setitem__("worker", w),
+    )
+    assert result.status == "cancelled" and result.reason == "cancelled by the user"
+    assert (
+        not psutil.pid_exists(holder["pid"]) or psutil.Process(holder["pid"]).status() == "zombie"
+    )
+    with pytest.raises(ProcessLookupError):
+        os.killpg(holder["pid"], 0)
+    assert history.get(result.run_id)["status"] == "cancelled"
+
+
+def test_a_gpu_that_does_not_exist_is_a_clear_error_before_training():
+    _, events, result = run(tiny_spec(device="gpu:0"))
+    assert result.status == "failed"
+    assert result.reason.startswith("DeviceError: torch runtime sees 0 GPUs")
+    assert not [e for e in events if e["type"] == "epoch_started"]
+
+
+def test_a_missing_runtime_is_a_failed_record_not_an_exception(tmp_path, monkeypatch):
+    config = tmp_path / "config.toml"
+    config.write_text('[runtimes.torch]\npython = "/nonexistent/python"\n')
+    monkeypatch.setenv("TUI_BENCH_CONFIG", str(config))
+    history, _, result = run()
+    assert result.status == "failed"
+    assert "/nonexistent/python, which does not exist" in result.reason
+    assert history.get(result.run_id)["status"] == "failed"

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tui_bench.engine.spec import RunSpec, SpecError
+
+
+def error_of(**fields) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        RunSpec.from_dict(fields)
+    return info.value
+
+
+def test_defaults_are_the_offline_reference_run():
+    spec = RunSpec().validate()
+    assert (spec.framework, spec.api, spec.model, spec.dataset, spec.device) == (
+        "torch",
+        "eager",
+        "cnn",
+        "synthetic-mnist",
+        "cpu",
+    )
+    assert (spec.batch_size, spec.lr, spec.optimizer, spec.dropout) == (128, 1e-3, "adam", 0.25)
+    assert 1 <= spec.threads <= 64
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        (
+            {"api": "estimator"},
+            "api",
+            "api 'estimator' is not available for framework 'torch' (choose: eager, compile)",
+        ),
+        ({"threads": 0}, "threads", "threads must be between 1 and 64, got 0"),
+        ({"threads": 65}, "threads", "threads must be between 1 and 64, got 65"),
+        ({"threads": 2.5}, "threads", "threads must be a whole number, got 2.5"),
+        ({"framework": "theano"}, "framework", "framework 'theano' is not known (choose: torch)"),
+        ({"device": "cuda:0"}, "device", "device must be cpu, gpu or gpu:N, got 'cuda:0'"),
+        ({"lr": 0}, "lr", "lr must be in (0.0, 10.0], got 0.0"),
+        ({"dropout": 1.0}, "dropout", "dropout must be in [0.0, 1.0), got 1.0"),
+        (
+            {"optimizer": "rmsprop"},
+            "optimizer",
+            "optimizer 'rmsprop' is not known (choose: adam, sgd)",
+        ),
+        (
+            {"model": "lstm"},
+            "model",
+            "model 'lstm' needs a sequence dataset; 'synthetic-mnist' is image data",
+        ),
+        (
+            {"model": "vgg16"},
+            "model",
+            "model 'vgg16' cannot take dataset 'synthetic-mnist': vgg16 pools 5 times and needs 32×32 "
+            "input; 28×28 shrinks to nothing",
+        ),
+        (
+            {"train_samples": 100},
+            "train_samples",
+            "train_samples 100 leaves 80 training samples after the 20 % validation split, fewer "
+            "than one batch of 128",
+        ),
+        ({"thread": 2}, "thread", None),
+    ],
+)
+def test_validation_names_the_field_in_one_line(fields, field, message):
+    err = error_of(**fields)
+    assert err.field == field
+    text = str(err)
+    assert "\n" not in text
+    if message is not None:
+        assert text == message
+    else:
+        assert text.startswith("unknown field 'thread' (fields: framework, api,")
+
+
+def test_boolean_is_not_a_number():
+    assert str(error_of(epochs=True)) == "epochs must be a whole number, got True"
+
+
+def test_json_round_trip():
+    spec = RunSpec(threads=2, epochs=3, steps_per_epoch=10, train_samples=1000, seed=7).validate()
+    again = RunSpec.from_json(spec.to_json())
+    assert again == spec
+    assert json.loads(spec.to_json())["threads"] == 2
+
+
+def test_toml_round_trip_drops_unset_optionals_and_accepts_int_lr():
+    spec = RunSpec(threads=1, lr=1.0, target_accuracy=0.9).validate()
+    text = spec.to_toml()
+    assert "steps_per_epoch" not in text  # TOML has no null
+    assert RunSpec.from_toml(text) == spec
+    assert RunSpec.from_toml("lr = 1\nthreads = 1").lr == 1.0
+
+
+def test_bad_toml_is_one_line():
+    with pytest.raises(SpecError) as info:
+        RunSpec.from_toml("threads = [1, 2")
+    assert info.value.field == "toml"
+    assert "\n" not in str(info.value)
