@@ -11,9 +11,12 @@ generators' raw streams and ``SeedSequence`` are stable, and only exactly rounde
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from adapters import datasets as real_files
 
 # The dataset itself is fixed; the run's seed only drives initialisation and shuffling.
 DATA_SEED = 20_190_715
@@ -42,6 +45,22 @@ SYNTHETIC_SHAPES: dict[str, Shape] = {
 }
 
 
+# The real datasets as published (parsed by adapters/datasets.py).
+REAL_SHAPES: dict[str, Shape] = {
+    "mnist": Shape("image", (28, 28, 1), 10, 60_000, 10_000),
+    "fashion-mnist": Shape("image", (28, 28, 1), 10, 60_000, 10_000),
+    "cifar10": Shape("image", (32, 32, 3), 10, 50_000, 10_000),
+    "imdb": Shape(
+        "sequence",
+        (real_files.IMDB_MAXLEN,),
+        2,
+        25_000,
+        25_000,
+        vocab_size=real_files.IMDB_NUM_WORDS,
+    ),
+}
+
+
 @dataclass
 class Dataset:
     name: str
@@ -53,6 +72,7 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     notes: dict = field(default_factory=dict)
+    vocabulary: list[str] | None = None  # IMDb: the word of each id, when the word index is there
 
     @property
     def kind(self) -> str:
@@ -179,9 +199,29 @@ def finish(
     x_tr, y_tr, x_val, y_val = split_validation(
         x_train, y_train.astype(np.int64), validation_fraction
     )
-    return Dataset(
-        name, shape, x_tr, y_tr, x_val, y_val, x_test, y_test.astype(np.int64), notes or {}
+    dataset = Dataset(
+        name, shape, x_tr, y_tr, x_val, y_val, x_test, y_test.astype(np.int64), dict(notes or {})
     )
+    dataset.notes["fingerprint"] = fingerprint(dataset)
+    return dataset
+
+
+def fingerprint(dataset: Dataset) -> str:
+    """sha256 (16 hex digits) of every array handed to the framework, in order: two runs with the
+    same fingerprint trained and tested on the same bytes, whatever framework or numpy they used."""
+    digest = hashlib.sha256()
+    for array in (
+        dataset.x_train,
+        dataset.y_train,
+        dataset.x_val,
+        dataset.y_val,
+        dataset.x_test,
+        dataset.y_test,
+    ):
+        contiguous = np.ascontiguousarray(array)
+        digest.update(f"{contiguous.dtype.str}{contiguous.shape}".encode())
+        digest.update(contiguous.data)
+    return digest.hexdigest()[:16]
 
 
 def synthetic(
@@ -213,10 +253,51 @@ def load(
     data_dir: str | None = None,
     validation_fraction: float = VALIDATION_FRACTION,
 ) -> Dataset:
-    """Load a dataset by catalog name."""
+    """Load a dataset by catalog name. Real datasets are parsed from ``data_dir`` (or
+    ``data_dir/name``); a missing or bad file raises ``datasets.DatasetError`` naming it."""
     if name in SYNTHETIC_SHAPES:
         return synthetic(name, train_samples, test_samples, validation_fraction)
+    if name in REAL_SHAPES:
+        return real(name, data_dir, train_samples, test_samples, validation_fraction)
     raise ValueError(f"unknown dataset {name!r}")
+
+
+def real(
+    name: str,
+    data_dir: str | None,
+    train_samples: int | None = None,
+    test_samples: int | None = None,
+    validation_fraction: float = VALIDATION_FRACTION,
+) -> Dataset:
+    """A real dataset through the same preprocessing as the synthetic ones. Caps take the first
+    N samples of the published order (Keras' order for IMDb)."""
+    shape = REAL_SHAPES[name]
+    raw = real_files.load_raw(name, data_dir)
+    if shape.kind == "image" and raw.x_train.shape[1:] != shape.input_shape:
+        raise real_files.DatasetError(
+            f"{raw.source}: {name} images are {raw.x_train.shape[1:]}, expected {shape.input_shape}"
+        )
+    n_train = len(raw.x_train) if train_samples is None else min(train_samples, len(raw.x_train))
+    n_test = len(raw.x_test) if test_samples is None else min(test_samples, len(raw.x_test))
+    # The shape records what was really loaded (a test file may hold fewer than the published).
+    loaded = Shape(
+        shape.kind, shape.input_shape, shape.num_classes, n_train, n_test, shape.vocab_size
+    )
+    notes = {"synthetic": False, "source": raw.source, "files": raw.files}
+    if raw.class_names:
+        notes["class_names"] = raw.class_names
+    dataset = finish(
+        name,
+        loaded,
+        raw.x_train[:n_train],
+        raw.y_train[:n_train],
+        raw.x_test[:n_test],
+        raw.y_test[:n_test],
+        validation_fraction,
+        notes,
+    )
+    dataset.vocabulary = raw.vocabulary
+    return dataset
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:
