@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import itertools
 import json
 import os
 import pickle
@@ -104,8 +105,8 @@ def _read(path: Path, files: dict[str, str]) -> bytes:
 
 # -- IDX (MNIST, Fashion-MNIST) -------------------------------------------------------------------
 def _gunzip(path: Path, payload: bytes) -> bytes:
-    # zlib in one call is ~2x faster than gzip.decompress's Python-level member loop; fall back to
-    # gzip for its precise error (and for multi-member files) when zlib refuses.
+    # zlib in one call (no copy of the member loop); when it refuses, or more data follows (a
+    # multi-member file), gzip decides and gives its precise error.
     try:
         inflater = zlib.decompressobj(wbits=31)
         data = inflater.decompress(payload)
@@ -230,15 +231,16 @@ def _cifar_batch(label: str, payload: bytes) -> tuple[np.ndarray, np.ndarray]:
         raise DatasetError(f"{label}: {labels.size} labels for {len(data)} images")
     _check_labels(Path(label), labels, 10)
     # Stored as N x (1024 red, 1024 green, 1024 blue), row-major: NCHW, made NHWC as everywhere.
-    return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), labels
+    # One copy into C order here keeps every later step (x / 255, batch gathers) contiguous.
+    return np.ascontiguousarray(data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)), labels
 
 
 def load_cifar10(directory: Path) -> RawSplits:
     files: dict[str, str] = {}
     path = _require(directory, FILES["cifar10"]["archive"])
-    raw = _read(path, files)
-    # One zlib pass over the whole archive, then tarfile on memory: 3x faster than "r:gz".
-    tar_bytes = _gunzip(path, raw)
+    # One zlib pass, then tarfile on memory: a bit faster than "r:gz", and a truncated archive
+    # gets the same precise error as a truncated IDX file.
+    tar_bytes = _gunzip(path, _read(path, files))
     try:
         archive = tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:")
         members = {m.name: m for m in archive.getmembers() if m.isfile()}
@@ -255,6 +257,7 @@ def load_cifar10(directory: Path) -> RawSplits:
         f"{path}:{CIFAR_META}", archive.extractfile(members[CIFAR_META]).read(), "bytes"
     )
     names = meta.get(b"label_names") if isinstance(meta, dict) else None
+    del archive, members, tar_bytes  # 180 MB less at the peak, before the arrays are joined
     x_train = np.concatenate([x for x, _ in parts[:5]])
     y_train = np.concatenate([y for _, y in parts[:5]])
     x_test, y_test = parts[5]
@@ -305,9 +308,10 @@ def _sequences_to_matrix(label: str, sequences: np.ndarray) -> np.ndarray:
     """Keras' preprocessing, vectorised: start mark, ids + 3, ids >= num_words -> OOV (2), then
     pad_sequences(maxlen=200): pad with 0 in front, and keep the *last* 200 ids of longer ones."""
     try:
-        lengths = np.fromiter((len(s) for s in sequences), dtype=np.int64, count=len(sequences))
+        lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+        # chain.from_iterable iterates in C: twice as fast as a generator expression here.
         flat = np.fromiter(
-            (w for s in sequences for w in s), dtype=np.int64, count=int(lengths.sum())
+            itertools.chain.from_iterable(sequences), dtype=np.int64, count=int(lengths.sum())
         )
     except (TypeError, ValueError, OverflowError) as exc:
         raise DatasetError(f"{label}: not sequences of word ids ({exc})") from None
@@ -322,13 +326,11 @@ def _sequences_to_matrix(label: str, sequences: np.ndarray) -> np.ndarray:
     fits = total <= IMDB_MAXLEN
     rows = np.arange(n)
     out[rows[fits], IMDB_MAXLEN - total[fits]] = IMDB_START
-    # Word j of review i (0-based) lands in column maxlen - length + j, when that is >= 0.
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if n else np.zeros(0, np.int64)
-    row_of = np.repeat(rows, lengths)
-    within = np.arange(len(flat)) - np.repeat(starts, lengths)
-    column = IMDB_MAXLEN - np.repeat(lengths, lengths) + within
+    # Word j of review i lands in column maxlen - length_i + j, i.e. flat position p goes to
+    # p + (maxlen - end_i) where end_i is where review i ends in the flat array; < 0 is cut off.
+    column = np.arange(len(flat)) + np.repeat(IMDB_MAXLEN - np.cumsum(lengths), lengths)
     keep = column >= 0
-    out[row_of[keep], column[keep]] = words[keep]
+    out[np.repeat(rows, lengths)[keep], column[keep]] = words[keep]
     return out
 
 
