@@ -205,7 +205,13 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         if (module, name) not in _PICKLE_ALLOWED:
             raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
-        return super().find_class(module, name)
+        try:
+            return super().find_class(module, name)
+        except ModuleNotFoundError:
+            if not module.startswith("numpy._core"):
+                raise
+            # Written by numpy 2, read by numpy < 1.26 (which has only numpy.core).
+            return super().find_class("numpy.core" + module[len("numpy._core") :], name)
 
 
 def _unpickle(label: str, payload: bytes, encoding: str):

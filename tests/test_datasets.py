@@ -602,6 +602,18 @@ def test_partial_mismatching_or_failed_downloads_leave_nothing(monkeypatch, tmp_
     assert not [p for p in cache_listing() if ".part-" in p]
 
 
+def test_a_failing_mirror_falls_back_to_the_next(monkeypatch, tmp_path):
+    blobs = pin_tiny_mnist(monkeypatch, tmp_path / "published")
+
+    def first_mirror_404(url):
+        if "mirror-a" in url:
+            raise cache.urllib.error.HTTPError(url, 404, "Not Found", {}, None)
+        return chunks(blobs[url.rsplit("/", 1)[1]])
+
+    assert cache.download("mnist", fetch=first_mirror_404).verified
+    assert not [p for p in cache_listing() if ".part-" in p]
+
+
 def test_oversized_download_is_cut_off(monkeypatch, tmp_path):
     blobs = pin_tiny_mnist(monkeypatch, tmp_path / "published")
 
@@ -730,3 +742,47 @@ def test_cli_data_list_download_and_import(monkeypatch, tmp_path, capsys):
     )
     assert cli.main(["data", "list"]) == 0
     assert "mnist" in capsys.readouterr().out
+
+
+CROSS_NUMPY = """
+import hashlib, importlib.util, json, sys
+spec = importlib.util.spec_from_file_location(
+    "adapters", sys.argv[1] + "/__init__.py", submodule_search_locations=[sys.argv[1]])
+module = importlib.util.module_from_spec(spec); sys.modules["adapters"] = module
+spec.loader.exec_module(module)
+import numpy
+from adapters import data
+out = {"numpy": numpy.__version__}
+for name in ("mnist", "cifar10", "imdb", "synthetic-imdb"):
+    ds = data.load(name, data_dir=sys.argv[2], train_samples=2000, test_samples=500)
+    digest = hashlib.sha256()
+    for a in (ds.x_train, ds.y_train, ds.x_val, ds.y_val, ds.x_test, ds.y_test):
+        digest.update(numpy.ascontiguousarray(a).tobytes())
+    out[name] = [ds.notes["fingerprint"], digest.hexdigest()]
+print(json.dumps(out))
+"""
+
+
+def test_other_numpy_runtime_parses_the_same_bytes(adapters, tmp_path):
+    """Set TUI_BENCH_OTHER_NUMPY_PYTHON to an interpreter with another numpy (e.g. MXNet's
+    numpy 1.23 runtime): it must build bit-identical arrays from the same files."""
+    other = os.environ.get("TUI_BENCH_OTHER_NUMPY_PYTHON")
+    if not other:
+        pytest.skip("TUI_BENCH_OTHER_NUMPY_PYTHON is not set")
+    write_mnist(tmp_path / "mnist")
+    write_cifar(tmp_path / "cifar10" / "cifar-10-python.tar.gz")
+    write_imdb(tmp_path / "imdb")
+    script = tmp_path / "cross.py"
+    script.write_text(CROSS_NUMPY)
+    results = []
+    for python in (sys.executable, other):
+        out = subprocess.run(
+            [python, "-I", str(script), str(REPO / "adapters"), str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    here, there = results
+    assert here.pop("numpy") != there.pop("numpy")  # really two numpy versions
+    assert here == there

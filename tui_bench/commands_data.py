@@ -46,7 +46,7 @@ class TransferDisplay:
             TransferSpeedColumn(),
             TimeRemainingColumn(),
             console=console,
-            transient=False,
+            transient=True,
             disable=not enabled,
         )
         self.tasks: dict[str, Any] = {}
@@ -102,11 +102,13 @@ def _list(args: argparse.Namespace) -> int:
             datasets.megabytes(s.download_size) if s.download_size else "—",
             s.where if s.present else "",
         )
-    table.caption = (
-        "synthetic-* datasets need no files. Get real ones with `tui-bench data download NAME`, "
-        "or copy the published files over and `tui-bench data import PATH`."
+    console = _console()
+    console.print(table)
+    console.print(
+        "synthetic-* datasets need no files. Real ones: `tui-bench data download NAME`, or copy "
+        "the published files over and `tui-bench data import PATH`.",
+        style="dim",
     )
-    _console().print(table)
     return 0
 
 

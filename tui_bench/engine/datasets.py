@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -79,7 +80,8 @@ def _idx_files(mirrors: tuple[str, ...], checks: list[tuple[str, int, str, str]]
     )
 
 
-# Checksums: sha256 and sizes as pinned by tensorflow_datasets and other public projects, md5 as
+# Checksums: sha256 as pinned by Keras (imdb.npz), torchvision's prototype datasets (CIFAR-10) and
+# many public projects (MNIST, Fashion-MNIST), each found in several independent sources; md5 as
 # pinned by torchvision / the Fashion-MNIST README / Keras. The IMDb word index has no published
 # sha256 that could be found: it is checked by its Keras md5 (and size).
 REGISTRY: dict[str, RealDataset] = {
@@ -514,7 +516,7 @@ def download(
     directory.mkdir(parents=True, exist_ok=True)
     _clean_parts(directory)
     current = {f.name: f for f in status([name])[0].files}
-    failures = []
+    failures: dict[str, list[str]] = {}  # why (per mirror) -> files that failed that way
     for spec in dataset.files:
         if current[spec.name].verified or (not spec.required and not include_optional):
             continue
@@ -526,11 +528,18 @@ def download(
                 why = _describe(exc)
             if why is None:
                 break
-            reasons.append(f"{url}: {why}")
+            reasons.append(f"{urllib.parse.urlsplit(url).netloc or url}: {why}")
         else:
-            failures.append(f"could not download {name}/{spec.name}: " + "; ".join(reasons))
+            failures.setdefault("; ".join(reasons), []).append(f"{name}/{spec.name}")
     if failures:  # the other files were still fetched: a retry only needs the failed ones
-        raise DatasetError(" | ".join(failures))
+        raise DatasetError(
+            " | ".join(
+                f"could not download {files[0]}"
+                + (f" and {len(files) - 1} more file(s)" if len(files) > 1 else "")
+                + f": {why}"
+                for why, files in failures.items()
+            )
+        )
     return status([name])[0]
 
 
