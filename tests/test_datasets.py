@@ -556,6 +556,9 @@ def test_download_verifies_then_renames_and_reports_progress(monkeypatch, tmp_pa
     assert progress[-1][1] == progress[-1][2]
     assert all(u.startswith("https://mirror-a") for u in fetched)
     assert cache.problem(RunSpec(dataset="mnist")) is None
+    assert cache.choice_note("mnist").startswith("present, verified")
+    assert cache.choice_note("cifar10") == "not downloaded: 170.5 MB to download"
+    assert cache.choice_note("synthetic-mnist") == "generated on the fly, no download"
     # nothing to do the second time
     fetched.clear()
     cache.download("mnist", fetch=fetch)

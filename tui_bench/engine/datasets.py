@@ -336,16 +336,6 @@ class DatasetStatus:
             "files": [vars(f) for f in self.files],
         }
 
-    def summary(self) -> str:
-        """One line for a dataset picker: what is here, or what a download would cost."""
-        if self.verified:
-            return f"{self.label}: in the cache, verified ({megabytes(self.size_on_disk)})"
-        if self.present:
-            bad = next((f for f in self.files if f.problem), None)
-            why = f": {bad.name} {bad.problem}" if bad else ""
-            return f"{self.label}: present, not verified{why}"
-        return f"{self.label}: not downloaded ({megabytes(self.download_size)} to download)"
-
 
 def status(
     names: Iterable[str] | None = None, data_dir: str | None = None, rehash: bool = False
@@ -397,6 +387,19 @@ def _status_one(dataset: RealDataset, data_dir: str | None, rehash: bool) -> Dat
         to_download,
         files,
     )
+
+
+def choice_note(name: str, data_dir: str | None = None) -> str:
+    """What picking dataset ``name`` means right now, in one short line for a dataset picker
+    (the TUI calls this off the UI thread: a never-verified file is hashed, up to ~0.5 s)."""
+    if name not in REGISTRY:
+        return "generated on the fly, no download"
+    state = status([name], data_dir)[0]
+    if state.verified:
+        return f"present, verified ({megabytes(state.size_on_disk)})"
+    if state.present:
+        return "present but not verified: `tui-bench data list` says why"
+    return f"not downloaded: {megabytes(REGISTRY[name].required_size)} to download"
 
 
 def verify(name: str, data_dir: str | None = None) -> DatasetStatus:
