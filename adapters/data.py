@@ -11,9 +11,12 @@ generators' raw streams and ``SeedSequence`` are stable, and only exactly rounde
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from adapters import datasets as real_files
 
 # The dataset itself is fixed; the run's seed only drives initialisation and shuffling.
 DATA_SEED = 20_190_715
@@ -42,6 +45,22 @@ SYNTHETIC_SHAPES: dict[str, Shape] = {
 }
 
 
+# The real datasets as published (parsed by adapters/datasets.py).
+REAL_SHAPES: dict[str, Shape] = {
+    "mnist": Shape("image", (28, 28, 1), 10, 60_000, 10_000),
+    "fashion-mnist": Shape("image", (28, 28, 1), 10, 60_000, 10_000),
+    "cifar10": Shape("image", (32, 32, 3), 10, 50_000, 10_000),
+    "imdb": Shape(
+        "sequence",
+        (real_files.IMDB_MAXLEN,),
+        2,
+        25_000,
+        25_000,
+        vocab_size=real_files.IMDB_NUM_WORDS,
+    ),
+}
+
+
 @dataclass
 class Dataset:
     name: str
@@ -53,6 +72,7 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     notes: dict = field(default_factory=dict)
+    vocabulary: list[str] | None = None  # IMDb: the word of each id, when the word index is there
 
     @property
     def kind(self) -> str:
@@ -171,17 +191,35 @@ def finish(
     notes: dict | None = None,
 ) -> Dataset:
     """Common preprocessing: images to float32 in [0, 1] (x / 255), labels int64, validation split."""
+    notes = dict(notes or {})
+    notes["fingerprint"] = fingerprint(
+        shape.kind, validation_fraction, x_train_raw, y_train, x_test_raw, y_test
+    )
     if shape.kind == "image":
-        x_train = x_train_raw.astype(np.float32) / np.float32(255.0)
-        x_test = x_test_raw.astype(np.float32) / np.float32(255.0)
+        # In place: the same bits as x / 255, without a second full-size float array.
+        x_train = x_train_raw.astype(np.float32)
+        x_train /= np.float32(255.0)
+        x_test = x_test_raw.astype(np.float32)
+        x_test /= np.float32(255.0)
     else:
         x_train, x_test = x_train_raw.astype(np.int32), x_test_raw.astype(np.int32)
     x_tr, y_tr, x_val, y_val = split_validation(
         x_train, y_train.astype(np.int64), validation_fraction
     )
-    return Dataset(
-        name, shape, x_tr, y_tr, x_val, y_val, x_test, y_test.astype(np.int64), notes or {}
-    )
+    return Dataset(name, shape, x_tr, y_tr, x_val, y_val, x_test, y_test.astype(np.int64), notes)
+
+
+def fingerprint(kind: str, validation_fraction: float, *arrays: np.ndarray) -> str:
+    """sha256 (16 hex digits) of the raw arrays and the split: two runs with the same fingerprint
+    trained and tested on the same bytes, whatever framework or numpy they used. The raw uint8 /
+    word ids are hashed (4x less than the float32 they become, which x / 255 in float32 fixes
+    exactly in every numpy)."""
+    digest = hashlib.sha256(f"{kind} x/255 float32 val={validation_fraction}".encode())
+    for array in arrays:
+        contiguous = np.ascontiguousarray(array)
+        digest.update(f"{contiguous.dtype.str}{contiguous.shape}".encode())
+        digest.update(contiguous.data)
+    return digest.hexdigest()[:16]
 
 
 def synthetic(
@@ -213,10 +251,51 @@ def load(
     data_dir: str | None = None,
     validation_fraction: float = VALIDATION_FRACTION,
 ) -> Dataset:
-    """Load a dataset by catalog name."""
+    """Load a dataset by catalog name. Real datasets are parsed from ``data_dir`` (or
+    ``data_dir/name``); a missing or bad file raises ``datasets.DatasetError`` naming it."""
     if name in SYNTHETIC_SHAPES:
         return synthetic(name, train_samples, test_samples, validation_fraction)
+    if name in REAL_SHAPES:
+        return real(name, data_dir, train_samples, test_samples, validation_fraction)
     raise ValueError(f"unknown dataset {name!r}")
+
+
+def real(
+    name: str,
+    data_dir: str | None,
+    train_samples: int | None = None,
+    test_samples: int | None = None,
+    validation_fraction: float = VALIDATION_FRACTION,
+) -> Dataset:
+    """A real dataset through the same preprocessing as the synthetic ones. Caps take the first
+    N samples of the published order (Keras' order for IMDb)."""
+    shape = REAL_SHAPES[name]
+    raw = real_files.load_raw(name, data_dir)
+    if shape.kind == "image" and raw.x_train.shape[1:] != shape.input_shape:
+        raise real_files.DatasetError(
+            f"{raw.source}: {name} images are {raw.x_train.shape[1:]}, expected {shape.input_shape}"
+        )
+    n_train = len(raw.x_train) if train_samples is None else min(train_samples, len(raw.x_train))
+    n_test = len(raw.x_test) if test_samples is None else min(test_samples, len(raw.x_test))
+    # The shape records what was really loaded (a test file may hold fewer than the published).
+    loaded = Shape(
+        shape.kind, shape.input_shape, shape.num_classes, n_train, n_test, shape.vocab_size
+    )
+    notes = {"synthetic": False, "source": raw.source, "files": raw.files}
+    if raw.class_names:
+        notes["class_names"] = raw.class_names
+    dataset = finish(
+        name,
+        loaded,
+        raw.x_train[:n_train],
+        raw.y_train[:n_train],
+        raw.x_test[:n_test],
+        raw.y_test[:n_test],
+        validation_fraction,
+        notes,
+    )
+    dataset.vocabulary = raw.vocabulary
+    return dataset
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> np.ndarray:

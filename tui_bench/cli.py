@@ -222,6 +222,10 @@ def summary_table(results: list[RunResult]) -> Table:
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
+    from tui_bench.engine.datasets import problem as dataset_problem
+
+    if missing := dataset_problem(spec):  # before any process starts: one line, exit 2
+        raise UsageError(missing)
     history = History()
     history.mark_interrupted()
     out = _console()
@@ -457,6 +461,10 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("sysinfo", help="this machine's hardware and the framework runtimes")
     info.add_argument("--json", action="store_true")
     info.set_defaults(func=cmd_sysinfo)
+
+    from tui_bench.commands_data import add_data_commands  # real datasets: list/download/import
+
+    add_data_commands(sub)
     return parser
 
 

@@ -109,6 +109,36 @@ DATASETS: dict[str, DatasetInfo] = {
         True,
         "25,000/25,000 seeded word-id sequences (vocabulary 5,000, length 200), 2 classes",
     ),
+    # Real datasets: files in the cache (tui-bench data download|import), see engine/datasets.py.
+    "mnist": DatasetInfo(
+        "mnist",
+        "MNIST",
+        "image",
+        False,
+        "60,000/10,000 handwritten digits, 28×28×1, 10 classes (11.6 MB download)",
+    ),
+    "fashion-mnist": DatasetInfo(
+        "fashion-mnist",
+        "Fashion-MNIST",
+        "image",
+        False,
+        "60,000/10,000 clothing photos, 28×28×1, 10 classes (30.9 MB download)",
+    ),
+    "cifar10": DatasetInfo(
+        "cifar10",
+        "CIFAR-10",
+        "image",
+        False,
+        "50,000/10,000 colour photos, 32×32×3, 10 classes (170.5 MB download)",
+    ),
+    "imdb": DatasetInfo(
+        "imdb",
+        "IMDb",
+        "sequence",
+        False,
+        "25,000/25,000 movie reviews as word ids (top 5,000 words, length 200), 2 classes "
+        "(17.5 MB download)",
+    ),
 }
 
 OPTIMIZERS = ("adam", "sgd")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import catalog, protocol, runtimes
+from tui_bench.engine import catalog, datasets, protocol, runtimes
 from tui_bench.engine.history import History, new_run_id, now_iso
 from tui_bench.engine.paths import adapters_dir
 from tui_bench.engine.sampler import ResourceSampler
@@ -112,6 +112,8 @@ def worker_environment(spec: RunSpec) -> dict[str, str]:
 def worker_command(spec: RunSpec, python: str, events_fd: int) -> list[str]:
     fw = catalog.framework(spec.framework)
     payload = {**spec.to_dict(), "adapter": fw.adapter}
+    # Real datasets: the verified cache unless the user points the run elsewhere.
+    payload["data_dir"] = spec.data_dir or str(datasets.cache_root())
     command = [
         python,
         "-I",
