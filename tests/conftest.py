@@ -1,0 +1,37 @@
+"""Every test gets its own data home, cache and config: tests never touch the user's files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("TUI_BENCH_HOME", str(home))
+    monkeypatch.setenv("TUI_BENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.delenv("TUI_BENCH_FAULT", raising=False)
+    return home
+
+
+@pytest.fixture
+def adapters_on_path(monkeypatch: pytest.MonkeyPatch):
+    """Import the worker-side package in the test process, as the worker names it."""
+    import importlib.util
+
+    here = REPO / "adapters"
+    spec = importlib.util.spec_from_file_location(
+        "adapters", here / "__init__.py", submodule_search_locations=[str(here)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "adapters", module)
+    spec.loader.exec_module(module)
+    yield module
+    for name in [n for n in sys.modules if n.startswith("adapters.")]:
+        monkeypatch.delitem(sys.modules, name, raising=False)
