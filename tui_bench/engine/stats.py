@@ -239,9 +239,7 @@ def ratio_of_medians(a: Sequence[float], b: Sequence[float]) -> float | None:
     return None if mb == 0 else median(a) / mb
 
 
-def compare_pair(
-    label_a: str, a: Sequence[float], label_b: str, b: Sequence[float]
-) -> Comparison:
+def compare_pair(label_a: str, a: Sequence[float], label_b: str, b: Sequence[float]) -> Comparison:
     return Comparison(
         label_a, label_b, median(a), median(b), ratio_of_medians(a, b), mann_whitney_u(a, b)
     )
