@@ -32,6 +32,10 @@ examples:
   tui-bench run --threads 1 --epochs 1 --steps-per-epoch 50
   tui-bench run --model lstm --dataset synthetic-imdb --batch-size 500 --lr 1e-2
   tui-bench run --preset my-run.toml --json      a TOML file of spec fields; machine output
+  tui-bench presets list                         shipped study replications and quick variants
+  tui-bench run --preset shatnawi-2018-quick     a sweep: configurations x repeats, interleaved
+  tui-bench run --preset shatnawi-2018-quick --resume   finish an interrupted sweep
+  tui-bench compare SWEEP_ID --markdown out.md   statistics, speed-ups, significance
   tui-bench history list
   tui-bench history export --csv runs.csv
   tui-bench sysinfo
@@ -74,20 +78,17 @@ _SPEC_FLAGS = {
 }
 
 
+def spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Spec fields given as flags: they override a preset's or a replayed run's values."""
+    return {name: getattr(args, name) for name in _SPEC_FLAGS if getattr(args, name) is not None}
+
+
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
     base: dict[str, Any] = {}
-    if args.preset:
-        path = Path(args.preset)
-        if not path.is_file():
-            raise UsageError(f"preset file {path} does not exist")
-        try:
-            base = RunSpec.from_toml(path.read_text(encoding="utf-8")).to_dict()
-        except SpecError as exc:
-            raise UsageError(f"{path}: {exc}") from None
-    for name in _SPEC_FLAGS:
-        value = getattr(args, name)
-        if value is not None:
-            base[name] = value
+    if getattr(args, "from_history", None):
+        # Replay: the recorded spec, as it ran; flags still override it.
+        base = {k: v for k, v in History().get(args.from_history)["spec"].items()}
+    base.update(spec_overrides(args))
     return RunSpec.from_dict(base)
 
 
@@ -221,6 +222,10 @@ def summary_table(results: list[RunResult]) -> Table:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.preset or args.resume:
+        from tui_bench.commands_presets import run_preset
+
+        return run_preset(args)
     spec = spec_from_args(args)
     from tui_bench.engine.datasets import problem as dataset_problem
 
@@ -428,7 +433,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--target-accuracy", type=float, help="stop once validation accuracy reaches it"
     )
     run.add_argument("--data-dir", help="directory with dataset files")
-    run.add_argument("--preset", help="TOML file of spec fields; flags override it")
+    run.add_argument(
+        "--preset",
+        metavar="NAME|FILE",
+        help="a shipped or user preset (see `tui-bench presets list`) or a TOML file: one run or "
+        "a sweep; flags override its fields",
+    )
+    run.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="SWEEP_ID",
+        help="continue an interrupted sweep (the preset's latest unfinished one, or SWEEP_ID)",
+    )
+    run.add_argument(
+        "--from-history", metavar="ID", help="replay a recorded run's spec; flags override it"
+    )
     run.add_argument("--json", action="store_true", help="print the run records as JSON on stdout")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, no table")
     run.add_argument(
@@ -465,6 +485,10 @@ def build_parser() -> argparse.ArgumentParser:
     from tui_bench.commands_data import add_data_commands  # real datasets: list/download/import
 
     add_data_commands(sub)
+    # -- presets, sweeps and comparisons (tui_bench/commands_presets.py) --
+    from tui_bench.commands_presets import add_commands
+
+    add_commands(sub)
     return parser
 
 

@@ -331,11 +331,13 @@ def execute(
     on_start: Callable[[WorkerRun], None] | None = None,
     group: str | None = None,
     repeat: int | None = None,
+    extra: dict[str, Any] | None = None,
     **worker_options: Any,
 ) -> RunResult:
     """Run one spec in a worker and record it in history (before it starts, and when it ends).
 
-    ``on_start`` receives the WorkerRun so a front end can cancel it from another thread."""
+    ``on_start`` receives the WorkerRun so a front end can cancel it from another thread.
+    ``extra`` adds fields to the history record (a sweep's configuration key, for one)."""
     run_id = new_run_id()
     env = fingerprint()
     record: dict[str, Any] = {
@@ -348,6 +350,7 @@ def execute(
         "group": group,
         "repeat": repeat,
         "recorder_pid": os.getpid(),
+        **(extra or {}),
     }
     history.add(record)
     series = SeriesWriter(history.series_path(run_id))

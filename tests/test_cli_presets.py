@@ -1,0 +1,162 @@
+"""The preset, sweep and compare commands end to end through ``tui_bench.cli.main``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tui_bench import cli
+from tui_bench.engine import presets
+from tui_bench.engine.history import History
+from tui_bench.engine.spec import RunSpec
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK = sorted(p.stem for p in (REPO / "presets").glob("*-quick.toml"))
+
+
+def test_presets_list_and_show(capsys):
+    assert cli.main(["presets", "list"]) == 0
+    listed = capsys.readouterr().out
+    for name in ("nayak-jain-2019", "shatnawi-2018", "kabakus-2020", "shatnawi-2018-quick"):
+        assert name in listed
+    assert cli.main(["presets", "show", "nayak-jain-2019-quick", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    by_key = {c["key"]: c for c in shown["configurations"]}
+    assert by_key["framework=torch api=eager device=cpu"]["skip_reason"] is None
+    mxnet = by_key["framework=mxnet api=gluon device=cpu"]["skip_reason"]
+    if "mxnet" not in presets.catalog.FRAMEWORKS:
+        assert mxnet.startswith("framework 'mxnet' is not available in this installation")
+
+
+def test_bad_preset_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "presets").mkdir()
+    (tmp_path / "presets" / "x.toml").write_text("threads = 0\n")
+    assert cli.main(["run", "--preset", "presets/x.toml"]) == 2
+    err = capsys.readouterr().err
+    assert err == "tui-bench: error: presets/x.toml: threads: must be between 1 and 64, got 0\n"
+    assert cli.main(["run", "--preset", "shatnawi-2017"]) == 2
+    assert "did you mean 'shatnawi-2018'" in capsys.readouterr().err
+    assert cli.main(["run", "--resume"]) == 2
+    assert "--resume needs a SWEEP_ID or --preset NAME" in capsys.readouterr().err
+    assert History().all() == []  # nothing ran, nothing recorded
+
+
+def test_compare_exports_csv_and_markdown(tmp_path, capsys):
+    history = History()
+    for device, values in (
+        ("cpu", [4.0, 4.1, 3.9, 4.2, 4.05]),
+        ("gpu", [1.0, 1.1, 0.9, 0.95, 1.05]),
+    ):
+        for i, value in enumerate(values):
+            history.add(
+                {
+                    "id": f"run-{device}-{i}",
+                    "status": "finished",
+                    "spec": RunSpec(device=device).to_dict(),
+                    "group": "g1",
+                    "metrics": {"step_median_s": value, "train_wall_s": 10 * value},
+                }
+            )
+    csv_path, md_path = tmp_path / "out.csv", tmp_path / "out.md"
+    code = cli.main(["compare", "g1", "--csv", str(csv_path), "--markdown", str(md_path)])
+    assert code == 0
+    assert "comparisons of median step time" in capsys.readouterr().out
+    markdown = md_path.read_text()
+    assert (
+        "| device | — | device=gpu | device=cpu | 0.2469 | 4.05 | significant (p=0.00794"
+        in markdown
+    )
+    assert "comparisons" in csv_path.read_text()
+    assert cli.main(["compare", "run-cpu-0", "run-gpu-0", "--json"]) == 0
+    tables = json.loads(capsys.readouterr().out)
+    comparisons = next(t for t in tables if t["name"] == "comparisons")
+    assert "not enough repeats (n=1/1" in comparisons["rows"][0][-1]
+    assert cli.main(["compare", "g1", "--metric", "speed"]) == 2
+
+
+TINY_FLAGS = [
+    "--model",
+    "mlp",
+    "--batch-size",
+    "32",
+    "--epochs",
+    "1",
+    "--steps-per-epoch",
+    "2",
+    "--warmup-steps",
+    "1",
+    "--train-samples",
+    "200",
+    "--test-samples",
+    "64",
+    "--threads",
+    "1",
+]
+
+
+@pytest.mark.slow
+def test_replay_from_history_with_an_override(capsys):
+    assert cli.main(["run", *TINY_FLAGS, "--json", "--sample-interval", "0.2"]) == 0
+    (first,) = json.loads(capsys.readouterr().out)
+    code = cli.main(
+        [
+            "run",
+            "--from-history",
+            first["id"],
+            "--threads",
+            "2",
+            "--json",
+            "--sample-interval",
+            "0.2",
+        ]
+    )
+    assert code == 0
+    (replayed,) = json.loads(capsys.readouterr().out)
+    assert replayed["spec"] == {**first["spec"], "threads": 2}
+
+
+@pytest.mark.slow
+def test_target_accuracy_is_reported_in_the_sweep(tmp_path, capsys):
+    preset = tmp_path / "tta.toml"
+    preset.write_text(
+        'repeats = 1\nmodel = "mlp"\nbatch_size = 32\nepochs = 3\nsteps_per_epoch = 3\n'
+        "warmup_steps = 1\ntrain_samples = 200\ntest_samples = 64\nthreads = 1\n"
+        "target_accuracy = [0.01, 0.9999]\n"
+    )
+    assert cli.main(["run", "--preset", str(preset), "--json", "--sample-interval", "0.2"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    easy, hard = (r["metrics"] for r in runs)
+    assert easy["target_reached_epoch"] == 1 and easy["epochs_run"] == 1  # stopped at once
+    assert hard["target_reached_epoch"] is None and hard["epochs_run"] == 3
+    assert cli.main(["compare", runs[0]["group"], "--json"]) == 0
+    summary = next(t for t in json.loads(capsys.readouterr().out) if t["name"] == "summary")
+    column = summary["columns"].index("time to accuracy")
+    reached, missed = (row[column] for row in summary["rows"])
+    assert reached.startswith("epoch 1, ") and reached.endswith("(1/1 reached 0.01)")
+    assert missed == "not reached (1 run(s))"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", QUICK)
+def test_quick_preset_runs(name, capsys):
+    """Each shipped quick preset, as shipped: what this installation can run finishes; the rest
+    is skipped with a reason, never an abort."""
+    configs = presets.expand(presets.load(presets.find(name)))
+    runnable = [c for c in configs if c.skip_reason is None]
+    assert runnable, "a quick preset must run something with only PyTorch installed"
+    code = cli.main(["run", "--preset", name, "--json"])
+    result = json.loads(capsys.readouterr().out)
+    statuses = [(r["config"], r["status"], r.get("reason")) for r in result["runs"]]
+    assert code == 0, statuses
+    repeats = presets.load(presets.find(name)).repeats
+    assert sorted(r["config"] for r in result["runs"]) == sorted(
+        c.key for c in runnable for _ in range(repeats)
+    )
+    assert all(status == "finished" for _, status, _ in statuses)
+    oversubscribed = {r["config"]: r["oversubscribed"] for r in result["runs"]}
+    for c in runnable:
+        assert oversubscribed[c.key] == (c.spec.threads > (os.cpu_count() or 1))

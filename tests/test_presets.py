@@ -1,0 +1,267 @@
+"""Preset expansion and validation: order, matrices, overrides, skips, one-line errors."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tui_bench.engine import presets
+from tui_bench.engine.presets import PresetError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run in a directory with a presets/ folder so error messages name presets/x.toml."""
+    (tmp_path / "presets").mkdir()
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(workdir: Path, text: str, name: str = "x.toml") -> Path:
+    path = workdir / "presets" / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def load(workdir: Path, text: str) -> presets.Preset:
+    return presets.load(write(workdir, text))
+
+
+def error_of(workdir: Path, text: str) -> str:
+    with pytest.raises(PresetError) as info:
+        presets.expand(load(workdir, text), probe=None)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_lists_expand_to_the_cartesian_product_in_order(workdir):
+    preset = load(
+        workdir,
+        'dataset = ["synthetic-mnist", "synthetic-cifar10"]\nthreads = [1, 2, 4]\nepochs = 1\n',
+    )
+    configs = presets.expand(preset, probe=None)
+    assert [(c.spec.dataset, c.spec.threads) for c in configs] == [
+        ("synthetic-mnist", 1),
+        ("synthetic-mnist", 2),
+        ("synthetic-mnist", 4),
+        ("synthetic-cifar10", 1),
+        ("synthetic-cifar10", 2),
+        ("synthetic-cifar10", 4),
+    ]
+    assert configs[0].key == "dataset=synthetic-mnist threads=1"
+    assert all(c.spec.epochs == 1 and c.skip_reason is None for c in configs)
+
+
+def test_matrix_pairs_fields_and_named_matrices_multiply(workdir):
+    preset = load(
+        workdir,
+        """
+threads = [1, 2]
+[matrix]
+stack = [{framework = "torch", api = "eager"}, {framework = "torch", api = "compile"}]
+work = [{model = "cnn", batch_size = 64}, {model = "mlp", batch_size = 80}]
+""",
+    )
+    configs = presets.expand(preset, probe=None)
+    assert len(configs) == 2 * 2 * 2
+    pairs = {(c.spec.api, c.spec.model, c.spec.batch_size) for c in configs}
+    assert pairs == {
+        ("eager", "cnn", 64),
+        ("eager", "mlp", 80),
+        ("compile", "cnn", 64),
+        ("compile", "mlp", 80),
+    }  # batch size travels with its model, never crossed with the other one
+
+
+def test_a_single_run_preset_is_one_configuration(workdir):
+    preset = load(workdir, 'name = "one"\nthreads = 1\nrepeats = 3\n')
+    (config,) = presets.expand(preset, probe=None)
+    assert config.spec.threads == 1 and config.spec.repeats == 3 and preset.repeats == 3
+    assert config.key == config.spec.label()
+
+
+def test_overrides_replace_a_list_and_collapse_duplicates(workdir):
+    preset = load(workdir, "threads = [1, 2, 4]\nepochs = 3\n")
+    configs = presets.expand(preset, {"threads": 2, "epochs": 1}, probe=None)
+    assert [(c.spec.threads, c.spec.epochs) for c in configs] == [(2, 1)]
+
+
+def test_bad_value_names_file_key_and_problem(workdir):
+    assert (
+        error_of(workdir, "threads = 0\n")
+        == "presets/x.toml: threads: must be between 1 and 64, got 0"
+    )
+    assert error_of(workdir, "threads = [1, 0]\n").startswith("presets/x.toml: threads: ")
+    assert error_of(workdir, 'lr = "fast"\n') == "presets/x.toml: lr: must be a number, got 'fast'"
+    assert "repeats: must be between 1 and 1000" in error_of(workdir, "repeats = 0\n")
+
+
+def test_unknown_key_is_an_error_with_a_suggestion(workdir):
+    assert (
+        error_of(workdir, "thread = 4\n")
+        == "presets/x.toml: unknown key 'thread' (did you mean 'threads'?)"
+    )
+    assert "matrix[1]: unknown key 'frame'" in error_of(
+        workdir, 'matrix = [{framework = "torch"}, {frame = "torch"}]\n'
+    )
+
+
+def test_malformed_toml_reports_the_line(workdir):
+    message = error_of(workdir, 'name = "x"\nthreads = [1, 2\nepochs = 1\n')
+    assert message.startswith("presets/x.toml: not valid TOML: ")
+    assert "line 3" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("threads = []\n", "threads: an empty list expands to no runs"),
+        ("repeats = [1, 2]\n", "repeats: must be one number, not a list"),
+        ("threads = [[1]]\n", "threads: must be a single value or a list of values"),
+        ("matrix = [1, 2]\n", "matrix[0]: must be a table of spec fields"),
+        (
+            'framework = "torch"\nmatrix = [{framework = "torch"}]\n',
+            "matrix[0]: 'framework' is also set at the top level",
+        ),
+        ("name = 3\n", "name: must be a string"),
+    ],
+)
+def test_structural_mistakes(workdir, text, expected):
+    assert expected in error_of(workdir, text)
+
+
+def test_unknown_framework_or_dataset_is_skipped_with_a_reason(workdir):
+    preset = load(
+        workdir,
+        'dataset = ["synthetic-mnist", "imagenet-22k"]\n'
+        'matrix = [{framework = "torch", api = "eager"}, {framework = "tensorflow", api = "keras"}]\n',
+    )
+    configs = presets.expand(preset, probe=None)
+    by_key = {(c.spec.dataset, c.spec.framework): c.skip_reason for c in configs}
+    assert by_key[("synthetic-mnist", "torch")] is None
+    assert (
+        "framework 'tensorflow' is not available in this installation"
+        in by_key[("synthetic-mnist", "tensorflow")]
+    )
+    assert "dataset 'imagenet-22k' is not available" in by_key[("imagenet-22k", "torch")]
+    assert [c.spec.framework for c, _ in presets.interleave(configs, 1)] == ["torch"]
+
+
+def test_bad_values_are_errors_even_for_an_unknown_framework(workdir):
+    # The skip for a framework this installation lacks must not hide a mistake in the file.
+    message = error_of(workdir, 'framework = "tensorflow"\nthreads = 0\n')
+    assert message == "presets/x.toml: threads: must be between 1 and 64, got 0"
+
+
+def test_impossible_combination_is_skipped(workdir):
+    preset = load(workdir, 'model = ["cnn", "vgg16"]\ndataset = "synthetic-mnist"\n')
+    configs = presets.expand(preset, probe=None)
+    assert configs[0].skip_reason is None
+    assert "vgg16" in configs[1].skip_reason and "32×32" in configs[1].skip_reason
+
+
+def test_oversubscribed_threads_run_but_are_flagged(workdir, monkeypatch):
+    monkeypatch.setattr(presets.os, "cpu_count", lambda: 2)
+    configs = presets.expand(load(workdir, "threads = [1, 2, 32]\n"), probe=None)
+    assert [c.oversubscribed for c in configs] == [False, False, True]
+    assert all(c.skip_reason is None for c in configs)
+
+
+def test_probe_skips_what_this_machine_cannot_run(workdir):
+    preset = load(workdir, 'device = ["cpu", "gpu"]\n')
+    configs = presets.expand(preset, probe=lambda s: "no GPU here" if s.device == "gpu" else None)
+    assert [c.skip_reason for c in configs] == [None, "no GPU here"]
+
+
+def test_availability_reports_a_missing_gpu(monkeypatch):
+    from tui_bench.engine import sysinfo
+    from tui_bench.engine.spec import RunSpec
+
+    monkeypatch.setattr(sysinfo, "fingerprint", lambda: {"gpus": []})
+    assert "no GPU 0" in presets.availability_problem(RunSpec(device="gpu"))
+    assert presets.availability_problem(RunSpec()) is None  # torch is installed in the test env
+
+
+def test_repeats_interleave_across_configurations(workdir):
+    configs = presets.expand(load(workdir, "threads = [1, 2, 3]\nrepeats = 3\n"), probe=None)
+    order = [(c.spec.threads, r) for c, r in presets.interleave(configs, 3)]
+    assert order == [(1, 0), (2, 0), (3, 0), (1, 1), (2, 1), (3, 1), (1, 2), (2, 2), (3, 2)]
+
+
+def test_find_by_name_file_and_suggestion(workdir, isolated_home):
+    assert presets.find("shatnawi-2018").name == "shatnawi-2018.toml"
+    own = write(workdir, "threads = 1\n", "mine.toml")
+    assert presets.find(str(own)) == own
+    with pytest.raises(PresetError, match="did you mean 'shatnawi-2018'"):
+        presets.find("shatnawi-2019")
+    user = presets.user_dir()
+    user.mkdir(parents=True)
+    (user / "shatnawi-2018.toml").write_text("threads = 1\n")
+    assert presets.find("shatnawi-2018") == user / "shatnawi-2018.toml"  # user shadows shipped
+
+
+# -- the shipped presets ------------------------------------------------------------------------
+SHIPPED = sorted(p.stem for p in (REPO / "presets").glob("*.toml"))
+
+
+def test_every_study_has_a_full_and_a_quick_preset():
+    for study in ("nayak-jain-2019", "shatnawi-2018", "kabakus-2020"):
+        assert study in SHIPPED and f"{study}-quick" in SHIPPED
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_presets_load_and_say_what_they_replicate(name):
+    preset = presets.load(REPO / "presets" / f"{name}.toml")
+    assert preset.name == name
+    assert preset.description and preset.study
+    configs = presets.expand(preset, probe=None)
+    assert len(configs) >= 2
+    if name.endswith("-quick"):
+        assert all(c.spec.dataset.startswith("synthetic-") for c in configs)
+        assert all(c.spec.steps_per_epoch and c.spec.epochs == 1 for c in configs)
+
+
+def test_study_settings_are_the_studies():
+    def specs(name):
+        return [
+            c.spec
+            for c in presets.expand(presets.load(REPO / "presets" / f"{name}.toml"), probe=None)
+        ]
+
+    nayak = specs("nayak-jain-2019")
+    assert {(s.model, s.dataset, s.optimizer, s.lr, s.batch_size, s.dropout) for s in nayak} == {
+        ("cnn", "mnist", "adam", 1e-3, 128, 0.25)
+    }
+    assert {s.device for s in nayak} == {"cpu", "gpu"}
+    assert {(s.framework, s.api) for s in nayak} >= {("torch", "eager"), ("mxnet", "gluon")}
+    assert len({(s.framework, s.api) for s in nayak if s.framework == "tensorflow"}) == 4
+
+    shatnawi = specs("shatnawi-2018")
+    assert {s.threads for s in shatnawi if s.device == "cpu"} == {1, 2, 4, 8, 16, 32}
+    assert {s.dataset for s in shatnawi} == {"mnist", "cifar10"}
+    assert any(s.device == "gpu" for s in shatnawi)
+
+    kabakus = specs("kabakus-2020")
+    workloads = {(s.model, s.dataset, s.lr, s.batch_size, s.epochs) for s in kabakus}
+    assert workloads == {
+        ("mlp", "mnist", 1e-3, 80, 20),
+        ("vgg16", "cifar10", 1e-2, 80, 20),
+        ("lstm", "imdb", 1e-2, 500, 10),
+    }
+    assert {s.repeats for s in kabakus} == {10}
+    assert {s.framework for s in kabakus} == {"keras", "torch"}
+
+
+def test_presets_ship_with_the_package():
+    """An installed app finds them as the data package tui_bench_presets (see shipped_dir)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    setuptools = project["tool"]["setuptools"]
+    assert setuptools["package-dir"]["tui_bench_presets"] == "presets"
+    assert "tui_bench_presets" in setuptools["packages"]
+    assert "*.toml" in setuptools["package-data"]["tui_bench_presets"]
+    assert (REPO / "presets" / "__init__.py").is_file()

@@ -1,0 +1,155 @@
+"""Comparison tables over constructed run records (no workers): statistics, ratios with
+significance, GPU vs CPU, thread scaling, the study-shaped table, time to accuracy, exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from tui_bench.engine import report
+from tui_bench.engine.spec import RunSpec
+
+
+def record(run_id: str, value: float, status: str = "finished", **spec_fields) -> dict:
+    spec = RunSpec(**spec_fields).to_dict()
+    return {
+        "id": run_id,
+        "status": status,
+        "started_at": f"2026-11-21T05:{len(run_id):02d}:00",
+        "spec": spec,
+        "label": RunSpec(**spec_fields).label(),
+        "env": {"logical_cores": 2},
+        "metrics": {"step_median_s": value, "train_wall_s": value * 100}
+        if status == "finished"
+        else {},
+        "reason": None if status == "finished" else "injected crash",
+    }
+
+
+def runs(prefix: str, values, **spec_fields) -> list[dict]:
+    return [record(f"{prefix}{i}", v, **spec_fields) for i, v in enumerate(values)]
+
+
+def table(tables, name):
+    return next(t for t in tables if t.name == name)
+
+
+def rows_as_dicts(t: report.Table) -> list[dict]:
+    return [dict(zip(t.columns, row, strict=True)) for row in t.rows]
+
+
+def test_summary_statistics_per_configuration():
+    records = runs("a", [1.0, 2.0, 3.0, 4.0, 10.0], threads=1) + [
+        record("a-failed", 0, status="failed", threads=1)
+    ]
+    (row,) = rows_as_dicts(table(report.build(records), "summary"))
+    assert row["configuration"] == "torch/eager cnn synthetic-mnist cpu×1"
+    assert row["n"] == 5 and row["median"] == 3.0 and row["IQR"] == 2.0
+    assert row["mean"] == 4.0 and row["min"] == 1.0 and row["max"] == 10.0
+    assert row["failed"] == 1 and "injected crash" in row["notes"]
+    assert "high spread" in row["warning"]  # std 3.5 is 87 % of the mean
+
+
+def test_gpu_against_cpu_with_significance():
+    records = runs("c", [4.0, 4.1, 3.9, 4.2, 4.05], device="cpu") + runs(
+        "g", [1.0, 1.1, 0.9, 0.95, 1.05], device="gpu"
+    )
+    rows = rows_as_dicts(table(report.build(records), "comparisons"))
+    (row,) = rows
+    assert row["differs in"] == "device"
+    assert row["configuration"] == "device=gpu" and row["baseline"] == "device=cpu"
+    assert row["ratio"] == pytest.approx(1.0 / 4.05)
+    assert row["speed-up"] == pytest.approx(4.05)
+    assert row["significance"].startswith("significant (p=0.00794")
+
+
+def test_few_repeats_never_give_a_bare_verdict():
+    records = runs("e", [1.0, 1.1, 1.2], api="eager") + runs("c", [2.0, 2.1, 2.2], api="compile")
+    (row,) = rows_as_dicts(table(report.build(records), "comparisons"))
+    assert row["configuration"] == "torch/compile" and row["baseline"] == "torch/eager"
+    assert row["ratio"] == pytest.approx(2.1 / 1.1)
+    assert row["significance"].startswith("not enough repeats (n=3/3")
+
+
+def test_thread_scaling_table_with_efficiency_and_oversubscription():
+    records = (
+        runs("t1", [1.00, 1.01, 0.99, 1.02, 0.98], threads=1)
+        + runs("t2", [0.55, 0.56, 0.54, 0.57, 0.53], threads=2)
+        + runs("t4", [0.60, 0.61, 0.59, 0.62, 0.58], threads=4)
+    )
+    rows = rows_as_dicts(table(report.build(records), "scaling"))
+    assert [r["threads"] for r in rows] == [1, 2, 4]
+    assert rows[0]["speed-up"] == 1.0 and rows[0]["vs fewest threads"] == "baseline"
+    assert rows[1]["speed-up"] == pytest.approx(1.0 / 0.55)
+    assert rows[1]["efficiency"] == f"{1.0 / 0.55 / 2:.0%}"
+    assert rows[2]["oversubscribed"] is True and rows[1]["oversubscribed"] is False
+    assert rows[2]["vs fewest threads"].startswith("significant")
+
+
+def test_study_table_rows_dataset_threads_columns_framework():
+    records = []
+    for dataset in ("synthetic-mnist", "synthetic-cifar10"):
+        for threads in (1, 2):
+            for api in ("eager", "compile"):
+                records += runs(
+                    f"{dataset}{threads}{api}",
+                    [threads * 1.0],
+                    dataset=dataset,
+                    threads=threads,
+                    api=api,
+                )
+    study = table(report.build(records), "study")
+    assert study.columns == [
+        "model",
+        "dataset",
+        "device",
+        "threads",
+        "torch/eager",
+        "torch/compile",
+    ]
+    assert [row[1:4] for row in study.rows] == [
+        ["synthetic-mnist", "cpu", 1],
+        ["synthetic-mnist", "cpu", 2],
+        ["synthetic-cifar10", "cpu", 1],
+        ["synthetic-cifar10", "cpu", 2],
+    ]
+    assert study.rows[1][4] == "200 (n=1)"  # train_wall_s median, the study's figure
+
+
+def test_time_to_accuracy_reached_and_not_reached():
+    reached = runs("r", [1.0, 1.0], target_accuracy=0.5)
+    for i, r in enumerate(reached):
+        r["metrics"].update(target_reached_epoch=2, target_reached_s=10.0 + i)
+    missed = runs("m", [1.0], target_accuracy=0.99, threads=1)
+    for r in missed:
+        r["metrics"].update(target_reached_epoch=None, target_reached_s=None)
+    rows = rows_as_dicts(table(report.build(reached + missed), "summary"))
+    assert rows[0]["time to accuracy"] == "epoch 2, 10.5 s (2/2 reached 0.5)"
+    assert rows[1]["time to accuracy"] == "not reached (1 run(s))"
+
+
+def test_skipped_configurations_are_listed():
+    tables = report.build(runs("a", [1.0]), skipped=[("framework=mxnet", "skipped: not here")])
+    assert table(tables, "skipped").rows == [["framework=mxnet", "skipped: not here"]]
+
+
+def test_csv_and_markdown_exports():
+    records = runs("c", [4.0, 4.1, 3.9, 4.2, 4.05], device="cpu") + runs(
+        "g", [1.0, 1.1, 0.9, 0.95, 1.05], device="gpu"
+    )
+    tables = report.build(records)
+    rows = list(csv.DictReader(io.StringIO(report.to_csv(tables))))
+    assert {r["table"] for r in rows} == {"summary", "comparisons", "study"}
+    summary = [r for r in rows if r["table"] == "summary"]
+    assert float(summary[0]["median"]) == 4.05  # full precision in CSV
+    markdown = report.to_markdown(tables)
+    assert (
+        "| differs in | with | configuration | baseline | ratio | speed-up | significance |"
+        in markdown
+    )
+    assert (
+        "| device | — | device=gpu | device=cpu | 0.2469 | 4.05 | significant (p=0.00794"
+        in markdown
+    )

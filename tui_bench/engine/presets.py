@@ -1,0 +1,361 @@
+"""TOML presets: a single run or a sweep, expanded to an ordered list of configurations.
+
+A preset is a TOML file of RunSpec fields plus a few descriptive keys::
+
+    name = "shatnawi-2018-quick"
+    description = "..."
+    study = "Shatnawi et al. (2018), ..."       # the study it replicates
+    repeats = 3                                 # runs per configuration
+    model = "cnn"
+    threads = [1, 2, 4]                         # a list in any field: one configuration per value
+    dataset = ["synthetic-mnist", "synthetic-cifar10"]
+    matrix = [{framework = "torch", api = "eager"}, {framework = "mxnet", api = "gluon"}]
+
+Lists expand to their cartesian product; ``matrix`` lists fields that vary *together* (a
+framework with its API). Several matrices go under ``[matrix]`` as named lists and multiply too.
+
+Two kinds of problem, treated differently:
+- the preset itself is wrong (bad TOML, an unknown key, threads = 0): ``PresetError``, one line
+  naming the file, the key and the problem;
+- a configuration this installation cannot run (a framework or dataset not in the catalog, no
+  runtime for it, no GPU): the configuration is *skipped* with the reason and the rest runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+import itertools
+import os
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from tui_bench.engine import catalog
+from tui_bench.engine.paths import data_home
+from tui_bench.engine.spec import RunSpec, SpecError
+
+META_KEYS = ("name", "description", "study", "matrix")
+SPEC_KEYS = tuple(f.name for f in fields(RunSpec))
+# Fields whose valid values depend on what this installation's catalog holds.
+CATALOG_FIELDS = ("framework", "api", "model", "dataset")
+
+
+class PresetError(ValueError):
+    """The preset file is wrong. ``str()`` is one line: ``FILE: KEY: problem``."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    study: str
+    path: Path
+    fixed: dict[str, Any]  # fields with one value
+    axes: dict[str, list[Any]]  # fields given as lists
+    matrices: list[list[dict[str, Any]]]  # groups of fields that vary together
+    repeats: int
+
+    @property
+    def shown_path(self) -> str:
+        return display_path(self.path)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration of a sweep: a spec, its short key, and whether it can run here."""
+
+    key: str
+    spec: RunSpec  # validated when ``skip_reason`` is None
+    skip_reason: str | None = None
+    oversubscribed: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "spec": self.spec.to_dict(),
+            "skip_reason": self.skip_reason,
+            "oversubscribed": self.oversubscribed,
+        }
+
+
+# -- finding presets ----------------------------------------------------------------------------
+def shipped_dir() -> Path | None:
+    """The presets shipped with the app: ``<repo>/presets`` in a checkout; an installed wheel
+    carries them as the data-only package ``tui_bench_presets`` (found without importing it)."""
+    checkout = Path(__file__).resolve().parents[2] / "presets"
+    if checkout.is_dir() and any(checkout.glob("*.toml")):
+        return checkout
+    spec = importlib.util.find_spec("tui_bench_presets")
+    if spec and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    return None
+
+
+def user_dir() -> Path:
+    """The user's own presets, found by name like the shipped ones (and shadowing them)."""
+    return data_home() / "presets"
+
+
+def display_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        shipped = shipped_dir()
+        if shipped is not None and path.resolve().parent == shipped.resolve():
+            return f"presets/{path.name}"
+        return str(path)
+
+
+def preset_files() -> dict[str, Path]:
+    """Preset name (file stem) → file; user presets shadow shipped ones of the same name."""
+    found: dict[str, Path] = {}
+    for directory in (shipped_dir(), user_dir()):
+        if directory is not None and directory.is_dir():
+            for path in sorted(directory.glob("*.toml")):
+                found[path.stem] = path
+    return dict(sorted(found.items()))
+
+
+def find(name_or_path: str) -> Path:
+    """A preset file from a name (shipped or user) or a path to a TOML file."""
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path
+    files = preset_files()
+    if name_or_path in files:
+        return files[name_or_path]
+    if path.suffix == ".toml" or os.sep in name_or_path:
+        raise PresetError(f"preset file {name_or_path} does not exist")
+    close = difflib.get_close_matches(name_or_path, list(files), n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else f" (presets: {', '.join(files) or 'none'})"
+    raise PresetError(f"no preset named '{name_or_path}'{hint}")
+
+
+# -- loading ------------------------------------------------------------------------------------
+def load(path: Path) -> Preset:
+    shown = display_path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise PresetError(f"{shown}: not valid TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PresetError(f"{shown}: cannot read: {exc}") from None
+    return parse(data, path)
+
+
+def loads(text: str, path: Path) -> Preset:
+    """Parse preset text as if it were the file ``path`` (tests, the TUI's preset editor)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PresetError(f"{display_path(path)}: not valid TOML: {exc}") from None
+    return parse(data, path)
+
+
+def parse(data: dict[str, Any], path: Path) -> Preset:
+    shown = display_path(path)
+
+    def fail(key: str, problem: str) -> PresetError:
+        return PresetError(f"{shown}: {key}: {problem}")
+
+    for key in data:
+        if key not in META_KEYS and key not in SPEC_KEYS:
+            raise PresetError(f"{shown}: unknown key '{key}'{_suggest(key)}")
+    for key in ("name", "description", "study"):
+        if key in data and not isinstance(data[key], str):
+            raise fail(key, f"must be a string, got {data[key]!r}")
+    repeats = data.get("repeats", 1)
+    if isinstance(repeats, list):
+        raise fail("repeats", "must be one number, not a list")
+    fixed: dict[str, Any] = {}
+    axes: dict[str, list[Any]] = {}
+    for key in SPEC_KEYS:
+        if key not in data or key == "repeats":
+            continue
+        value = data[key]
+        if isinstance(value, list):
+            if not value:
+                raise fail(key, "an empty list expands to no runs")
+            for item in value:
+                _check_scalar(fail, key, item)
+            axes[key] = list(dict.fromkeys(value))  # a value listed twice is one configuration
+        else:
+            _check_scalar(fail, key, value)
+            fixed[key] = value
+    matrices = _parse_matrices(data.get("matrix"), set(fixed) | set(axes), fail)
+    preset = Preset(
+        name=data.get("name", path.stem),
+        description=data.get("description", ""),
+        study=data.get("study", ""),
+        path=path,
+        fixed=fixed,
+        axes=axes,
+        matrices=matrices,
+        repeats=repeats,
+    )
+    # Field values are checked now (threads = 0 is an error in every installation); catalog
+    # names are checked per configuration at expansion, where unknown ones become skips.
+    for config in _raw_configs(preset, {}):
+        _check_fields(config, fail)
+    return preset
+
+
+def _suggest(key: str) -> str:
+    close = difflib.get_close_matches(key, [*SPEC_KEYS, *META_KEYS], n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _check_scalar(fail, key: str, value: Any) -> None:
+    if isinstance(value, (dict, list)):
+        raise fail(key, f"must be a single value or a list of values, got {value!r}")
+
+
+def _parse_matrices(raw: Any, top_level: set[str], fail) -> list[list[dict[str, Any]]]:
+    if raw is None:
+        return []
+    named = raw if isinstance(raw, dict) else {"": raw}
+    matrices = []
+    for name, entries in named.items():
+        where = f"matrix.{name}" if name else "matrix"
+        if not isinstance(entries, list) or not entries:
+            raise fail(where, 'must be a non-empty list of tables, e.g. [{framework = "torch"}]')
+        seen_keys: set[str] = set()
+        for index, entry in enumerate(entries):
+            at = f"{where}[{index}]"
+            if not isinstance(entry, dict):
+                raise fail(at, f"must be a table of spec fields, got {entry!r}")
+            for key, value in entry.items():
+                if key not in SPEC_KEYS or key == "repeats":
+                    raise fail(at, f"unknown key '{key}'{_suggest(key)}")
+                if key in top_level:
+                    raise fail(at, f"'{key}' is also set at the top level; set it in one place")
+                _check_scalar(fail, f"{at}.{key}", value)
+            seen_keys |= set(entry)
+        for other in matrices:
+            shared = seen_keys & {k for entry in other for k in entry}
+            if shared:
+                raise fail(where, f"'{sorted(shared)[0]}' is set in two matrices")
+        matrices.append(entries)
+    return matrices
+
+
+def _raw_configs(preset: Preset, overrides: dict[str, Any]) -> list[dict[str, Any]]:
+    """Field dicts in sweep order: the first axis varies slowest, matrix entries fastest."""
+    axes = {k: v for k, v in preset.axes.items() if k not in overrides}
+    matrices = [
+        [{k: v for k, v in entry.items() if k not in overrides} for entry in matrix]
+        for matrix in preset.matrices
+    ]
+    configs = []
+    for values in itertools.product(*axes.values(), *matrices):
+        fields_: dict[str, Any] = {**preset.fixed}
+        fields_.update(zip(axes, values[: len(axes)], strict=True))
+        for entry in values[len(axes) :]:
+            fields_.update(entry)
+        fields_.update(overrides)
+        fields_["repeats"] = overrides.get("repeats", preset.repeats)
+        configs.append(fields_)
+    unique: dict[str, dict[str, Any]] = {}
+    for config in configs:  # an override can make configurations identical
+        unique.setdefault(repr(sorted(config.items())), config)
+    return list(unique.values())
+
+
+def _check_fields(config: dict[str, Any], fail) -> RunSpec:
+    """Build the spec and validate every field that does not depend on the catalog."""
+    try:
+        spec = RunSpec.from_dict(config, validate=False)
+        defaults = RunSpec()
+        spec.with_changes(**{f: getattr(defaults, f) for f in CATALOG_FIELDS}).validate()
+    except SpecError as exc:
+        raise fail(exc.field, _strip_field(exc.field, str(exc))) from None
+    except TypeError as exc:
+        raise fail("spec", str(exc)) from None
+    return spec
+
+
+def _strip_field(name: str, message: str) -> str:
+    return message[len(name) + 1 :] if message.startswith(name + " ") else message
+
+
+# -- expansion ----------------------------------------------------------------------------------
+def availability_problem(spec: RunSpec) -> str | None:
+    """Why this installation cannot run a catalog-valid spec right now, or None."""
+    from tui_bench.engine import runtimes
+
+    if spec.device.startswith("gpu"):
+        from tui_bench.engine.sysinfo import fingerprint
+
+        index = int(spec.device.split(":")[1]) if ":" in spec.device else 0
+        gpus = fingerprint().get("gpus") or []
+        if index >= len(gpus):
+            return f"no GPU {index} on this machine (NVML found {len(gpus)})"
+    try:
+        runtimes.resolve(spec.framework, spec.api)
+    except runtimes.RuntimeUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def catalog_problem(spec: RunSpec) -> str | None:
+    """Why the catalog of this installation does not know this spec, or None."""
+    if spec.framework not in catalog.FRAMEWORKS:
+        return (
+            f"framework '{spec.framework}' is not available in this installation "
+            f"(installed adapters: {', '.join(catalog.FRAMEWORKS)})"
+        )
+    if spec.dataset not in catalog.DATASETS:
+        return f"dataset '{spec.dataset}' is not available in this installation"
+    try:
+        spec.validate()
+    except SpecError as exc:
+        return str(exc)
+    return None
+
+
+def expand(
+    preset: Preset,
+    overrides: dict[str, Any] | None = None,
+    probe=availability_problem,
+) -> list[Config]:
+    """The preset's configurations in sweep order, each with its skip reason if it cannot run.
+
+    ``overrides`` (command-line flags) replace a field everywhere, lists and matrices included.
+    ``probe`` checks what this machine can run; pass ``None`` to check the catalog only."""
+    overrides = dict(overrides or {})
+    fail = _failer(preset)
+    raw = _raw_configs(preset, overrides)
+    specs = [_check_fields(c, fail) for c in raw]
+    varying = [k for k in SPEC_KEYS if k != "repeats" and len({repr(c.get(k)) for c in raw}) > 1]
+    logical = os.cpu_count() or 1
+    configs = []
+    for fields_, spec in zip(raw, specs, strict=True):
+        key = " ".join(f"{k}={fields_.get(k, getattr(spec, k))}" for k in varying)
+        reason = catalog_problem(spec)
+        if reason is None and probe is not None:
+            reason = probe(spec)
+        configs.append(
+            Config(
+                key=key or spec.label(),
+                spec=spec,
+                skip_reason=reason,
+                oversubscribed=spec.threads > logical,
+            )
+        )
+    return configs
+
+
+def _failer(preset: Preset):
+    def fail(key: str, problem: str) -> PresetError:
+        return PresetError(f"{preset.shown_path}: {key}: {problem}")
+
+    return fail
+
+
+def interleave(configs: list[Config], repeats: int) -> list[tuple[Config, int]]:
+    """(configuration, repeat) in run order: A B C A B C …, so drift over the sweep's duration
+    spreads over every configuration instead of masquerading as a difference between them."""
+    runnable = [c for c in configs if c.skip_reason is None]
+    return [(config, repeat) for repeat in range(repeats) for config in runnable]

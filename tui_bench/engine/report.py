@@ -1,0 +1,416 @@
+"""Tables over recorded runs: per-configuration statistics, comparisons, thread scaling and the
+study-shaped pivot. Plain data (``Table``) so the CLI renders it with rich, the TUI with its own
+widgets, and both export the same CSV and markdown.
+
+Runs are grouped into configurations by their spec (repeats aside); a configuration is named by
+the spec fields that differ between the groups being compared. Only finished runs give figures;
+failed ones are counted and their reasons kept.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui_bench.engine import stats
+from tui_bench.engine.spec import RunSpec
+
+# metric key → (label, lower is better)
+METRICS: dict[str, tuple[str, bool]] = {
+    "step_median_s": ("median step time s (steady state, device-synchronised)", True),
+    "train_wall_s": ("training wall time s (warm-up included)", True),
+    "samples_per_s": ("training samples/s (steady state)", False),
+    "test_s": ("test (inference) time s", True),
+    "test_accuracy": ("test accuracy", False),
+    "val_accuracy": ("validation accuracy, last epoch", False),
+    "warmup_s": ("warm-up time s", True),
+    "target_reached_s": ("training time to the target accuracy s", True),
+}
+SPEC_FIELDS = [f for f in RunSpec.__dataclass_fields__ if f != "repeats"]
+
+
+@dataclass
+class Table:
+    name: str  # short id: summary, comparisons, scaling, study, skipped
+    title: str
+    columns: list[str]
+    rows: list[list[Any]] = field(default_factory=list)
+    note: str = ""
+    # The columns worth a terminal's width (and markdown's); CSV always gets every column.
+    terminal_columns: list[str] | None = None
+
+    def view(self) -> tuple[list[str], list[list[Any]]]:
+        """Columns and rows for a terminal or markdown."""
+        if not self.terminal_columns:
+            return self.columns, self.rows
+        index = [self.columns.index(c) for c in self.terminal_columns]
+        return self.terminal_columns, [[row[i] for i in index] for row in self.rows]
+
+
+@dataclass
+class Group:
+    """The runs of one configuration."""
+
+    label: str
+    spec: dict[str, Any]
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def finished(self) -> list[dict[str, Any]]:
+        return [r for r in self.runs if r.get("status") == "finished"]
+
+    def values(self, metric: str) -> list[float]:
+        out = []
+        for r in self.finished():
+            value = (r.get("metrics") or {}).get(metric)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                out.append(float(value))
+        return out
+
+    @property
+    def oversubscribed(self) -> bool:
+        return any(_oversubscribed(r) for r in self.runs)
+
+
+def _oversubscribed(record: dict[str, Any]) -> bool:
+    if "oversubscribed" in record:
+        return bool(record["oversubscribed"])
+    cores = (record.get("env") or {}).get("logical_cores")
+    threads = (record.get("spec") or {}).get("threads")
+    return bool(cores and threads and threads > cores)
+
+
+def group_runs(records: Sequence[dict[str, Any]]) -> tuple[list[Group], list[str]]:
+    """Groups in first-seen order, and the spec fields that differ between them."""
+    by_spec: dict[str, Group] = {}
+    for record in records:
+        spec = {k: v for k, v in (record.get("spec") or {}).items() if k != "repeats"}
+        key = repr(sorted(spec.items()))
+        by_spec.setdefault(key, Group("", spec)).runs.append(record)
+    groups = list(by_spec.values())
+    varying = [f for f in SPEC_FIELDS if len({repr(g.spec.get(f)) for g in groups}) > 1]
+    for g in groups:
+        if varying:
+            g.label = " ".join(f"{f}={g.spec.get(f)}" for f in varying)
+        else:
+            g.label = (g.runs[0].get("label") if g.runs else "") or "all runs"
+    return groups, varying
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _time_to_accuracy(group: Group) -> str | None:
+    target = group.spec.get("target_accuracy")
+    if target is None:
+        return None
+    finished = group.finished()
+    reached = [
+        r["metrics"]
+        for r in finished
+        if (r.get("metrics") or {}).get("target_reached_epoch") is not None
+    ]
+    if not reached:
+        return f"not reached ({len(finished)} run(s))"
+    seconds = stats.median([m["target_reached_s"] for m in reached])
+    epochs = stats.median([m["target_reached_epoch"] for m in reached])
+    return f"epoch {epochs:g}, {seconds:.3g} s ({len(reached)}/{len(finished)} reached {target:g})"
+
+
+def summary_table(groups: list[Group], metric: str) -> Table:
+    label, _lower = METRICS.get(metric, (metric, True))
+    table = Table(
+        "summary",
+        f"{label}: per configuration",
+        [
+            "configuration",
+            "n",
+            "median",
+            "IQR",
+            "mean ± std",
+            "min–max",
+            "notes",
+            "q1",
+            "q3",
+            "mean",
+            "std",
+            "min",
+            "max",
+            "failed",
+            "oversubscribed",
+            "time to accuracy",
+            "warning",
+        ],
+        note="median and IQR over repeats (linear-interpolation quartiles); std is the sample std; "
+        "each repeat ran in its own worker process.",
+        terminal_columns=["configuration", "n", "median", "IQR", "mean ± std", "min–max", "notes"],
+    )
+    for g in groups:
+        values = g.values(metric)
+        failed = [r for r in g.runs if r.get("status") != "finished"]
+        failed_text = (
+            f"{len(failed)} not finished (last: {failed[-1].get('status')}: "
+            f"{failed[-1].get('reason') or ''})"
+            if failed
+            else ""
+        )
+        tta = _time_to_accuracy(g) or ""
+        if values:
+            s = stats.summarize(values)
+            spread = f"{s.mean:.4g} ± {s.std:.2g}" if s.std is not None else f"{s.mean:.4g}"
+            row = [g.label, s.n, s.median, s.iqr, spread, f"{s.min:.4g}–{s.max:.4g}"]
+            numbers = [s.q1, s.q3, s.mean, s.std, s.min, s.max]
+            warning = s.warning or ""
+        else:
+            row = [g.label, 0, None, None, None, None]
+            numbers = [None] * 6
+            warning = "no finished run"
+        notes = [
+            "oversubscribed" if g.oversubscribed else "",
+            f"time to accuracy: {tta}" if tta else "",
+            warning,
+            failed_text,
+        ]
+        row += ["; ".join(n for n in notes if n), *numbers]
+        row += [len(failed), g.oversubscribed, tta, warning]
+        table.rows.append(row)
+    return table
+
+
+def _partitions(groups: list[Group], varying: list[str], field_name: str) -> list[list[Group]]:
+    """Groups that differ only in ``field_name``, in first-seen order."""
+    others = [f for f in varying if f != field_name]
+    parts: dict[str, list[Group]] = {}
+    for g in groups:
+        parts.setdefault(repr([g.spec.get(f) for f in others]), []).append(g)
+    return [p for p in parts.values() if len(p) > 1]
+
+
+def _context(group: Group, varying: list[str], field_name: str) -> str:
+    return " ".join(f"{f}={group.spec.get(f)}" for f in varying if f != field_name) or "—"
+
+
+def _value_name(group: Group, field_name: str) -> str:
+    if field_name in ("framework", "api"):
+        return f"{group.spec.get('framework')}/{group.spec.get('api')}"
+    return f"{field_name}={group.spec.get(field_name)}"
+
+
+def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Table:
+    """Configurations that differ in one field, against a baseline: GPU vs CPU (baseline cpu),
+    API vs API, framework vs framework, dataset… (baseline: the first seen)."""
+    label, lower_is_better = METRICS.get(metric, (metric, True))
+    table = Table(
+        "comparisons",
+        f"comparisons of {label}",
+        ["differs in", "with", "configuration", "baseline", "ratio", "speed-up", "significance"],
+        note="ratio = median / baseline median; speed-up = how many times faster than the "
+        "baseline; significance: two-sided Mann-Whitney U, needs ≥5 repeats on each side.",
+    )
+    # framework and api often vary together (a matrix); compare the pair as one field.
+    fields_ = [f for f in varying if f not in ("threads", "api")]
+    if "api" in varying and "framework" not in varying:
+        fields_.append("api")
+    for field_name in fields_:
+        compare_on = [f for f in varying if f != "api"] if field_name == "framework" else varying
+        for part in _partitions(groups, compare_on, field_name):
+            base = part[0]
+            if field_name == "device":
+                base = next((g for g in part if g.spec.get("device") == "cpu"), part[0])
+            base_values = base.values(metric)
+            for g in part:
+                if g is base:
+                    continue
+                values = g.values(metric)
+                if not values or not base_values:
+                    table.rows.append(
+                        [
+                            field_name,
+                            _context(g, compare_on, field_name),
+                            _value_name(g, field_name),
+                            _value_name(base, field_name),
+                            None,
+                            None,
+                            "no finished runs on one side",
+                        ]
+                    )
+                    continue
+                c = stats.compare_pair(g.label, values, base.label, base_values)
+                speedup = None
+                if c.ratio:
+                    speedup = 1 / c.ratio if lower_is_better else c.ratio
+                table.rows.append(
+                    [
+                        field_name if field_name != "framework" else "framework/api",
+                        _context(g, compare_on, field_name),
+                        _value_name(g, field_name),
+                        _value_name(base, field_name),
+                        c.ratio,
+                        speedup,
+                        c.significance.text,
+                    ]
+                )
+    return table
+
+
+def scaling_table(groups: list[Group], varying: list[str], metric: str) -> Table | None:
+    if "threads" not in varying:
+        return None
+    label, lower_is_better = METRICS.get(metric, (metric, True))
+    if not lower_is_better:
+        return None
+    table = Table(
+        "scaling",
+        f"thread scaling of {label}",
+        [
+            "with",
+            "threads",
+            "median",
+            "speed-up",
+            "efficiency",
+            "oversubscribed",
+            "vs fewest threads",
+        ],
+        note="speed-up = median at the fewest threads / median here; efficiency = speed-up / "
+        "(threads / fewest threads); 100 % is perfect scaling.",
+    )
+    for part in _partitions(groups, varying, "threads"):
+        by_threads = {g.spec["threads"]: g for g in part}
+        rows = stats.thread_scaling({t: g.values(metric) for t, g in by_threads.items()})
+        for row in rows:
+            g = by_threads[row.threads]
+            significance = "baseline" if row is rows[0] else row.significance.text
+            table.rows.append(
+                [
+                    _context(g, varying, "threads"),
+                    row.threads,
+                    row.median,
+                    row.speedup,
+                    f"{row.efficiency:.0%}" if row.efficiency is not None else None,
+                    g.oversubscribed,
+                    significance,
+                ]
+            )
+    return table
+
+
+def study_table(groups: list[Group], metric: str = "train_wall_s") -> Table | None:
+    """The processing-time table of a thread/framework study: rows dataset × device × threads,
+    columns framework/api, cells the median (n)."""
+    if len(groups) < 2:
+        return None
+    label, _ = METRICS.get(metric, (metric, True))
+    columns = list(dict.fromkeys(f"{g.spec.get('framework')}/{g.spec.get('api')}" for g in groups))
+    rows: dict[tuple, dict[str, str]] = {}
+    for g in groups:
+        device = g.spec.get("device")
+        row_key = (
+            g.spec.get("model"),
+            g.spec.get("dataset"),
+            device,
+            g.spec.get("threads") if device == "cpu" else "—",
+        )
+        values = g.values(metric)
+        cell = f"{stats.median(values):.4g} (n={len(values)})" if values else "—"
+        rows.setdefault(row_key, {})[f"{g.spec.get('framework')}/{g.spec.get('api')}"] = cell
+    table = Table(
+        "study",
+        f"median {label}: model × dataset × device × threads by framework",
+        ["model", "dataset", "device", "threads", *columns],
+        note="cells: median over finished repeats (n); — where no run finished or was skipped.",
+    )
+    for key, cells in rows.items():
+        table.rows.append([*key, *(cells.get(c, "—") for c in columns)])
+    return table
+
+
+def skipped_table(skipped: Sequence[tuple[str, str]]) -> Table | None:
+    if not skipped:
+        return None
+    table = Table("skipped", "configurations not run", ["configuration", "reason"])
+    table.rows.extend([key, reason] for key, reason in skipped)
+    return table
+
+
+def build(
+    records: Sequence[dict[str, Any]],
+    metric: str = "step_median_s",
+    study_metric: str = "train_wall_s",
+    skipped: Sequence[tuple[str, str]] = (),
+) -> list[Table]:
+    """Every table for a set of runs (a sweep, a group, or runs picked by id)."""
+    groups, varying = group_runs(records)
+    tables = [summary_table(groups, metric)]
+    comparisons = comparison_table(groups, varying, metric)
+    if comparisons.rows:
+        tables.append(comparisons)
+    scaling = scaling_table(groups, varying, metric)
+    if scaling is not None and scaling.rows:
+        tables.append(scaling)
+    study = study_table(groups, study_metric)
+    if study is not None:
+        tables.append(study)
+    skipped_ = skipped_table(skipped)
+    if skipped_ is not None:
+        tables.append(skipped_)
+    return tables
+
+
+# -- export -------------------------------------------------------------------------------------
+def cell_text(value: Any) -> str:
+    return _fmt(value)
+
+
+def to_markdown(tables: Sequence[Table]) -> str:
+    out = []
+    for t in tables:
+        columns, rows = t.view()
+        out.append(f"### {t.title}\n")
+        out.append("| " + " | ".join(columns) + " |")
+        out.append("|" + "|".join("---" for _ in columns) + "|")
+        for row in rows:
+            out.append("| " + " | ".join(cell_text(v).replace("|", "\\|") for v in row) + " |")
+        if t.note:
+            out.append(f"\n{t.note}")
+        out.append("")
+    return "\n".join(out)
+
+
+def to_csv(tables: Sequence[Table]) -> str:
+    """One file, one row per table row; the ``table`` column says which table it belongs to.
+    Numbers are written at full precision."""
+    columns: dict[str, None] = {"table": None}
+    for t in tables:
+        for c in t.columns:
+            columns.setdefault(c, None)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns))
+    writer.writeheader()
+    for t in tables:
+        for row in t.rows:
+            writer.writerow(
+                {
+                    "table": t.name,
+                    **{c: ("" if v is None else v) for c, v in zip(t.columns, row, strict=True)},
+                }
+            )
+    return buffer.getvalue()
+
+
+def write_exports(
+    tables: Sequence[Table], csv_path: Path | None, markdown_path: Path | None
+) -> None:
+    if csv_path is not None:
+        csv_path.write_text(to_csv(tables), encoding="utf-8")
+    if markdown_path is not None:
+        markdown_path.write_text(to_markdown(tables), encoding="utf-8")

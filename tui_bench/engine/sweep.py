@@ -1,0 +1,237 @@
+"""Sweeps: run a preset's configurations × repeats, interleaved, each repeat in its own worker.
+
+A sweep has an id (its history *group*) and a manifest under ``<data home>/sweeps/<id>.json``
+holding the plan: the expanded configurations, written once when the sweep starts. What has run
+is never stored beside it: it is read back from the history records of the group, the one source
+of truth. Resuming an interrupted sweep (Ctrl-C, a killed terminal) therefore runs exactly the
+(configuration, repeat) pairs that have no finished record yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui_bench.engine import presets as presets_module
+from tui_bench.engine import runner
+from tui_bench.engine.history import History, HistoryError, atomic_write, new_run_id, now_iso
+from tui_bench.engine.paths import data_home
+from tui_bench.engine.presets import Config, Preset
+from tui_bench.engine.spec import RunSpec
+
+
+def sweeps_dir() -> Path:
+    return data_home() / "sweeps"
+
+
+@dataclass
+class Sweep:
+    id: str
+    preset: str
+    preset_path: str
+    description: str
+    study: str
+    repeats: int
+    configs: list[Config]
+    overrides: dict[str, Any] = field(default_factory=dict)
+    created_at: str = ""
+
+    @property
+    def manifest_path(self) -> Path:
+        return sweeps_dir() / f"{self.id}.json"
+
+    def save(self) -> None:
+        sweeps_dir().mkdir(parents=True, exist_ok=True)
+        data = {
+            "id": self.id,
+            "preset": self.preset,
+            "preset_path": self.preset_path,
+            "description": self.description,
+            "study": self.study,
+            "repeats": self.repeats,
+            "overrides": self.overrides,
+            "created_at": self.created_at,
+            "configs": [c.as_dict() for c in self.configs],
+        }
+        atomic_write(self.manifest_path, json.dumps(data, indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> Sweep:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            configs = [
+                Config(
+                    key=c["key"],
+                    spec=RunSpec.from_dict(c["spec"], validate=False),
+                    skip_reason=c.get("skip_reason"),
+                    oversubscribed=bool(c.get("oversubscribed")),
+                )
+                for c in data["configs"]
+            ]
+            return cls(
+                id=data["id"],
+                preset=data["preset"],
+                preset_path=data.get("preset_path", ""),
+                description=data.get("description", ""),
+                study=data.get("study", ""),
+                repeats=int(data["repeats"]),
+                configs=configs,
+                overrides=data.get("overrides", {}),
+                created_at=data.get("created_at", ""),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise HistoryError(f"sweep manifest {path} is unreadable: {exc}") from None
+
+    def refresh(self, probe=presets_module.availability_problem) -> None:
+        """Re-check what this machine can run now (a runtime installed since, a GPU added)."""
+        fresh = []
+        for c in self.configs:
+            reason = presets_module.catalog_problem(c.spec)
+            if reason is None and probe is not None:
+                reason = probe(c.spec)
+            fresh.append(Config(c.key, c.spec, reason, c.oversubscribed))
+        self.configs = fresh
+
+
+def create(
+    preset: Preset,
+    overrides: dict[str, Any] | None = None,
+    probe=presets_module.availability_problem,
+) -> Sweep:
+    """Expand a preset into a new sweep and write its manifest."""
+    configs = presets_module.expand(preset, overrides, probe=probe)
+    repeats = (overrides or {}).get("repeats", preset.repeats)
+    sweep = Sweep(
+        id=f"sweep-{new_run_id()}",
+        preset=preset.name,
+        preset_path=str(preset.path),
+        description=preset.description,
+        study=preset.study,
+        repeats=repeats,
+        configs=configs,
+        overrides=dict(overrides or {}),
+        created_at=now_iso(),
+    )
+    sweep.save()
+    return sweep
+
+
+def all_sweeps() -> list[Sweep]:
+    directory = sweeps_dir()
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in sorted(directory.glob("sweep-*.json")):
+        try:
+            found.append(Sweep.load(path))
+        except HistoryError:
+            continue
+    return sorted(found, key=lambda s: s.id)
+
+
+def find(sweep_id: str) -> Sweep:
+    """A sweep by id or unique id prefix."""
+    sweeps = all_sweeps()
+    matches = [s for s in sweeps if s.id == sweep_id] or [
+        s for s in sweeps if s.id.startswith(sweep_id)
+    ]
+    if not matches:
+        raise HistoryError(f"no sweep with id {sweep_id!r}")
+    if len(matches) > 1:
+        raise HistoryError(f"sweep id prefix {sweep_id!r} matches {len(matches)} sweeps")
+    return matches[0]
+
+
+def latest_unfinished(preset_name: str, history: History) -> Sweep | None:
+    for sweep in reversed(all_sweeps()):
+        if sweep.preset == preset_name and pending(sweep, history):
+            return sweep
+    return None
+
+
+def records(sweep: Sweep, history: History) -> list[dict[str, Any]]:
+    return [r for r in history.all() if r.get("group") == sweep.id]
+
+
+def finished_pairs(sweep: Sweep, history: History) -> set[tuple[str, int]]:
+    return {
+        (r.get("config"), r.get("repeat"))
+        for r in records(sweep, history)
+        if r.get("status") == "finished"
+    }
+
+
+def pending(sweep: Sweep, history: History) -> list[tuple[Config, int]]:
+    """(configuration, repeat) pairs without a finished run, in interleaved order."""
+    done = finished_pairs(sweep, history)
+    return [
+        (config, repeat)
+        for config, repeat in presets_module.interleave(sweep.configs, sweep.repeats)
+        if (config.key, repeat) not in done
+    ]
+
+
+@dataclass
+class SweepOutcome:
+    sweep: Sweep
+    ran: list[tuple[Config, int, runner.RunResult]] = field(default_factory=list)
+    not_run: dict[str, str] = field(default_factory=dict)  # config key → why its repeats stopped
+    cancelled: bool = False
+
+    @property
+    def failed(self) -> list[tuple[Config, int, runner.RunResult]]:
+        return [item for item in self.ran if not item[2].ok]
+
+
+def run(
+    sweep: Sweep,
+    history: History,
+    on_event: runner.EventCallback | None = None,
+    on_start: Callable[[runner.WorkerRun], None] | None = None,
+    before_run: Callable[[Config, int, int, int], None] | None = None,
+    after_run: Callable[[Config, int, runner.RunResult], None] | None = None,
+    options_for: Callable[[Config], dict[str, Any]] | None = None,
+    **worker_options: Any,
+) -> SweepOutcome:
+    """Run the sweep's pending (configuration, repeat) pairs; record each run in history.
+
+    A configuration whose run fails is recorded, its remaining repeats are left for a later
+    resume, and the sweep goes on. A cancelled run (Ctrl-C) ends the sweep; resume picks it up.
+    ``before_run(config, repeat, index, total)`` and ``after_run`` let a front end show progress;
+    ``options_for`` gives per-configuration worker options (tests inject faults with it)."""
+    outcome = SweepOutcome(sweep)
+    todo = pending(sweep, history)
+    for index, (config, repeat) in enumerate(todo):
+        if config.key in outcome.not_run:
+            continue
+        if before_run is not None:
+            before_run(config, repeat, index, len(todo))
+        options = {**worker_options, **(options_for(config) if options_for else {})}
+        result = runner.execute(
+            config.spec,
+            history,
+            on_event=on_event,
+            on_start=on_start,
+            group=sweep.id,
+            repeat=repeat,
+            extra={
+                "preset": sweep.preset,
+                "config": config.key,
+                "oversubscribed": config.oversubscribed,
+            },
+            **options,
+        )
+        outcome.ran.append((config, repeat, result))
+        if after_run is not None:
+            after_run(config, repeat, result)
+        if result.status == "cancelled":
+            outcome.cancelled = True
+            break
+        if not result.ok:
+            outcome.not_run[config.key] = (
+                f"repeat {repeat + 1} failed ({result.reason}); its remaining repeats were not run"
+            )
+    return outcome
