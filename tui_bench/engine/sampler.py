@@ -101,6 +101,7 @@ def process_tree_sample(root: psutil.Process, cache: dict[int, psutil.Process]) 
     except psutil.Error:
         pass
     cpu = rss = threads = 0.0
+    counted = 0
     alive: dict[int, psutil.Process] = {}
     for proc in procs:
         proc = cache.get(proc.pid, proc)
@@ -110,11 +111,12 @@ def process_tree_sample(root: psutil.Process, cache: dict[int, psutil.Process]) 
                 rss += proc.memory_info().rss
                 threads += proc.num_threads()
             alive[proc.pid] = proc
+            counted += 1
         except psutil.Error:
             continue  # exited between listing and reading
     cache.clear()
     cache.update(alive)
-    return {"cpu_pct": cpu, "rss_mib": rss / 2**20, "threads": threads}
+    return {"cpu_pct": cpu, "rss_mib": rss / 2**20, "threads": threads, "processes": counted}
 
 
 @dataclass
