@@ -669,6 +669,21 @@ def test_missing_real_dataset_is_one_line_before_any_process(tmp_path):
     assert not (Path(os.environ["TUI_BENCH_HOME"]) / "runs").exists()  # nothing was started
 
 
+def test_data_dir_files_are_checked_against_the_pinned_checksums(monkeypatch, tmp_path):
+    pin_tiny_mnist(monkeypatch, tmp_path / "mine" / "mnist")
+    spec = RunSpec(dataset="mnist", data_dir=str(tmp_path / "mine"))
+    assert cache.problem(spec) is None  # DIR/mnist holds the published (pinned) files
+    assert cache.problem(spec.with_changes(data_dir=str(tmp_path / "mine" / "mnist"))) is None
+    path = tmp_path / "mine" / "mnist" / "train-labels-idx1-ubyte.gz"
+    path.write_bytes(path.read_bytes() + b"x")
+    problem = cache.problem(spec)
+    assert str(path) in problem and "expected" in problem and "\n" not in problem
+    path.unlink()
+    problem = cache.problem(spec)
+    assert "is not in" in problem and "train-labels-idx1-ubyte.gz" in problem
+    assert not cache.cache_root().exists()  # checking a user's directory writes nothing
+
+
 def test_import_recognises_files_by_checksum_from_any_layout(monkeypatch, tmp_path):
     blobs = pin_tiny_mnist(monkeypatch, tmp_path / "published")
     # torchvision's layout, one file renamed, plus unrelated files
