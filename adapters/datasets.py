@@ -291,8 +291,10 @@ def _npz_arrays(path: Path, payload: bytes, keys: tuple[str, ...]) -> dict[str, 
             version = np.lib.format.read_magic(member)
             if version == (1, 0):
                 shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
-            else:
+            elif version == (2, 0):
                 shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+            else:
+                raise ValueError(f"npy format version {version} is not supported")
         except (zipfile.BadZipFile, zlib.error, ValueError, OSError, EOFError) as exc:
             raise DatasetError(f"{label}: corrupt array ({exc})") from None
         body = member.read()

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import pickle
+import struct
 import subprocess
 import sys
 import tarfile
@@ -87,19 +88,70 @@ def cifar_batch(rng, n: int, label: bytes) -> tuple[dict, np.ndarray, list[int]]
     return batch, data, labels
 
 
+def _py2_str(text: bytes) -> bytes:
+    """A Python 2 ``str`` in a pickle: SHORT_BINSTRING or BINSTRING."""
+    if len(text) < 256:
+        return b"U" + bytes([len(text)]) + text
+    return b"T" + struct.pack("<i", len(text)) + text
+
+
+def py2_batch_pickle(data: np.ndarray, labels: list[int], label: bytes) -> bytes:
+    """A CIFAR-10 batch exactly as the published files hold it: Python 2 cPickle, protocol 2, an
+    ndarray reduced through numpy.core.multiarray._reconstruct with its pixels as a py2 str."""
+    assert data.ndim == 2 and data.dtype == np.uint8 and max(labels, default=0) < 256
+    dtype = (
+        b"cnumpy\ndtype\n"
+        + _py2_str(b"u1")
+        + b"K\x00K\x01\x87R"
+        + b"(K\x03"
+        + _py2_str(b"|")
+        + b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb"
+    )
+    shape = b"".join(b"J" + struct.pack("<i", d) for d in data.shape) + b"\x86"
+    array = (
+        b"cnumpy.core.multiarray\n_reconstruct\n"
+        + b"cnumpy\nndarray\n"
+        + b"K\x00\x85"
+        + _py2_str(b"b")
+        + b"\x87R"
+        + b"(K\x01"
+        + shape
+        + dtype
+        + b"\x89"
+        + _py2_str(data.tobytes())
+        + b"tb"
+    )
+    return (
+        b"\x80\x02}("
+        + _py2_str(b"batch_label")
+        + _py2_str(label)
+        + _py2_str(b"labels")
+        + b"]("
+        + b"".join(b"K" + bytes([v]) for v in labels)
+        + b"e"
+        + _py2_str(b"data")
+        + array
+        + b"u."
+    )
+
+
 def write_cifar(
     path: Path,
     per_batch: int = 40,
     seed: int = 0,
     skip: str | None = None,
     replace: dict[str, bytes] | None = None,
+    python2: bool = True,
 ):
     rng = np.random.default_rng(seed)
     members: dict[str, bytes] = {}
     truth = {}
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         batch, data, labels = cifar_batch(rng, per_batch, name.encode())
-        members[name] = pickle.dumps(batch, protocol=2)
+        if python2:  # as the published archive holds them
+            members[name] = py2_batch_pickle(data, labels, name.encode())
+        else:  # as Python 3 writes protocol 2 (bytes through _codecs.encode)
+            members[name] = pickle.dumps(batch, protocol=2)
         truth[name] = (data, labels)
     meta = {
         b"label_names": [
@@ -215,10 +267,11 @@ def test_mnist_idx_loader_parses_the_published_format(adapters, tmp_path):
     np.testing.assert_array_equal(capped.x_train, ds.x_train[:80])  # caps take the first N
 
 
-def test_cifar10_loader_reads_pickled_batches_from_the_tar_gz(adapters, tmp_path):
+@pytest.mark.parametrize("python2", [True, False], ids=["python2-pickles", "python3-pickles"])
+def test_cifar10_loader_reads_pickled_batches_from_the_tar_gz(adapters, tmp_path, python2):
     from adapters import data
 
-    truth = write_cifar(tmp_path / "cifar-10-python.tar.gz", per_batch=40)
+    truth = write_cifar(tmp_path / "cifar-10-python.tar.gz", per_batch=40, python2=python2)
     ds = data.load("cifar10", data_dir=str(tmp_path))
     assert ds.x_train.shape == (160, 32, 32, 3) and len(ds.x_val) == 40 and len(ds.x_test) == 40
     first, labels = truth["data_batch_1"]
@@ -667,6 +720,21 @@ def test_missing_real_dataset_is_one_line_before_any_process(tmp_path):
         " (17.5 MB) or `tui-bench data import PATH`"
     )
     assert not (Path(os.environ["TUI_BENCH_HOME"]) / "runs").exists()  # nothing was started
+
+
+def test_data_dir_files_are_checked_against_the_pinned_checksums(monkeypatch, tmp_path):
+    pin_tiny_mnist(monkeypatch, tmp_path / "mine" / "mnist")
+    spec = RunSpec(dataset="mnist", data_dir=str(tmp_path / "mine"))
+    assert cache.problem(spec) is None  # DIR/mnist holds the published (pinned) files
+    assert cache.problem(spec.with_changes(data_dir=str(tmp_path / "mine" / "mnist"))) is None
+    path = tmp_path / "mine" / "mnist" / "train-labels-idx1-ubyte.gz"
+    path.write_bytes(path.read_bytes() + b"x")
+    problem = cache.problem(spec)
+    assert str(path) in problem and "expected" in problem and "\n" not in problem
+    path.unlink()
+    problem = cache.problem(spec)
+    assert "is not in" in problem and "train-labels-idx1-ubyte.gz" in problem
+    assert not cache.cache_root().exists()  # checking a user's directory writes nothing
 
 
 def test_import_recognises_files_by_checksum_from_any_layout(monkeypatch, tmp_path):

@@ -402,11 +402,6 @@ def choice_note(name: str, data_dir: str | None = None) -> str:
     return f"not downloaded: {megabytes(REGISTRY[name].required_size)} to download"
 
 
-def verify(name: str, data_dir: str | None = None) -> DatasetStatus:
-    """Re-hash every file of ``name``."""
-    return status([name], data_dir, rehash=True)[0]
-
-
 def problem(spec: Any) -> str | None:
     """Why a run of ``spec`` cannot find its real dataset, as one line; None when it can (or the
     dataset is synthetic). Front ends call this before starting a worker: the worker itself
