@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -28,29 +27,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # -- fixtures --------------------------------------------------------------------------------------
-@pytest.fixture(autouse=True)
-def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TUI_BENCH_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("TUI_BENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
-    monkeypatch.delenv("TUI_BENCH_FAULT", raising=False)
-
-
+# Private home/cache/config directories come from conftest.isolated_home (autouse).
 @pytest.fixture
-def adapters(monkeypatch: pytest.MonkeyPatch):
+def adapters(adapters_on_path):
     """The worker-side package, loaded by path under the name the worker gives it."""
-    here = REPO / "adapters"
-    spec = importlib.util.spec_from_file_location(
-        "adapters", here / "__init__.py", submodule_search_locations=[str(here)]
-    )
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "adapters", module)
-    spec.loader.exec_module(module)
     from adapters import data, datasets, loop  # noqa: F401
 
-    yield module
-    for name in [n for n in sys.modules if n.startswith("adapters.")]:
-        monkeypatch.delitem(sys.modules, name, raising=False)
+    return adapters_on_path
 
 
 # -- writers of the published formats --------------------------------------------------------------
