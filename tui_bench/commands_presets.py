@@ -260,6 +260,8 @@ def run_preset(args: argparse.Namespace) -> int:
     if cancelled:
         return 130
     if not todo:
+        if not records:
+            err.print("[red]nothing in this preset can run in this installation[/red]")
         return 0 if records else 1
     return 0 if outcome and outcome.ran and not outcome.failed else 1
 

@@ -235,7 +235,7 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                 if not values or not base_values:
                     table.rows.append(
                         [
-                            field_name,
+                            field_name if field_name != "framework" else "framework/api",
                             _context(g, compare_on, field_name),
                             _value_name(g, field_name),
                             _value_name(base, field_name),
