@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 
@@ -130,3 +131,12 @@ def test_thread_scaling_speedup_and_efficiency():
     assert rows[2].efficiency == pytest.approx(100 / 30 / 4)
     assert rows[0].significance.p == 1.0  # the baseline against itself
     assert rows[2].significance.significant
+
+
+def test_exact_distribution_is_complete_and_symmetric_at_the_size_limit():
+    counts = stats._u_counts(50, 50)
+    assert sum(counts) == math.comb(100, 50)
+    assert counts == counts[::-1]
+    separated = stats.mann_whitney_u(list(range(50)), list(range(50, 100)))
+    assert separated.method == "exact"
+    assert separated.p == pytest.approx(2 / math.comb(100, 50))

@@ -87,7 +87,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     base: dict[str, Any] = {}
     if getattr(args, "from_history", None):
         # Replay: the recorded spec, as it ran; flags still override it.
-        base = {k: v for k, v in History().get(args.from_history)["spec"].items()}
+        base = dict(History().get(args.from_history)["spec"])
     base.update(spec_overrides(args))
     return RunSpec.from_dict(base)
 

@@ -15,7 +15,7 @@ from rich.table import Table as RichTable
 
 from tui_bench.engine import presets, report
 from tui_bench.engine import sweep as sweep_module
-from tui_bench.engine.history import History, HistoryError
+from tui_bench.engine.history import History
 from tui_bench.engine.presets import Config, PresetError
 from tui_bench.engine.runner import RunResult, WorkerRun
 
@@ -134,9 +134,7 @@ def _describe_result(result: RunResult) -> str:
 
 
 def _skipped(sweep: sweep_module.Sweep, not_run: dict[str, str] | None = None) -> list:
-    rows = [(c.key, f"skipped: {c.skip_reason}") for c in sweep.configs if c.skip_reason]
-    rows += [(key, reason) for key, reason in (not_run or {}).items()]
-    return rows
+    return sweep.skipped() + [(key, reason) for key, reason in (not_run or {}).items()]
 
 
 def run_preset(args: argparse.Namespace) -> int:
@@ -260,46 +258,17 @@ def run_preset(args: argparse.Namespace) -> int:
     if cancelled:
         return 130
     if not todo:
+        if not records:
+            err.print("[red]nothing in this preset can run in this installation[/red]")
         return 0 if records else 1
     return 0 if outcome and outcome.ran and not outcome.failed else 1
 
 
 # -- compare ------------------------------------------------------------------------------------
-def collect(tokens: list[str], history: History) -> tuple[list[dict[str, Any]], list]:
-    """Records and skipped configurations for run ids, group ids or sweep ids (prefixes ok)."""
-    records: dict[str, dict[str, Any]] = {}
-    skipped: list = []
-    every = history.all()
-    if not tokens:
-        sweeps = sweep_module.all_sweeps()
-        if not sweeps:
-            raise _cli().UsageError("nothing to compare: give run ids, a group or a sweep id")
-        tokens = [sweeps[-1].id]
-    for token in tokens:
-        try:
-            sweep = sweep_module.find(token)
-        except HistoryError:
-            sweep = None
-        if sweep is not None:
-            for r in every:
-                if r.get("group") == sweep.id:
-                    records[r["id"]] = r
-            skipped += _skipped(sweep)
-            continue
-        grouped = [r for r in every if r.get("group") == token]
-        if grouped:
-            records.update((r["id"], r) for r in grouped)
-            continue
-        record = history.get(token)
-        records[record["id"]] = record
-    ordered = sorted(records.values(), key=lambda r: (r.get("started_at", ""), r["id"]))
-    return ordered, skipped
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     cli = _cli()
     history = History()
-    records, skipped = collect(args.ids, history)
+    records, skipped = sweep_module.collect(args.ids, history)
     if args.metric not in report.METRICS:
         raise cli.UsageError(
             f"metric '{args.metric}' is not known (choose: {', '.join(report.METRICS)})"

@@ -5,6 +5,11 @@ widgets, and both export the same CSV and markdown.
 Runs are grouped into configurations by their spec (repeats aside); a configuration is named by
 the spec fields that differ between the groups being compared. Only finished runs give figures;
 failed ones are counted and their reasons kept.
+
+A front end needs two calls::
+
+    records, skipped = sweep.collect(ids, History())    # run, group or sweep ids
+    tables = report.build(records, metric="step_median_s", skipped=skipped)
 """
 
 from __future__ import annotations
@@ -235,7 +240,7 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                 if not values or not base_values:
                     table.rows.append(
                         [
-                            field_name,
+                            field_name if field_name != "framework" else "framework/api",
                             _context(g, compare_on, field_name),
                             _value_name(g, field_name),
                             _value_name(base, field_name),

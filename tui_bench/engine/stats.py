@@ -186,22 +186,22 @@ def _ranks(values: list[float]) -> tuple[list[float], list[int]]:
     return ranks, ties
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)
 def _u_counts(m: int, n: int) -> tuple[int, ...]:
     """Number of arrangements giving U = 0..m*n, for samples of m and n without ties.
 
-    Recurrence on the largest value: it belongs to the first sample (adding n to U) or the
-    second: c(u; m, n) = c(u - n; m - 1, n) + c(u; m, n - 1)."""
-    if m == 0 or n == 0:
-        return (1,)
-    with_first = _u_counts(m - 1, n)
-    with_second = _u_counts(m, n - 1)
-    counts = [0] * (m * n + 1)
-    for u, c in enumerate(with_first):
-        counts[u + n] += c
-    for u, c in enumerate(with_second):
-        counts[u] += c
-    return tuple(counts)
+    These are the coefficients of the Gaussian binomial [m+n choose m]_q
+    = prod_{i=1..m} (1 - q^(n+i)) / (1 - q^i); each partial product is itself a polynomial, so
+    multiplying then dividing one factor at a time stays exact in integers."""
+    size = m * n + 1
+    poly = [1] + [0] * (size - 1)
+    for i in range(1, m + 1):
+        shift = n + i
+        for u in range(size - 1, shift - 1, -1):  # multiply by (1 - q^shift)
+            poly[u] -= poly[u - shift]
+        for u in range(i, size):  # divide by (1 - q^i)
+            poly[u] += poly[u - i]
+    return tuple(poly)
 
 
 def _normal_sf(z: float) -> float:

@@ -85,6 +85,10 @@ class Sweep:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise HistoryError(f"sweep manifest {path} is unreadable: {exc}") from None
 
+    def skipped(self) -> list[tuple[str, str]]:
+        """(configuration key, reason) for each configuration that cannot run here."""
+        return [(c.key, f"skipped: {c.skip_reason}") for c in self.configs if c.skip_reason]
+
     def refresh(self, probe=presets_module.availability_problem) -> None:
         """Re-check what this machine can run now (a runtime installed since, a GPU added)."""
         fresh = []
@@ -235,3 +239,36 @@ def run(
                 f"repeat {repeat + 1} failed ({result.reason}); its remaining repeats were not run"
             )
     return outcome
+
+
+def collect(
+    tokens: list[str], history: History
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """What ``compare`` (and the TUI's compare view) works on: the records named by run ids,
+    group ids or sweep ids (prefixes ok; no tokens: the latest sweep), oldest first, and the
+    configurations those sweeps skipped. Raises HistoryError for an id that matches nothing."""
+    records: dict[str, dict[str, Any]] = {}
+    skipped: list[tuple[str, str]] = []
+    every = history.all()
+    if not tokens:
+        sweeps = all_sweeps()
+        if not sweeps:
+            raise HistoryError("nothing to compare: give run ids, a group id or a sweep id")
+        tokens = [sweeps[-1].id]
+    for token in tokens:
+        try:
+            sweep = find(token)
+        except HistoryError:
+            sweep = None
+        if sweep is not None:
+            records.update((r["id"], r) for r in every if r.get("group") == sweep.id)
+            skipped += sweep.skipped()
+            continue
+        grouped = [r for r in every if r.get("group") == token]
+        if grouped:
+            records.update((r["id"], r) for r in grouped)
+            continue
+        record = history.get(token)
+        records[record["id"]] = record
+    ordered = sorted(records.values(), key=lambda r: (r.get("started_at", ""), r["id"]))
+    return ordered, skipped
