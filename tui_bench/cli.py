@@ -221,6 +221,35 @@ def summary_table(results: list[RunResult]) -> Table:
     return table
 
 
+class CtrlC:
+    """While active, the first Ctrl-C cancels the running worker (its whole process group, the
+    run is recorded as cancelled); a second one aborts at once."""
+
+    def __init__(self, err: Console) -> None:
+        self.err = err
+        self.count = 0
+        self.worker: WorkerRun | None = None
+
+    def attach(self, worker: WorkerRun) -> None:
+        """Pass as ``on_start`` to ``execute``: the worker the next Ctrl-C cancels."""
+        self.worker = worker
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        if self.count > 1:
+            raise KeyboardInterrupt
+        self.err.print("[yellow]cancelling: stopping the worker (Ctrl-C again to abort)[/yellow]")
+        if self.worker is not None:
+            self.worker.cancel()
+
+    def __enter__(self) -> CtrlC:
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.preset or args.resume:
         from tui_bench.commands_presets import run_preset
@@ -236,22 +265,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = _console()
     err = _console(stderr=True)
     show_progress = not args.json and not args.quiet
-    current: dict[str, WorkerRun] = {}
-    interrupted = {"count": 0}
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        interrupted["count"] += 1
-        if interrupted["count"] > 1:
-            raise KeyboardInterrupt
-        err.print("[yellow]cancelling: stopping the worker (Ctrl-C again to abort)[/yellow]")
-        if "worker" in current:
-            current["worker"].cancel()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
     results: list[RunResult] = []
-    try:
+    with CtrlC(err) as ctrl_c:
         for repeat in range(spec.repeats):
-            if interrupted["count"]:
+            if ctrl_c.count:
                 break
             if show_progress:
                 err.print(f"[bold]run {repeat + 1}/{spec.repeats}[/bold]: {spec.label()}")
@@ -260,7 +277,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     spec,
                     history,
                     on_event=display.on_event,
-                    on_start=lambda w: current.__setitem__("worker", w),
+                    on_start=ctrl_c.attach,
                     group=None,
                     repeat=repeat if spec.repeats > 1 else None,
                     stall_timeout=args.stall_timeout,
@@ -272,8 +289,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if result.status == "failed" and result.log_tail:
                     err.print("[dim]last lines of the worker log:[/dim]")
                     err.print(result.log_tail, markup=False)
-    finally:
-        signal.signal(signal.SIGINT, previous)
     if args.json:
         print(json.dumps([history.get(r.run_id) for r in results], indent=2, default=str))
     elif not args.quiet:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from tui_bench.engine import presets, report
 from tui_bench.engine import sweep as sweep_module
 from tui_bench.engine.history import History
 from tui_bench.engine.presets import Config, PresetError
-from tui_bench.engine.runner import RunResult, WorkerRun
+from tui_bench.engine.runner import RunResult
 
 
 def _cli():
@@ -179,22 +178,12 @@ def run_preset(args: argparse.Namespace) -> int:
         )
         for key, reason in _skipped(sweep):
             err.print(f"  [yellow]{key}[/yellow]: {reason}")
-    current: dict[str, WorkerRun] = {}
-    interrupted = {"count": 0}
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        interrupted["count"] += 1
-        if interrupted["count"] > 1:
-            raise KeyboardInterrupt
-        err.print("[yellow]cancelling: stopping the worker (Ctrl-C again to abort)[/yellow]")
-        if "worker" in current:
-            current["worker"].cancel()
-
+    ctrl_c = cli.CtrlC(err)
     display_box: dict[str, Any] = {}
     started = time.monotonic()
 
     def before_run(config: Config, repeat: int, index: int, total: int) -> None:
-        if interrupted["count"]:
+        if ctrl_c.count:
             raise KeyboardInterrupt
         if show:
             flag = " [yellow](oversubscribed)[/yellow]" if config.oversubscribed else ""
@@ -216,14 +205,14 @@ def run_preset(args: argparse.Namespace) -> int:
         if display is not None:
             display.on_event(event)
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
     outcome = None
     try:
+        ctrl_c.__enter__()
         outcome = sweep_module.run(
             sweep,
             history,
             on_event=on_event,
-            on_start=lambda w: current.__setitem__("worker", w),
+            on_start=ctrl_c.attach,
             before_run=before_run,
             after_run=after_run,
             stall_timeout=args.stall_timeout,
@@ -232,7 +221,7 @@ def run_preset(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGINT, previous)
+        ctrl_c.__exit__()
         display = display_box.pop("display", None)
         if display is not None:
             display.__exit__(None, None, None)
