@@ -179,3 +179,10 @@ def test_a_missing_runtime_is_a_failed_record_not_an_exception(tmp_path, monkeyp
     assert result.status == "failed"
     assert "/nonexistent/python, which does not exist" in result.reason
     assert history.get(result.run_id)["status"] == "failed"
+
+
+def test_machine_load_is_recorded_with_every_run():
+    history, _, result = run(tiny_spec(epochs=1), fault="exit@import")
+    load = history.get(result.run_id)["load_at_start"]
+    assert load["logical_cores"] == os.cpu_count()
+    assert load["loadavg_1m"] >= 0 and isinstance(load["busy"], bool)

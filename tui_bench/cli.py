@@ -221,6 +221,18 @@ def summary_table(results: list[RunResult]) -> Table:
     return table
 
 
+def warn_if_busy(err: Console) -> None:
+    from tui_bench.engine.runner import machine_load
+
+    load = machine_load()
+    if load["busy"]:
+        err.print(
+            f"[yellow]warning:[/yellow] the machine is busy (load {load['loadavg_1m']:.1f} on "
+            f"{load['logical_cores']} logical cores): timings will be slower and noisier; "
+            "the load is recorded with the run"
+        )
+
+
 class CtrlC:
     """While active, the first Ctrl-C cancels the running worker (its whole process group, the
     run is recorded as cancelled); a second one aborts at once."""
@@ -265,6 +277,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = _console()
     err = _console(stderr=True)
     show_progress = not args.json and not args.quiet
+    warn_if_busy(err)
     results: list[RunResult] = []
     with CtrlC(err) as ctrl_c:
         for repeat in range(spec.repeats):

@@ -178,6 +178,8 @@ def run_preset(args: argparse.Namespace) -> int:
         )
         for key, reason in _skipped(sweep):
             err.print(f"  [yellow]{key}[/yellow]: {reason}")
+    if show:
+        cli.warn_if_busy(err)
     ctrl_c = cli.CtrlC(err)
     display_box: dict[str, Any] = {}
     started = time.monotonic()

@@ -350,6 +350,7 @@ def execute(
         "group": group,
         "repeat": repeat,
         "recorder_pid": os.getpid(),
+        "load_at_start": machine_load(),
         **(extra or {}),
     }
     history.add(record)
@@ -387,6 +388,20 @@ def execute(
     series.close()
     history.update(run_id, **{k: v for k, v in final.items() if k != "id"})
     return result
+
+
+def machine_load() -> dict[str, Any]:
+    """How busy the machine was when the run started: other work skews timings, and busy-waiting
+    OpenMP threads turn thread scaling upside down on a loaded machine."""
+    load1, load5, _ = os.getloadavg()
+    cores = os.cpu_count() or 1
+    return {
+        "loadavg_1m": round(load1, 2),
+        "loadavg_5m": round(load5, 2),
+        "logical_cores": cores,
+        "busy": load1 > 0.5 * cores,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+    }
 
 
 def _worker_facts(started: dict[str, Any] | None) -> dict[str, Any]:
