@@ -1,0 +1,142 @@
+"""Modal dialogs: confirm, prompt for a line of text, show a message, help."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Input, Label, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("escape,n", "answer(False)", "No", id="dialog_no"),
+        Binding("y", "answer(True)", "Yes", id="dialog_yes"),
+    ]
+
+    def __init__(self, title: str, detail: str = "", yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self.title_text, self.detail, self.yes, self.no = title, detail, yes, no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            if self.detail:
+                yield Static(self.detail, classes="dialog-detail")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(f"{self.yes} (y)", variant="error", id="yes")
+                yield Button(f"{self.no} (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class PromptScreen(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
+
+    def __init__(self, title: str, value: str = "", placeholder: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value, self.placeholder = title, value, placeholder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("OK (enter)", variant="primary", id="ok")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self.dismiss(self.query_one(Input).value.strip() or None)
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class MessageScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,enter", "close", "Close", id="dialog_close")]
+
+    def __init__(self, title: str, message: str) -> None:
+        super().__init__()
+        self.title_text, self.message = title, message
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label(self.title_text, classes="dialog-title")
+            with VerticalScroll(classes="dialog-scroll"):
+                yield Static(self.message, markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Close (esc)", id="close", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+HELP_TEXT = """\
+tui-bench runs deep-learning training benchmarks in worker processes and shows them live.
+
+F2 Setup    choose framework, API, model, data, device, threads; Start (ctrl+r)
+F3 Live     the running benchmark: loss, epoch times, CPU/RSS/GPU graphs; x cancels
+F4 History  every recorded run: sort, filter (/), open (enter), mark (space),
+            compare (c), delete (d), export CSV (e), run again (r)
+F5 Compare  the runs marked in History, side by side, with ratios to the first
+F6 System   this machine and the framework runtimes
+ctrl+p      command palette: every action, presets, themes
+F9          next theme (ansi-dark works without truecolor); NO_COLOR is honoured
+
+Remap any key in the config file (tui-bench --help shows where), by binding id:
+  [keys]
+  start_run = "ctrl+g"
+Figures: step times are device-synchronised medians of steady-state steps; warm-up
+(tracing/compilation) is timed apart; samples/s is steady state."""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,f1,question_mark,q", "close", "Close", id="help_close")]
+
+    def __init__(self, under: Screen) -> None:
+        super().__init__()
+        self.under = under
+
+    def compose(self) -> ComposeResult:
+        rows = []
+        for _key, active in sorted(
+            self.under.active_bindings.items(), key=lambda kv: kv[1].binding.id or ""
+        ):
+            binding = active.binding
+            if not binding.description:
+                continue
+            shown = self.app.get_key_display(binding)
+            rows.append(f"  {shown:<14} {binding.description:<18} id: {binding.id or '—'}")
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label("tui-bench help", classes="dialog-title")
+            with VerticalScroll(classes="dialog-scroll"):
+                yield Static(HELP_TEXT, markup=False)
+                yield Static(
+                    "\nKeys here (binding ids for [keys] remapping):\n" + "\n".join(rows),
+                    markup=False,
+                )
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Close (esc)", id="close", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
