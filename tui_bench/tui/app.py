@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import psutil
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -31,6 +32,7 @@ from tui_bench.tui.screens.setup import SetupScreen
 from tui_bench.tui.screens.system import SystemScreen
 
 REFRESH_HZ = 2.0  # redraws per second of the live plots, whatever the event rate
+SCREENS = Binding.Group("screens", compact=True)
 THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
 
 
@@ -54,18 +56,28 @@ class TuiBenchApp(App[None]):
     DEFAULT_MODE = "setup"
     BINDINGS = [
         Binding("f1,question_mark", "help", "Help", id="help"),
-        Binding("f2", "switch_mode('setup')", "Setup", id="show_setup"),
-        Binding("f3", "switch_mode('live')", "Live", id="show_live"),
-        Binding("f4", "switch_mode('history')", "Hist", id="show_history"),
-        Binding("f5", "switch_mode('compare')", "Cmp", id="show_compare"),
-        Binding("f6", "switch_mode('system')", "Sys", id="show_system"),
+        Binding("f2", "switch_mode('setup')", "Setup", id="show_setup", group=SCREENS),
+        Binding("f3", "switch_mode('live')", "Live", id="show_live", group=SCREENS),
+        Binding("f4", "switch_mode('history')", "History", id="show_history", group=SCREENS),
+        Binding("f5", "switch_mode('compare')", "Compare", id="show_compare", group=SCREENS),
+        Binding("f6", "switch_mode('system')", "System", id="show_system", group=SCREENS),
         Binding("f9", "cycle_theme", "Theme", id="cycle_theme", show=False),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]
 
-    def __init__(self, refresh_hz: float = REFRESH_HZ, start_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        refresh_hz: float = REFRESH_HZ,
+        start_mode: str | None = None,
+        machine: dict[str, float] | None = None,
+    ) -> None:
         super().__init__()
         self.refresh_hz = refresh_hz
+        # Fixed graph ranges come from the machine (all cores = 100 % each, RAM); tests pin them.
+        self.machine = machine or {
+            "logical_cores": psutil.cpu_count(logical=True) or 1,
+            "ram_mib": psutil.virtual_memory().total / 2**20,
+        }
         self.start_mode = start_mode
         self.live: LiveRun | None = None
         self.compare_ids: list[str] = []

@@ -18,6 +18,7 @@ from tui_bench.tui.comparison import (
     speedup,
     thread_scaling,
 )
+from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
 
@@ -29,6 +30,7 @@ class CompareScreen(Screen):
     BINDINGS = []
 
     def compose(self) -> ComposeResult:
+        yield ModeBar("compare")
         yield Static(
             "mark two or more runs in History (F4, space) and press c",
             id="compare-note",

@@ -16,6 +16,7 @@ from tui_bench.engine.history import History
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.screens.dialogs import ConfirmScreen, PromptScreen
 from tui_bench.tui.screens.run_detail import RunDetailScreen
+from tui_bench.tui.widgets.mode_bar import ModeBar
 
 COLUMNS = [  # (key, header)
     ("mark", "✓"),
@@ -116,6 +117,7 @@ class HistoryScreen(Screen):
         self.sort_reverse = True
 
     def compose(self) -> ComposeResult:
+        yield ModeBar("history")
         yield Input(
             placeholder="filter: words match any column (e.g. torch finished)",
             compact=True,

@@ -10,6 +10,7 @@ from textual.widgets import Collapsible, Footer
 
 from tui_bench.engine.history import History
 from tui_bench.tui.live import LiveRun
+from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.run_view import RunView
 
 LOG_POLL_S = 1.0
@@ -28,6 +29,7 @@ class LiveScreen(Screen):
         self._log_offset = 0
 
     def compose(self) -> ComposeResult:
+        yield ModeBar("live")
         yield RunView()
         yield Footer(compact=True)
 

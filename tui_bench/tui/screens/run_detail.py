@@ -12,6 +12,7 @@ from textual.widgets import Footer
 
 from tui_bench.engine.history import History
 from tui_bench.tui.live import live_run_from_series
+from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.run_view import RunView
 
 
@@ -23,6 +24,7 @@ class RunDetailScreen(Screen):
         self.run_id = run_id
 
     def compose(self) -> ComposeResult:
+        yield ModeBar("history")
         yield RunView(id="detail-view")
         yield Footer(compact=True)
 

@@ -19,6 +19,7 @@ from tui_bench.engine.sampler import Nvml
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.presets_io import default_preset_path, load_preset, save_preset
 from tui_bench.tui.screens.dialogs import PromptScreen
+from tui_bench.tui.widgets.mode_bar import ModeBar
 
 SWEEP = "sweep"
 NUMBER_FIELDS = {  # input id -> (spec field, type, label)
@@ -104,10 +105,15 @@ class SetupScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.available: Availability | None = None
-        self.logical = psutil.cpu_count(logical=True) or 1
+        try:
+            machine = getattr(self.app, "machine", None) or {}
+        except Exception:  # constructed outside a running app
+            machine = {}
+        self.logical = int(machine.get("logical_cores") or psutil.cpu_count() or 1)
         self.problem: str | None = "checking what this installation can run…"
 
     def compose(self) -> ComposeResult:
+        yield ModeBar("setup")
         d = RunSpec()
         fw = catalog.FRAMEWORKS.get(d.framework) or next(iter(catalog.FRAMEWORKS.values()))
         with VerticalScroll(id="setup-form"):

@@ -13,6 +13,7 @@ from textual.widgets import Footer, Static
 
 from tui_bench.engine import catalog, runtimes, sysinfo
 from tui_bench.engine.paths import data_home
+from tui_bench.tui.widgets.mode_bar import ModeBar
 
 
 def system_report() -> str:
@@ -66,6 +67,7 @@ class SystemScreen(Screen):
     BINDINGS = [Binding("r", "refresh_info", "Refresh", id="system_refresh")]
 
     def compose(self) -> ComposeResult:
+        yield ModeBar("system")
         with VerticalScroll():
             yield Static("probing the machine…", id="system-info", markup=False)
         yield Footer(compact=True)

@@ -40,6 +40,12 @@ def figures_text(run: LiveRun) -> str:
         parts.append(f"warm-up {f['warmup_s']:.2f} s (apart)")
     if f.get("train_wall_s") is not None:
         parts.append(f"train {f['train_wall_s']:.2f} s (wall, all steps)")
+    st = run.started
+    if st and st.get("import_s") is not None:
+        parts.append(
+            f"setup: import {st['import_s']:.1f} s, data {st.get('data_s', 0):.1f} s, "
+            f"build {st.get('build_s', 0):.1f} s"
+        )
     if not parts:
         return "figures appear after the first epoch (steady-state steps only)"
     return " · ".join(parts)
@@ -47,21 +53,11 @@ def figures_text(run: LiveRun) -> str:
 
 def header_text(run: LiveRun) -> str:
     s = run.spec
-    batch = f"  run {run.run_index + 1}/{run.runs_total}" if run.runs_total > 1 else ""
-    head = (
-        f"{s.framework}/{s.api} {s.model} on {s.dataset} · {s.device} ×{s.threads} threads · "
-        f"batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}{batch}"
+    batch = f" · run {run.run_index + 1}/{run.runs_total}" if run.runs_total > 1 else ""
+    return (
+        f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed} · "
+        f"epochs {s.epochs}{batch}"
     )
-    if run.started:
-        st = run.started
-        head += (
-            f"\n{st.get('framework', '')} {st.get('framework_version', '')} on "
-            f"{st.get('device_name') or st.get('device', '')} · threads effective "
-            f"{st.get('threads_effective', '?')} · {st.get('param_count', 0):,} params · "
-            f"import {st.get('import_s', 0):.1f} s, data {st.get('data_s', 0):.1f} s, "
-            f"build {st.get('build_s', 0):.1f} s"
-        )
-    return head
 
 
 def status_text(run: LiveRun) -> str:
@@ -71,6 +67,14 @@ def status_text(run: LiveRun) -> str:
     text = f"[b]{status}[/b]"
     if run.run_id:
         text += f" {run.run_id}"
+    st = run.started
+    if st:
+        text += (
+            f" · {st.get('framework', '')} {st.get('framework_version', '')} on "
+            f"{st.get('device_name') or st.get('device', '')} · "
+            f"{st.get('threads_effective', '?')} threads effective · "
+            f"{(st.get('param_count') or 0) / 1e6:.2f} M params"
+        )
     if run.reason:
         text += f" — {run.reason}"
     return text
@@ -84,14 +88,17 @@ class RunView(Vertical):
     def __init__(self, show_log: bool = True, id: str | None = None) -> None:
         super().__init__(id=id)
         self.show_log = show_log
-        self.ram_mib = psutil.virtual_memory().total / 2**20
         self._log_lines = 0
 
     def compose(self) -> ComposeResult:
+        machine = getattr(self.app, "machine", None) or {
+            "logical_cores": psutil.cpu_count() or 1,
+            "ram_mib": psutil.virtual_memory().total / 2**20,
+        }
         yield Static(
             "no run yet: start one on the Setup screen (F2)", id="run-header", markup=False
         )
-        yield Static("", id="run-status")
+        yield Static("", id="run-status", markup=True)
         with Horizontal(id="progress-row"):
             yield Label("epoch —", id="epoch-label")
             yield ProgressBar(total=1, show_eta=False, id="epoch-progress")
@@ -103,10 +110,10 @@ class RunView(Vertical):
             yield LossPlot(id="loss-plot")
             yield BarPlot("epoch time (s, wall)", id="epoch-bars")
         with Vertical(id="graphs"):
-            yield FixedRangeGraph("CPU %", maximum=100.0 * (psutil.cpu_count() or 1), id="g-cpu")
-            yield FixedRangeGraph("RSS MiB", maximum=self.ram_mib, unit="", id="g-rss")
+            yield FixedRangeGraph("CPU %", maximum=100.0 * machine["logical_cores"], id="g-cpu")
+            yield FixedRangeGraph("RSS MiB", maximum=machine["ram_mib"], unit="", id="g-rss")
             yield FixedRangeGraph("GPU util", id="g-gpu-util")
-            yield FixedRangeGraph("GPU mem", id="g-gpu-mem")
+            yield FixedRangeGraph("GPU mem %", id="g-gpu-mem")
             yield FixedRangeGraph("GPU W", unit="", id="g-gpu-power")
         if self.show_log:
             with Collapsible(title="worker log", id="log-pane", collapsed=True):
@@ -147,21 +154,27 @@ class RunView(Vertical):
         )
         gpu = run.spec.device != "cpu"
         has_gpu_data = any("gpu_util" in s for s in recent)
+        # A CPU run folds the three GPU graphs into one line: space matters at 80×24.
+        for wid in ("#g-gpu-mem", "#g-gpu-power"):
+            self.query_one(wid, FixedRangeGraph).display = gpu
+        util = self.query_one("#g-gpu-util", FixedRangeGraph)
+        util.label = "GPU util" if gpu else "GPU"
+        if not gpu:
+            util.set_message("no GPU in this run (CPU): util, memory, power not sampled")
+            return
         for wid, key, maximum in (
             ("#g-gpu-util", "gpu_util", 100.0),
             ("#g-gpu-mem", "gpu_mem_pct", 100.0),
             ("#g-gpu-power", "gpu_power_w", None),
         ):
             graph = self.query_one(wid, FixedRangeGraph)
-            if not gpu:
-                graph.set_message("no GPU (CPU run)")
-            elif not has_gpu_data:
+            if not has_gpu_data:
                 graph.set_message("no GPU samples (NVML unavailable?)" if recent else "waiting")
-            else:
-                values = [s.get(key, 0.0) for s in recent]
-                if maximum is None:  # watts: scale to the highest seen, rounded up to 50 W
-                    maximum = max(50.0, -(-max(values) // 50) * 50)
-                graph.set_values(values, maximum)
+                continue
+            values = [s.get(key, 0.0) for s in recent]
+            if maximum is None:  # watts: scale to the highest seen, rounded up to 50 W
+                maximum = max(50.0, -(-max(values) // 50) * 50)
+            graph.set_values(values, maximum)
 
     def append_log(self, text: str) -> None:
         if self.show_log and text:
