@@ -101,9 +101,9 @@ class RunView(Vertical):
         yield Static("", id="run-status", markup=True)
         with Horizontal(id="progress-row"):
             yield Label("epoch —", id="epoch-label")
-            yield ProgressBar(total=1, show_eta=False, id="epoch-progress")
-            yield Label("all", id="overall-label")
-            yield ProgressBar(total=1, show_eta=False, id="overall-progress")
+            yield ProgressBar(total=1, show_eta=False, show_percentage=False, id="epoch-progress")
+            yield Label("all   0%", id="overall-label")
+            yield ProgressBar(total=1, show_eta=False, show_percentage=False, id="overall-progress")
             yield Label("ETA —", id="eta-label")
         yield Static("", id="figures", markup=False)
         with Horizontal(id="plots"):
@@ -125,13 +125,21 @@ class RunView(Vertical):
         epoch_bar = self.query_one("#epoch-progress", ProgressBar)
         steps = max(run.epoch_steps or run.steps_per_epoch, 1)
         if run.epoch_steps:
-            epoch_bar.update(total=steps, progress=run.epoch_step)
+            epoch_fraction = run.epoch_step / steps
         elif run.epoch_records:
-            epoch_bar.update(total=1, progress=1)
-        self.query_one("#epoch-label", Label).update(f"epoch {run.epoch or '—'}/{run.epochs}")
+            epoch_fraction = 1.0
+        else:
+            epoch_fraction = 0.0
+        epoch_bar.update(total=1000, progress=round(epoch_fraction * 1000))
+        overall = run.overall_fraction()
         self.query_one("#overall-progress", ProgressBar).update(
-            total=1000, progress=round(run.overall_fraction() * 1000)
+            total=1000, progress=round(overall * 1000)
         )
+        # Percentages in fixed-width labels: the bars never change width.
+        self.query_one("#epoch-label", Label).update(
+            f"epoch {run.epoch or '—'}/{run.epochs} {epoch_fraction:4.0%}"
+        )
+        self.query_one("#overall-label", Label).update(f"all {overall:4.0%}")
         eta = None if run.done else run.eta_s()
         self.query_one("#eta-label", Label).update(f"ETA {fmt_duration(eta)}")
         self.query_one("#figures", Static).update(figures_text(run))
