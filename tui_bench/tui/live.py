@@ -59,6 +59,7 @@ class LiveRun:
     metrics: dict[str, Any] = field(default_factory=dict)
     samples: list[dict[str, Any]] = field(default_factory=list)
     first_step_t: float | None = None
+    first_steps_done: int = 0  # steps done when first_step_t was read
     last_t: float | None = None
     run_ids: list[str] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
@@ -111,6 +112,7 @@ class LiveRun:
             self.epoch_step = event.get("first_step", 0) + len(losses)
             if self.first_step_t is None:
                 self.first_step_t = event.get("t")
+                self.first_steps_done = self.steps_done
             self.last_t = event.get("t", self.last_t)
         elif kind == "epoch_finished":
             self.epoch_records.append(event)
@@ -142,6 +144,7 @@ class LiveRun:
         self.losses, self.epoch_records, self.samples = [], [], []
         self.epoch = self.epoch_steps = self.epoch_step = self.steps_done_before = 0
         self.first_step_t = self.last_t = None
+        self.first_steps_done = 0
         self.metrics = {}
         self.reason = None
 
@@ -173,12 +176,12 @@ class LiveRun:
 
     def eta_s(self) -> float | None:
         """Remaining training time of the batch from the worker's own clock (steps so far)."""
-        if self.first_step_t is None or self.last_t is None or self.steps_done < 2:
+        if self.first_step_t is None or self.last_t is None:
             return None
         elapsed = self.last_t - self.first_step_t
-        if elapsed <= 0:
+        if elapsed <= 0 or self.steps_done <= self.first_steps_done:
             return None
-        rate = (self.steps_done - 1) / elapsed
+        rate = (self.steps_done - self.first_steps_done) / elapsed
         remaining = self.steps_total - self.steps_done
         remaining += (self.runs_total - self.run_index - 1) * self.steps_total
         return max(remaining, 0) / rate if rate > 0 else None
