@@ -34,11 +34,11 @@ async def history_ready(pilot, app, rows: int) -> DataTable:
 
 
 async def test_keys_remapped_from_config(tui_home, tmp_path):
-    (tmp_path / "config.toml").write_text('[keys]\nshow_history = "f8"\nhistory_mark = "m"\n')
+    (tmp_path / "config.toml").write_text('[keys]\nshow_history = "f10"\nhistory_mark = "m"\n')
     write_fake_history(tui_home, RUNS)
     app = TuiBenchApp()
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press("f8")
+        await pilot.press("f10")
         assert isinstance(app.screen, HistoryScreen)
         table = app.screen.query_one(DataTable)
         await wait_for(pilot, lambda: table.row_count == 2, 10)
@@ -158,7 +158,7 @@ async def test_preset_save_then_load(tui_home, tmp_path):
         setup = app.screen
         await wait_for(pilot, lambda: setup.available is not None, 30)
         setup.query_one("#epochs", Input).value = "7"
-        await pilot.press("ctrl+e")
+        await pilot.press("f8")
         assert isinstance(app.screen, PromptScreen)
         app.screen.query_one(Input).value = str(path)
         await pilot.press("enter")
@@ -166,13 +166,13 @@ async def test_preset_save_then_load(tui_home, tmp_path):
         assert RunSpec.from_toml(path.read_text()).epochs == 7
         setup.query_one("#epochs", Input).value = "1"
         path.write_text(path.read_text().replace("epochs = 7", "epochs = 3"))
-        await pilot.press("ctrl+o")
+        await pilot.press("f7")
         app.screen.query_one(Input).value = str(path)
         await pilot.press("enter")
         await wait_for(pilot, lambda: setup.query_one("#epochs", Input).value == "3", 5)
         bad = tmp_path / "bad.toml"
         bad.write_text('framework = "nope"\n')
-        await pilot.press("ctrl+o")
+        await pilot.press("f7")
         app.screen.query_one(Input).value = str(bad)
         await pilot.press("enter")
         await wait_for(pilot, lambda: "framework 'nope' is not known" in notes(app), 5)

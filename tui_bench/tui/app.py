@@ -9,6 +9,7 @@ This process never imports a DL framework: they live in the worker subprocesses.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -19,17 +20,39 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui_bench.engine.config import ConfigError, load_config
-from tui_bench.engine.history import History
-from tui_bench.engine.runner import execute
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.commands import TuiBenchCommands
 from tui_bench.tui.live import LiveRun
-from tui_bench.tui.screens.compare import CompareScreen
 from tui_bench.tui.screens.dialogs import ConfirmScreen, HelpScreen, MessageScreen
-from tui_bench.tui.screens.history import HistoryScreen
-from tui_bench.tui.screens.live import LiveScreen
 from tui_bench.tui.screens.setup import SetupScreen
-from tui_bench.tui.screens.system import SystemScreen
+
+# Screens other than Setup (the first one drawn) are imported when first shown: plotext, the
+# runner and tinydb are not needed for the first frame.
+
+
+def _live_screen() -> Screen:
+    from tui_bench.tui.screens.live import LiveScreen
+
+    return LiveScreen()
+
+
+def _history_screen() -> Screen:
+    from tui_bench.tui.screens.history import HistoryScreen
+
+    return HistoryScreen()
+
+
+def _compare_screen() -> Screen:
+    from tui_bench.tui.screens.compare import CompareScreen
+
+    return CompareScreen()
+
+
+def _system_screen() -> Screen:
+    from tui_bench.tui.screens.system import SystemScreen
+
+    return SystemScreen()
+
 
 REFRESH_HZ = 2.0  # redraws per second of the live plots, whatever the event rate
 SCREENS = Binding.Group("screens", compact=True)
@@ -44,14 +67,14 @@ def expand_batch(spec: RunSpec, sweep_threads: list[int] | None = None) -> list[
 
 class TuiBenchApp(App[None]):
     TITLE = "tui-bench"
-    CSS_PATH = "tui.tcss"
+    CSS_PATH = Path(__file__).with_name("tui.tcss")  # absolute: subclasses may live elsewhere
     COMMANDS = App.COMMANDS | {TuiBenchCommands}
     MODES = {
         "setup": SetupScreen,
-        "live": LiveScreen,
-        "history": HistoryScreen,
-        "compare": CompareScreen,
-        "system": SystemScreen,
+        "live": _live_screen,
+        "history": _history_screen,
+        "compare": _compare_screen,
+        "system": _system_screen,
     }
     DEFAULT_MODE = "setup"
     BINDINGS = [
@@ -99,10 +122,13 @@ class TuiBenchApp(App[None]):
         if not theme and os.environ.get("COLORTERM", "") not in ("truecolor", "24bit"):
             theme = "ansi-dark"  # no truecolor advertised: use the terminal's own palette
         self.initial_theme = theme
+        if theme in self.available_themes:
+            # Before the first frame: a theme switch after mount re-applies all CSS (~0.5 s).
+            self.theme = theme
 
     # -- lifecycle ----------------------------------------------------------------------------
     def on_mount(self) -> None:
-        if self.initial_theme:
+        if self.initial_theme and self.theme != self.initial_theme:
             try:
                 self.theme = self.initial_theme
             except Exception:  # unknown theme name in the config: keep the default
@@ -114,11 +140,14 @@ class TuiBenchApp(App[None]):
             self.notify(
                 self.config_error, title="config file ignored", severity="error", timeout=10
             )
-        self.check_history()
+        # Background checks start after the first frame, not competing with it for the GIL.
+        self.call_after_refresh(self.check_history)
 
     @work(thread=True, group="history", exit_on_error=False)
     def check_history(self) -> None:
         """Runs left 'running' by a killed app become 'interrupted'; corrupt files are reported."""
+        from tui_bench.engine.history import History
+
         history = History()
         history.mark_interrupted()
         for warning in history.warnings:
@@ -170,6 +199,9 @@ class TuiBenchApp(App[None]):
 
     @work(thread=True, group="run", exit_on_error=False, name="benchmark run")
     def _run_batch(self, live: LiveRun, specs: list[RunSpec]) -> None:
+        from tui_bench.engine.history import History
+        from tui_bench.engine.runner import execute
+
         history = History()
         group = None
         if len(specs) > 1:
@@ -233,7 +265,9 @@ class TuiBenchApp(App[None]):
         for screen in self._history_screens():
             screen.reload()
 
-    def _history_screens(self) -> list[HistoryScreen]:
+    def _history_screens(self) -> list[Screen]:
+        from tui_bench.tui.screens.history import HistoryScreen
+
         return [
             s
             for stack in self._screen_stacks.values()
@@ -277,6 +311,8 @@ class TuiBenchApp(App[None]):
         changed = live.drain()
         if not (changed or force):
             return
+        from tui_bench.tui.screens.live import LiveScreen
+
         for stack in self._screen_stacks.values():
             for screen in stack:
                 if isinstance(screen, LiveScreen):
@@ -309,6 +345,8 @@ class TuiBenchApp(App[None]):
         self.call_after_refresh(self._reload_compare)
 
     def _reload_compare(self) -> None:
+        from tui_bench.tui.screens.compare import CompareScreen
+
         if isinstance(self.screen, CompareScreen):
             self.screen.load(self.compare_ids)
 

@@ -91,7 +91,8 @@ class MessageScreen(ModalScreen[None]):
 HELP_TEXT = """\
 tui-bench runs deep-learning training benchmarks in worker processes and shows them live.
 
-F2 Setup    choose framework, API, model, data, device, threads; Start (ctrl+r)
+F2 Setup    choose framework, API, model, data, device, threads; Start (ctrl+r);
+            F7 loads a preset, F8 saves the form as one
 F3 Live     the running benchmark: loss, epoch times, CPU/RSS/GPU graphs; x cancels
 F4 History  every recorded run: sort, filter (/), open (enter), mark (space),
             compare (c), delete (d), export CSV (e), run again (r)

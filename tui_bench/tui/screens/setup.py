@@ -95,11 +95,20 @@ def sweep_thread_counts(logical: int) -> list[int]:
     return counts
 
 
+def replace_options(select: Select, options: list[tuple[str, Any]], value: Any) -> None:
+    """New option labels, same value if still offered. Select does not redraw its current label
+    when the value is unchanged, so force the value's watcher."""
+    select.set_options(options)
+    if value in [v for _, v in options]:
+        select.value = value
+    select.mutate_reactive(Select.value)
+
+
 class SetupScreen(Screen):
     BINDINGS = [
         Binding("ctrl+r", "start", "Start", id="start_run"),
-        Binding("ctrl+o", "load_preset", "Load", id="load_preset"),
-        Binding("ctrl+e", "save_preset", "Save", id="save_preset"),
+        Binding("f7", "load_preset", "Load preset", id="load_preset"),
+        Binding("f8", "save_preset", "Save preset", id="save_preset"),
     ]
 
     def __init__(self) -> None:
@@ -111,6 +120,7 @@ class SetupScreen(Screen):
             machine = {}
         self.logical = int(machine.get("logical_cores") or psutil.cpu_count() or 1)
         self.problem: str | None = "checking what this installation can run…"
+        self._revalidate_pending = False
 
     def compose(self) -> ComposeResult:
         yield ModeBar("setup")
@@ -144,7 +154,7 @@ class SetupScreen(Screen):
                 )
                 yield Label("dataset")
                 yield Select(
-                    [(x.label, x.name) for x in catalog.DATASETS.values()],
+                    [(x.name, x.name) for x in catalog.DATASETS.values()],
                     value=d.dataset,
                     allow_blank=False,
                     compact=True,
@@ -177,8 +187,8 @@ class SetupScreen(Screen):
             yield Static("", id="setup-problem", markup=False)
             with Horizontal(id="setup-buttons"):
                 yield Button("Start (ctrl+r)", variant="success", id="start", disabled=True)
-                yield Button("Load preset", id="load")
-                yield Button("Save preset", id="save")
+                yield Button("Load (F7)", id="load")
+                yield Button("Save (F8)", id="save")
         yield Footer(compact=True)
 
     def _thread_options(self) -> list[tuple[str, str]]:
@@ -189,7 +199,7 @@ class SetupScreen(Screen):
 
     def on_mount(self) -> None:
         self._show_problem()
-        self.probe()
+        self.call_after_refresh(self.probe)
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
     def probe(self) -> None:
@@ -214,8 +224,7 @@ class SetupScreen(Screen):
             ok = any(avail.runtimes.get((fw.name, a)) is None for a in fw.apis)
             options.append((f"{fw.label} {'✓' if ok else '✗ not installed'}", fw.name))
         with self.prevent(Select.Changed):
-            fw_select.set_options(options)
-            fw_select.value = current_fw
+            replace_options(fw_select, options, current_fw)
         self._set_api_options(str(current_fw), keep=self.query_one("#api", Select).value)
         device = self.query_one("#device", Select)
         current = device.value
@@ -225,8 +234,7 @@ class SetupScreen(Screen):
         if not avail.gpus:
             dev_options.append(("GPU ✗ none found (NVML)", "gpu:none"))
         with self.prevent(Select.Changed):
-            device.set_options(dev_options)
-            device.value = current if current in [v for _, v in dev_options] else "cpu"
+            replace_options(device, dev_options, current)
 
     def _set_api_options(self, framework: str, keep: Any = None) -> None:
         fw = catalog.FRAMEWORKS[framework]
@@ -238,9 +246,7 @@ class SetupScreen(Screen):
             options.append((f"{fw.api_labels.get(api, api)}{mark}", api))
         api_select = self.query_one("#api", Select)
         with self.prevent(Select.Changed):
-            api_select.set_options(options)
-            if keep in fw.apis:
-                api_select.value = keep
+            replace_options(api_select, options, keep)
 
     @on(Select.Changed)
     def _select_changed(self, event: Select.Changed) -> None:
@@ -268,7 +274,14 @@ class SetupScreen(Screen):
         return parse_form(values, sweep_thread_counts(self.logical))
 
     def revalidate(self) -> None:
+        """Re-check the form once per refresh, however many fields changed meanwhile."""
+        if not self._revalidate_pending:
+            self._revalidate_pending = True
+            self.call_after_refresh(self._revalidate_now)
+
+    def _revalidate_now(self) -> None:
         """Field errors and impossible combinations (spec) and missing runtimes, on screen."""
+        self._revalidate_pending = False
         notes = []
         try:
             spec, sweep = self.current()

@@ -54,10 +54,7 @@ def figures_text(run: LiveRun) -> str:
 def header_text(run: LiveRun) -> str:
     s = run.spec
     batch = f" · run {run.run_index + 1}/{run.runs_total}" if run.runs_total > 1 else ""
-    return (
-        f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed} · "
-        f"epochs {s.epochs}{batch}"
-    )
+    return f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}{batch}"
 
 
 def status_text(run: LiveRun) -> str:
@@ -168,7 +165,7 @@ class RunView(Vertical):
         util = self.query_one("#g-gpu-util", FixedRangeGraph)
         util.label = "GPU util" if gpu else "GPU"
         if not gpu:
-            util.set_message("no GPU in this run (CPU): util, memory, power not sampled")
+            util.set_message("none: CPU run")
             return
         for wid, key, maximum in (
             ("#g-gpu-util", "gpu_util", 100.0),
