@@ -74,7 +74,9 @@ def test_history(snap_compare, tui_home, size):
     async def run_before(pilot):
         from textual.widgets import DataTable
 
-        await wait_for(pilot, lambda: app.screen.query_one(DataTable).row_count == 3, 10)
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 3, 10)
+        await wait_for(pilot, lambda: table.virtual_size.width > 60, 10, "column widths")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
@@ -91,6 +93,9 @@ def test_compare_thread_scaling(snap_compare, tui_home):
         await wait_for(
             pilot, lambda: any(t.row_count > 3 for t in app.screen.query(DataTable)), 10, "compare"
         )
+        table = app.screen.query_one(DataTable)
+        # DataTable sizes its columns on a later refresh: wait for that too.
+        await wait_for(pilot, lambda: table.virtual_size.width > 60, 10, "column widths")
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
