@@ -54,7 +54,7 @@ def _system_screen() -> Screen:
     return SystemScreen()
 
 
-REFRESH_HZ = 2.0  # redraws per second of the live plots, whatever the event rate
+REFRESH_HZ = 1.0  # redraws per second of the live view, whatever the event rate
 SCREENS = Binding.Group("screens", compact=True)
 THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
 
@@ -90,12 +90,11 @@ class TuiBenchApp(App[None]):
 
     def __init__(
         self,
-        refresh_hz: float = REFRESH_HZ,
+        refresh_hz: float | None = None,
         start_mode: str | None = None,
         machine: dict[str, float] | None = None,
     ) -> None:
         super().__init__()
-        self.refresh_hz = refresh_hz
         # Fixed graph ranges come from the machine (all cores = 100 % each, RAM); tests pin them.
         self.machine = machine or {
             "logical_cores": psutil.cpu_count(logical=True) or 1,
@@ -109,6 +108,13 @@ class TuiBenchApp(App[None]):
             self.config = load_config()
         except ConfigError as exc:
             self.config, self.config_error = {}, str(exc)
+        ui = self.config.get("ui") if isinstance(self.config.get("ui"), dict) else {}
+        try:
+            configured_hz = float(ui.get("refresh_hz", REFRESH_HZ))
+        except (TypeError, ValueError):
+            configured_hz = REFRESH_HZ
+        # 0.2–4 Hz: plotext redraws cost ~5–20 ms each; more would show in the run's figures.
+        self.refresh_hz = min(max(refresh_hz or configured_hz, 0.2), 4.0)
         keys = self.config.get("keys", {})
         if isinstance(keys, dict):
             self.set_keymap({str(k): str(v) for k, v in keys.items()})

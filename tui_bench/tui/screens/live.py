@@ -55,6 +55,8 @@ class LiveScreen(Screen):
         live = self.app.live
         if live is None or live.run_id is None:
             return
+        if self.query_one(Collapsible).collapsed and live.run_id == self._log_run_id:
+            return  # nobody is looking: read the log when the pane opens, from where we were
         if live.run_id != self._log_run_id:
             self._log_run_id, self._log_offset = live.run_id, 0
             self.query_one(RunView).clear_log()

@@ -77,6 +77,9 @@ def status_text(run: LiveRun) -> str:
     return text
 
 
+_UNSET = object()
+
+
 class RunView(Vertical):
     DEFAULT_CSS = """
     RunView { height: 1fr; }
@@ -86,6 +89,7 @@ class RunView(Vertical):
         super().__init__(id=id)
         self.show_log = show_log
         self._log_lines = 0
+        self._drawn: dict[str, object] = {}
 
     def compose(self) -> ComposeResult:
         machine = getattr(self.app, "machine", None) or {
@@ -116,10 +120,20 @@ class RunView(Vertical):
             with Collapsible(title="worker log", id="log-pane", collapsed=True):
                 yield Log(id="worker-log", max_lines=2000)
 
+    def _changed(self, name: str, key: object) -> bool:
+        """True (and remembered) when ``key`` differs from the last drawn one: widgets whose
+        input did not change are not touched, so a redraw tick costs only what changed."""
+        if self._drawn.get(name, _UNSET) == key:
+            return False
+        self._drawn[name] = key
+        return True
+
     def show(self, run: LiveRun) -> None:
-        self.query_one("#run-header", Static).update(header_text(run))
-        self.query_one("#run-status", Static).update(status_text(run))
-        epoch_bar = self.query_one("#epoch-progress", ProgressBar)
+        header, status = header_text(run), status_text(run)
+        if self._changed("header", header):
+            self.query_one("#run-header", Static).update(header)
+        if self._changed("status", status):
+            self.query_one("#run-status", Static).update(status)
         steps = max(run.epoch_steps or run.steps_per_epoch, 1)
         if run.epoch_steps:
             epoch_fraction = run.epoch_step / steps
@@ -127,25 +141,35 @@ class RunView(Vertical):
             epoch_fraction = 1.0
         else:
             epoch_fraction = 0.0
-        epoch_bar.update(total=1000, progress=round(epoch_fraction * 1000))
         overall = run.overall_fraction()
-        self.query_one("#overall-progress", ProgressBar).update(
-            total=1000, progress=round(overall * 1000)
-        )
-        # Percentages in fixed-width labels: the bars never change width.
-        self.query_one("#epoch-label", Label).update(
-            f"epoch {run.epoch or '—'}/{run.epochs} {epoch_fraction:4.0%}"
-        )
-        self.query_one("#overall-label", Label).update(f"all {overall:4.0%}")
         eta = None if run.done else run.eta_s()
-        self.query_one("#eta-label", Label).update(f"ETA {fmt_duration(eta)}")
-        self.query_one("#figures", Static).update(figures_text(run))
-        self.query_one(LossPlot).set_losses(run.losses)
+        progress = (round(epoch_fraction * 1000), round(overall * 1000), run.epoch, run.epochs)
+        if self._changed("progress", progress):
+            self.query_one("#epoch-progress", ProgressBar).update(total=1000, progress=progress[0])
+            self.query_one("#overall-progress", ProgressBar).update(
+                total=1000, progress=progress[1]
+            )
+            # Percentages in fixed-width labels: the bars never change width.
+            self.query_one("#epoch-label", Label).update(
+                f"epoch {run.epoch or '—'}/{run.epochs} {epoch_fraction:4.0%}"
+            )
+            self.query_one("#overall-label", Label).update(f"all {overall:4.0%}")
+        eta_text = f"ETA {fmt_duration(eta)}"
+        if self._changed("eta", eta_text):
+            self.query_one("#eta-label", Label).update(eta_text)
+        figures = figures_text(run)
+        if self._changed("figures", figures):
+            self.query_one("#figures", Static).update(figures)
+        if self._changed("losses", (run.run_id, len(run.losses))):
+            self.query_one(LossPlot).set_losses(run.losses)
         records = run.epoch_records
-        self.query_one(BarPlot).set_bars(
-            [str(r.get("epoch")) for r in records], [float(r.get("wall_s") or 0) for r in records]
-        )
-        self._show_samples(run)
+        if self._changed("epochs", (run.run_id, len(records))):
+            self.query_one(BarPlot).set_bars(
+                [str(r.get("epoch")) for r in records],
+                [float(r.get("wall_s") or 0) for r in records],
+            )
+        if self._changed("samples", (run.run_id, len(run.samples), run.spec.device)):
+            self._show_samples(run)
 
     def _show_samples(self, run: LiveRun) -> None:
         samples = run.samples
@@ -159,13 +183,15 @@ class RunView(Vertical):
         )
         gpu = run.spec.device != "cpu"
         has_gpu_data = any("gpu_util" in s for s in recent)
-        # A CPU run folds the three GPU graphs into one line: space matters at 80×24.
-        for wid in ("#g-gpu-mem", "#g-gpu-power"):
-            self.query_one(wid, FixedRangeGraph).display = gpu
-        util = self.query_one("#g-gpu-util", FixedRangeGraph)
-        util.label = "GPU util" if gpu else "GPU"
+        if self._changed("gpu-rows", gpu):
+            # A CPU run folds the three GPU graphs into one line: space matters at 80×24.
+            for wid in ("#g-gpu-mem", "#g-gpu-power"):
+                self.query_one(wid, FixedRangeGraph).display = gpu
+            util = self.query_one("#g-gpu-util", FixedRangeGraph)
+            util.label = "GPU util" if gpu else "GPU"
+            if not gpu:
+                util.set_message("none: CPU run")
         if not gpu:
-            util.set_message("none: CPU run")
             return
         for wid, key, maximum in (
             ("#g-gpu-util", "gpu_util", 100.0),
