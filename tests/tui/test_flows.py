@@ -80,7 +80,7 @@ async def test_run_progress_result_history_export(tui_home, tmp_path):
         table = history_screen.query_one(DataTable)
         await wait_for(pilot, lambda: table.row_count == 1, 10, "history row")
         row = table.get_row(live.run_id)
-        assert row[2] == "torch" and row[-1] == "finished"
+        assert row[2] == "torch/eager cnn" and row[-1] == "finished"  # narrow columns at 100 wide
 
         out = tmp_path / "runs.csv"
         await pilot.press("e")

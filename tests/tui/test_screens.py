@@ -38,6 +38,9 @@ async def test_keys_remapped_from_config(tui_home, tmp_path):
     write_fake_history(tui_home, RUNS)
     app = TuiBenchApp()
     async with app.run_test(size=(100, 30)) as pilot:
+        from tui_bench.tui.widgets.mode_bar import ModeBar
+
+        assert "F10 History" in str(app.screen.query_one(ModeBar).render())  # shows the remap
         await pilot.press("f10")
         assert isinstance(app.screen, HistoryScreen)
         table = app.screen.query_one(DataTable)
@@ -187,3 +190,26 @@ async def test_help_lists_binding_ids(tui_home):
         assert "start_run" in text and "show_history" in text
         await pilot.press("escape")
         assert isinstance(app.screen, SetupScreen)
+
+
+async def test_palette_lists_actions_and_loads_a_preset(tui_home):
+    presets = tui_home / "presets"
+    presets.mkdir()
+    (presets / "tiny-mlp.toml").write_text(RunSpec(model="mlp", epochs=4).to_toml())
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"tiny-mlp")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: setup.query_one("#model", Select).value == "mlp", 5, "preset")
+        assert setup.query_one("#epochs", Input).value == "4"
+        await pilot.press("ctrl+p")
+        await pilot.press(*"History: recorded")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, HistoryScreen), 5, "history via palette"
+        )

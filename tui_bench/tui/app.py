@@ -55,6 +55,7 @@ def _system_screen() -> Screen:
 
 
 REFRESH_HZ = 1.0  # redraws per second of the live view, whatever the event rate
+# The screen keys are shown (and clickable) in the ModeBar on top, not again in the footer.
 SCREENS = Binding.Group("screens", compact=True)
 THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
 
@@ -79,11 +80,17 @@ class TuiBenchApp(App[None]):
     DEFAULT_MODE = "setup"
     BINDINGS = [
         Binding("f1,question_mark", "help", "Help", id="help"),
-        Binding("f2", "switch_mode('setup')", "Setup", id="show_setup", group=SCREENS),
-        Binding("f3", "switch_mode('live')", "Live", id="show_live", group=SCREENS),
-        Binding("f4", "switch_mode('history')", "History", id="show_history", group=SCREENS),
-        Binding("f5", "switch_mode('compare')", "Compare", id="show_compare", group=SCREENS),
-        Binding("f6", "switch_mode('system')", "System", id="show_system", group=SCREENS),
+        Binding("f2", "switch_mode('setup')", "Setup", id="show_setup", group=SCREENS, show=False),
+        Binding("f3", "switch_mode('live')", "Live", id="show_live", group=SCREENS, show=False),
+        Binding(
+            "f4", "switch_mode('history')", "History", id="show_history", group=SCREENS, show=False
+        ),
+        Binding(
+            "f5", "switch_mode('compare')", "Compare", id="show_compare", group=SCREENS, show=False
+        ),
+        Binding(
+            "f6", "switch_mode('system')", "System", id="show_system", group=SCREENS, show=False
+        ),
         Binding("f9", "cycle_theme", "Theme", id="cycle_theme", show=False),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
     ]

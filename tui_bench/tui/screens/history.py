@@ -33,6 +33,18 @@ COLUMNS = [  # (key, header)
     ("accuracy", "acc"),
     ("status", "status"),
 ]
+# Below NARROW_BELOW columns (80×24 over SSH) the essentials fit without scrolling sideways.
+NARROW_BELOW = 118
+COLUMNS_NARROW = [
+    ("mark", "✓"),
+    ("short_date", "date"),
+    ("run", "run"),
+    ("data", "data"),
+    ("where", "device"),
+    ("step_ms", "step ms"),
+    ("accuracy", "acc"),
+    ("status", "status"),
+]
 SORTABLE = [key for key, _ in COLUMNS if key != "mark"]
 
 
@@ -41,7 +53,13 @@ def row_values(record: dict[str, Any]) -> dict[str, Any]:
     spec = record.get("spec") or {}
     m = record.get("metrics") or {}
     acc = m.get("test_accuracy", m.get("val_accuracy"))
+    threads = spec.get("threads")
+    device = spec.get("device")
     return {
+        "short_date": (record.get("started_at") or "")[5:16].replace("T", " "),
+        "run": f"{spec.get('framework')}/{spec.get('api')} {spec.get('model')}",
+        "data": str(spec.get("dataset", "")).replace("synthetic-", "syn-"),
+        "where": f"{device}×{threads}" if device == "cpu" else device,
         "date": (record.get("started_at") or "")[:16].replace("T", " "),
         "framework": spec.get("framework"),
         "api": spec.get("api"),
@@ -102,8 +120,8 @@ class HistoryScreen(Screen):
         Binding("c", "compare", "Compare", id="history_compare"),
         Binding("s", "sort_next", "Sort", id="history_sort"),
         Binding("d,delete", "delete", "Delete", id="history_delete"),
-        Binding("e", "export", "Export CSV", id="history_export"),
-        Binding("r", "run_again", "Run again", id="history_run_again"),
+        Binding("e", "export", "Export", id="history_export"),
+        Binding("r", "run_again", "Again", id="history_run_again"),
         Binding("g", "reload", "Reload", id="history_reload", show=False),
         Binding("escape", "focus_table", "Table", id="history_table", show=False),
     ]
@@ -128,11 +146,22 @@ class HistoryScreen(Screen):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, header in COLUMNS:
-            table.add_column(header, key=key)
-        table.focus()
+        self.columns: list[tuple[str, str]] = []
+        self.query_one(DataTable).focus()
         self.reload()
+
+    def on_resize(self) -> None:
+        if self.records or self.columns:
+            self.refill()
+
+    def _ensure_columns(self) -> None:
+        wanted = COLUMNS if self.size.width >= NARROW_BELOW else COLUMNS_NARROW
+        if wanted != self.columns:
+            table = self.query_one(DataTable)
+            table.clear(columns=True)
+            for key, header in wanted:
+                table.add_column(header, key=key)
+            self.columns = wanted
 
     def on_screen_resume(self) -> None:
         self.reload()
@@ -170,17 +199,20 @@ class HistoryScreen(Screen):
         self.shown = sort_records(shown, self.sort_key, self.sort_reverse)
         table = self.query_one(DataTable)
         cursor_id = self.cursor_id()
+        self._ensure_columns()
         table.clear()
         for record in self.shown:
             values = row_values(record)
             mark = "✓" if record["id"] in self.marked else " "
-            table.add_row(mark, *(cell(k, values[k]) for k, _ in COLUMNS[1:]), key=record["id"])
+            table.add_row(
+                mark, *(cell(k, values[k]) for k, _ in self.columns[1:]), key=record["id"]
+            )
         if cursor_id and cursor_id in [r["id"] for r in self.shown]:
             table.move_cursor(row=table.get_row_index(cursor_id))
         arrow = "↓" if self.sort_reverse else "↑"
         self.query_one("#history-status", Static).update(
             f"{len(self.shown)} of {len(self.records)} run(s) · {len(self.marked)} marked · "
-            f"sorted by {self.sort_key} {arrow} · enter opens, space marks, c compares marked"
+            f"sort: {self.sort_key} {arrow} · enter opens a run"
         )
 
     def cursor_id(self) -> str | None:
@@ -214,7 +246,9 @@ class HistoryScreen(Screen):
     @on(DataTable.HeaderSelected)
     def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
         key = event.column_key.value
-        if key in SORTABLE:
+        if key in ("short_date", "run", "data", "where"):
+            key = {"short_date": "date"}.get(key, key)
+        if key in SORTABLE or key in ("run", "data", "where"):
             self.sort_by(key)
 
     @on(DataTable.RowSelected)

@@ -19,12 +19,20 @@ class ModeBar(Static):
     """
 
     def __init__(self, current: str) -> None:
+        super().__init__("")
+        self.current = current
+
+    def on_mount(self) -> None:
+        # Keys as remapped in the config's [keys] (binding ids show_<mode>), else the defaults.
+        keymap = getattr(self.app, "_keymap", {}) or {}
         parts = []
-        for mode, key, label in MODES:
+        for mode, default_key, label in MODES:
+            key = keymap.get(f"show_{mode}", default_key).split(",")[0].upper()
+            current = self.current
             text = f" {key} {label} "
             if mode == current:
                 parts.append(f"[reverse b]{text}[/]")
             else:
                 parts.append(f"[@click=app.switch_mode('{mode}')]{text}[/]")
         parts.append(" [dim]F1 help · ^p commands[/]")
-        super().__init__("".join(parts))
+        self.update("".join(parts))
