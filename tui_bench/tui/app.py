@@ -311,6 +311,41 @@ class TuiBenchApp(App[None]):
             confirmed,
         )
 
+    async def action_quit(self) -> None:
+        if not self.running:
+            self.exit()
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(
+            ConfirmScreen(
+                "Quit?",
+                "A run is in progress: it will be cancelled and recorded so.",
+                yes="Quit",
+                no="Stay",
+            ),
+            confirmed,
+        )
+
+    def on_unmount(self) -> None:
+        """Leaving with a run in progress: stop its worker group, never leave it orphaned."""
+        live = self.live
+        if live is None or live.done or live.worker is None:
+            return
+        live.cancel_requested = True
+        live.worker.cancel()
+        process = getattr(live.worker, "process", None)
+        if process is not None and process.poll() is None:
+            import signal
+
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def feed(self, event: dict[str, Any]) -> None:
         """Events from any source (runner thread, tests' seeded fake) enter here."""
         if self.live is not None:

@@ -40,7 +40,7 @@ class CompareScreen(Screen):
         with Horizontal(id="compare-plots"):
             yield BarPlot("step time, ms (median, steady)", id="compare-bars")
             yield LinePlot("thread scaling: samples/s", id="compare-scaling")
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         if self.app.compare_ids:

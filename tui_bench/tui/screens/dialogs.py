@@ -89,23 +89,24 @@ class MessageScreen(ModalScreen[None]):
 
 
 HELP_TEXT = """\
-tui-bench runs deep-learning training benchmarks in worker processes and shows them live.
+tui-bench trains models in worker processes and shows the run live.
 
-F2 Setup    choose framework, API, model, data, device, threads; Start (ctrl+r);
-            F7 loads a preset, F8 saves the form as one
-F3 Live     the running benchmark: loss, epoch times, CPU/RSS/GPU graphs; x cancels
-F4 History  every recorded run: sort, filter (/), open (enter), mark (space),
-            compare (c), delete (d), export CSV (e), run again (r)
-F5 Compare  the runs marked in History, side by side, with ratios to the first
+F2 Setup    what to run; ctrl+r starts, F7 loads a preset, F8 saves one
+F3 Live     the running benchmark: loss, epoch times, CPU/RSS/GPU;
+            x cancels (asks first), l shows the worker's log
+F4 History  every run: / filter, s sort (or click a header), enter open,
+            space mark, c compare marked, d delete, e export CSV, r again
+F5 Compare  marked runs side by side, ratios to the first, thread scaling
 F6 System   this machine and the framework runtimes
-ctrl+p      command palette: every action, presets, themes
-F9          next theme (ansi-dark works without truecolor); NO_COLOR is honoured
+ctrl+p      command palette: every action and the presets
+F9          next theme; ansi-dark works without truecolor; NO_COLOR is
+            honoured. ctrl+q quits; a run in progress is cancelled.
 
-Remap any key in the config file (tui-bench --help shows where), by binding id:
+Remap any key in config.toml by binding id (listed below), e.g.
   [keys]
   start_run = "ctrl+g"
-Figures: step times are device-synchronised medians of steady-state steps; warm-up
-(tracing/compilation) is timed apart; samples/s is steady state."""
+Step times: device-synchronised medians of steady-state steps; warm-up
+(tracing, compilation) is timed apart; samples/s is steady state."""
 
 
 class HelpScreen(ModalScreen[None]):
@@ -124,7 +125,7 @@ class HelpScreen(ModalScreen[None]):
             if not binding.description:
                 continue
             shown = self.app.get_key_display(binding)
-            rows.append(f"  {shown:<14} {binding.description:<18} id: {binding.id or '—'}")
+            rows.append(f"  {shown:<12} {binding.description:<14} id {binding.id or '—'}")
         with Vertical(classes="dialog dialog-wide"):
             yield Label("tui-bench help", classes="dialog-title")
             with VerticalScroll(classes="dialog-scroll"):

@@ -143,7 +143,7 @@ class HistoryScreen(Screen):
         )
         yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
         yield Static("loading…", id="history-status", markup=False)
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.columns: list[tuple[str, str]] = []

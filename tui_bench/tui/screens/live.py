@@ -31,7 +31,7 @@ class LiveScreen(Screen):
     def compose(self) -> ComposeResult:
         yield ModeBar("live")
         yield RunView()
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.set_interval(LOG_POLL_S, self.poll_log, name="log-tail")

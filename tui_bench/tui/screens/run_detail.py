@@ -26,7 +26,7 @@ class RunDetailScreen(Screen):
     def compose(self) -> ComposeResult:
         yield ModeBar("history")
         yield RunView(id="detail-view")
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self._load()

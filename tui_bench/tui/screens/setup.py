@@ -189,7 +189,7 @@ class SetupScreen(Screen):
                 yield Button("Start (ctrl+r)", variant="success", id="start", disabled=True)
                 yield Button("Load (F7)", id="load")
                 yield Button("Save (F8)", id="save")
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def _thread_options(self) -> list[tuple[str, str]]:
         counts = sweep_thread_counts(self.logical)

@@ -70,7 +70,7 @@ class SystemScreen(Screen):
         yield ModeBar("system")
         with VerticalScroll():
             yield Static("probing the machine…", id="system-info", markup=False)
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.action_refresh_info()

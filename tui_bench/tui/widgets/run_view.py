@@ -173,6 +173,9 @@ class RunView(Vertical):
 
     def _show_samples(self, run: LiveRun) -> None:
         samples = run.samples
+        # The sampler's last reading after the worker exited is an empty process tree: drop it.
+        while samples and not samples[-1].get("rss_mib"):
+            samples = samples[:-1]
         width = max(self.size.width, 80)
         recent = samples[-width:]
         self.query_one("#g-cpu", FixedRangeGraph).set_values(
