@@ -22,6 +22,13 @@ from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
 
+def short_label(spec: dict[str, Any]) -> str:
+    where = spec.get("device", "?")
+    if where == "cpu":
+        where = f"cpu×{spec.get('threads')}"
+    return f"{spec.get('framework')}/{spec.get('api')} {spec.get('model')} {where}"
+
+
 def fmt(value: float | None, scale: float, digits: int) -> str:
     return "—" if value is None else f"{value * scale:,.{digits}f}"
 
@@ -75,7 +82,7 @@ class CompareScreen(Screen):
             table.add_column(
                 f"#{index}" + (f" (n={group.n})" if group.n > 1 else ""), key=str(index)
             )
-        table.add_row("run", *(g.label for g in groups))
+        table.add_row("run", *(short_label(g.spec) for g in groups))
         for key, label, scale, digits, _lower in METRICS:
             values = [g.figures.get(key) for g in groups]
             if all(v is None for v in values):
@@ -105,5 +112,5 @@ class CompareScreen(Screen):
         if scaling:
             plot.set_line([float(x) for x in scaling[0]], scaling[1], "threads", "samples/s")
         else:
-            plot.title = "thread scaling: needs runs that differ only in threads"
+            plot.title = "no thread scaling: runs differ in more"
             plot.set_line([], [], "threads", "samples/s")

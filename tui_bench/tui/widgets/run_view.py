@@ -69,7 +69,7 @@ def status_text(run: LiveRun) -> str:
         text += (
             f" · {st.get('framework', '')} {st.get('framework_version', '')} on "
             f"{st.get('device_name') or st.get('device', '')} · "
-            f"{st.get('threads_effective', '?')} threads effective · "
+            f"threads {st.get('threads_effective', '?')} effective · "
             f"{(st.get('param_count') or 0) / 1e6:.2f} M params"
         )
     if run.reason:
