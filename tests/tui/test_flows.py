@@ -8,7 +8,7 @@ import psutil
 import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
-from tests.tui.conftest import wait_for
+from tests.tui.helpers import wait_for
 from tui_bench.engine.history import History
 from tui_bench.tui.app import TuiBenchApp
 from tui_bench.tui.screens.dialogs import ConfirmScreen, MessageScreen, PromptScreen

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.widgets import DataTable, Input, Select, Static
 
-from tests.tui.conftest import wait_for
 from tests.tui.fakes import write_fake_history
+from tests.tui.helpers import wait_for
 from tui_bench.engine.history import History
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.app import TuiBenchApp

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tui.conftest import wait_for
 from tests.tui.fakes import fake_events, write_fake_history
+from tests.tui.helpers import wait_for
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.app import TuiBenchApp
 from tui_bench.tui.live import LiveRun
