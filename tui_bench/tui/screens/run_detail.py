@@ -48,4 +48,5 @@ class RunDetailScreen(Screen):
             self.notify(f"run {self.run_id} has no stored series", severity="warning")
         view = self.query_one(RunView)
         view.show(live_run_from_series(events))
+        view.clear_log()
         view.append_log(log)

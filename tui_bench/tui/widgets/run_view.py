@@ -216,4 +216,6 @@ class RunView(Vertical):
 
     def clear_log(self) -> None:
         if self.show_log:
-            self.query_one("#worker-log", Log).clear()
+            log = self.query_one("#worker-log", Log)
+            log.clear()
+            log.write_line("[worker log: the framework's warnings and errors appear here]")
