@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
 from pathlib import Path
 
@@ -43,7 +44,7 @@ class TuiBenchCommands(Provider):
 
     async def _load_preset(self, path: Path) -> None:
         try:
-            spec = load_preset(path)
+            spec = await asyncio.to_thread(load_preset, path)  # never read disk on the UI thread
         except Exception as exc:  # SpecError / OSError: one line, nothing lost
             self.app.notify(f"{path.name}: {exc}", title="preset not loaded", severity="error")
             return
