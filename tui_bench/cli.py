@@ -526,8 +526,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.home:
         os.environ["TUI_BENCH_HOME"] = str(Path(args.home).expanduser().resolve())
     if args.command is None:
-        parser.print_help()
-        return 0
+        from tui_bench.tui.app import run_app  # lazy: headless commands never load Textual
+
+        return run_app()
     try:
         return args.func(args)
     except (UsageError, SpecError, HistoryError) as exc:

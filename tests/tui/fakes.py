@@ -1,0 +1,178 @@
+"""TEST-ONLY seeded fake event source: deterministic events shaped exactly like the runner's.
+
+Used by snapshot tests so the screens can be drawn without a framework, a clock or a date that
+changes. Real runs are covered by the Pilot flow tests (test_flows.py)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from tui_bench.engine.history import History
+from tui_bench.engine.spec import RunSpec
+
+FAKE_DATE = "2026-01-02T03:04:05+00:00"
+
+
+def fake_events(
+    spec: RunSpec,
+    run_id: str,
+    seed: int = 7,
+    steps_per_epoch: int = 40,
+    step_s: float = 0.04,
+    gpu: bool = False,
+    finish: bool = True,
+    stop_after_epoch: int | None = None,
+) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    t = 1.5
+    ev: list[dict[str, Any]] = [
+        {"type": "record", "record": {"id": run_id, "spec": spec.to_dict()}},
+        {
+            "v": 1,
+            "type": "run_started",
+            "t": t,
+            "framework": spec.framework,
+            "framework_version": "9.9.9",
+            "api": spec.api,
+            "device": "cuda:0" if gpu else "cpu",
+            "device_name": "Fake GPU" if gpu else "Fake CPU",
+            "threads_requested": spec.threads,
+            "threads_effective": spec.threads,
+            "param_count": 1_669_002,
+            "import_s": 0.9,
+            "data_s": 0.3,
+            "build_s": 0.1,
+            "steps_per_epoch": steps_per_epoch,
+            "train_samples": steps_per_epoch * spec.batch_size,
+        },
+    ]
+    loss = 2.3
+    epochs_to_run = spec.epochs if stop_after_epoch is None else stop_after_epoch
+    sample_t = 0.0
+    epoch_records = []
+    for epoch in range(1, epochs_to_run + 1):
+        ev.append(
+            {
+                "v": 1,
+                "type": "epoch_started",
+                "t": t,
+                "epoch": epoch,
+                "epochs": spec.epochs,
+                "steps": steps_per_epoch,
+            }
+        )
+        for first in range(0, steps_per_epoch, 8):
+            losses = []
+            for _ in range(min(8, steps_per_epoch - first)):
+                loss = max(0.05, loss * 0.97 + rng.uniform(-0.05, 0.05))
+                losses.append(round(loss, 4))
+                t += step_s
+            ev.append(
+                {
+                    "v": 1,
+                    "type": "steps",
+                    "t": round(t, 4),
+                    "epoch": epoch,
+                    "first_step": first,
+                    "losses": losses,
+                }
+            )
+            sample_t += 1.0
+            sample = {
+                "type": "sample",
+                "t": sample_t,
+                "cpu_pct": 150 + rng.uniform(-30, 30),
+                "rss_mib": 400 + 5 * epoch,
+                "threads": 8,
+            }
+            if gpu:
+                sample.update(
+                    gpu_util=60 + rng.uniform(-20, 20), gpu_mem_pct=40.0, gpu_power_w=180.0
+                )
+            ev.append(sample)
+        record = {
+            "epoch": epoch,
+            "wall_s": steps_per_epoch * step_s + 0.2 * (epoch == 1),
+            "warmup_s": 0.2 if epoch == 1 else 0.0,
+            "steps": steps_per_epoch,
+            "steady_steps": steps_per_epoch - (5 if epoch == 1 else 0),
+            "step_median_s": step_s,
+            "step_iqr_s": 0.002,
+            "samples_per_s": spec.batch_size / step_s,
+            "loss": loss,
+            "val_loss": loss * 1.1,
+            "val_accuracy": round(0.5 + 0.1 * epoch, 4),
+            "val_s": 0.3,
+        }
+        epoch_records.append(record)
+        ev.append({"v": 1, "type": "epoch_finished", "t": round(t, 4), **record})
+    if finish:
+        ev.append(
+            {
+                "v": 1,
+                "type": "test_finished",
+                "t": round(t + 0.3, 4),
+                "test_s": 0.3,
+                "test_loss": loss,
+                "test_accuracy": 0.8123,
+                "test_samples": 1000,
+            }
+        )
+        summary = {
+            "epochs_run": spec.epochs,
+            "train_wall_s": sum(r["wall_s"] for r in epoch_records),
+            "warmup_s": 0.2,
+            "first_step_s": 0.05,
+            "steady_steps": 100,
+            "step_median_s": step_s,
+            "samples_per_s": spec.batch_size / step_s,
+            "val_accuracy": epoch_records[-1]["val_accuracy"],
+            "test_accuracy": 0.8123,
+            "test_s": 0.3,
+        }
+        ev.append({"v": 1, "type": "finished", "t": round(t + 0.4, 4), "summary": summary})
+        metrics = {
+            **summary,
+            "threads_effective": spec.threads,
+            "res_peak_rss_mib": 420.0,
+            "res_mean_cpu_pct": 150.0,
+        }
+        ev.append(
+            {
+                "type": "result",
+                "record": {"id": run_id, "status": "finished", "reason": None, "metrics": metrics},
+            }
+        )
+    return ev
+
+
+def write_fake_history(home: Path, runs: list[tuple[str, RunSpec, float]]) -> list[str]:
+    """Record fake finished runs (id, spec, step seconds) with series files, fixed dates."""
+    history = History(home)
+    ids = []
+    for run_id, spec, step_s in runs:
+        events = fake_events(spec, run_id, step_s=step_s)
+        result = events[-1]["record"]
+        record = {
+            "id": run_id,
+            "started_at": FAKE_DATE,
+            "finished_at": FAKE_DATE,
+            "spec": spec.to_dict(),
+            "label": spec.label(),
+            "status": "finished",
+            "reason": None,
+            "metrics": result["metrics"],
+        }
+        history.add(record)
+        with open(history.series_path(run_id), "w", encoding="utf-8") as handle:
+            for event in events:
+                if event["type"] == "record":
+                    event = {"type": "record", "record": record}
+                elif event["type"] == "result":
+                    event = {"type": "result", "record": record}
+                handle.write(json.dumps(event) + "\n")
+        ids.append(run_id)
+    return ids

@@ -1,0 +1,18 @@
+"""Shared helpers of the TUI tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+
+async def wait_for(
+    pilot, condition: Callable[[], bool], timeout: float = 120.0, what: str = ""
+) -> None:
+    """Let the app run until ``condition()`` holds (real workers take seconds)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what or condition}")
+        await pilot.pause(0.1)

@@ -1,0 +1,136 @@
+"""Pilot tests driving the real flows with real torch workers on synthetic data (seconds each)."""
+
+from __future__ import annotations
+
+import csv
+
+import psutil
+import pytest
+from textual.widgets import DataTable, Input, Select, Static
+
+from tests.tui.helpers import wait_for
+from tui_bench.engine.history import History
+from tui_bench.tui.app import TuiBenchApp
+from tui_bench.tui.screens.dialogs import ConfirmScreen, MessageScreen, PromptScreen
+from tui_bench.tui.screens.history import HistoryScreen
+from tui_bench.tui.screens.live import LiveScreen
+from tui_bench.tui.screens.setup import SetupScreen
+
+pytestmark = pytest.mark.slow
+
+
+def notes(app) -> str:
+    return " | ".join(f"{n.title}: {n.message}" for n in app._notifications)
+
+
+async def type_into(pilot, screen, field: str, text: str) -> None:
+    widget = screen.query_one(f"#{field}", Input)
+    widget.focus()
+    widget.value = ""
+    await pilot.press(*text)
+
+
+async def fill_quick_run(pilot, setup: SetupScreen, epochs: str = "1", steps: str = "10") -> None:
+    await wait_for(pilot, lambda: setup.available is not None, 30, "runtime probe")
+    setup.query_one("#threads", Select).value = "1"
+    await type_into(pilot, setup, "batch_size", "32")
+    await type_into(pilot, setup, "epochs", epochs)
+    await type_into(pilot, setup, "steps_per_epoch", steps)
+    await type_into(pilot, setup, "train_samples", "1000")
+    await type_into(pilot, setup, "test_samples", "256")
+    await pilot.pause()
+
+
+async def test_run_progress_result_history_export(tui_home, tmp_path):
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        setup = app.screen
+        assert isinstance(setup, SetupScreen)
+        await fill_quick_run(pilot, setup)
+        # A bad field blocks Start and says why, on screen.
+        await type_into(pilot, setup, "batch_size", "abc")
+        await pilot.pause()
+        problem = str(setup.query_one("#setup-problem", Static).render())
+        assert "batch size must be a whole number" in problem
+        assert setup.query_one("#start").disabled
+        await pilot.press("ctrl+r")
+        assert app.live is None  # nothing started
+        await type_into(pilot, setup, "batch_size", "32")
+        await pilot.pause()
+        assert not setup.query_one("#start").disabled, notes(app)
+
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert isinstance(app.screen, LiveScreen)
+        await wait_for(pilot, lambda: app.live.done, 180, "the run to end")
+        await pilot.pause(0.6)  # one redraw tick
+        live = app.live
+        assert live.status == "finished", (live.reason, notes(app))
+        assert live.steps_done == 10 and len(live.losses) == 10
+        figures = str(app.screen.query_one("#figures", Static).render())
+        assert "ms (median, steady, synced)" in figures and "samples/s (steady)" in figures
+        assert "test acc" in figures
+        status = str(app.screen.query_one("#run-status", Static).render())
+        assert "finished" in status and live.run_id in status
+        assert app.screen.query_one("#overall-progress").percentage == 1.0
+
+        await pilot.press("f4")
+        history_screen = app.screen
+        assert isinstance(history_screen, HistoryScreen)
+        table = history_screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1, 10, "history row")
+        row = table.get_row(live.run_id)
+        assert row[2] == "torch/eager cnn" and row[-1] == "finished"  # narrow columns at 100 wide
+
+        out = tmp_path / "runs.csv"
+        await pilot.press("e")
+        assert isinstance(app.screen, PromptScreen)
+        app.screen.query_one(Input).value = str(out)
+        await pilot.press("enter")
+        await wait_for(pilot, out.exists, 10, "the CSV file")
+        await pilot.pause(0.2)
+        rows = list(csv.DictReader(out.open()))
+        assert [r["id"] for r in rows] == [live.run_id]
+        assert rows[0]["status"] == "finished" and rows[0]["spec.framework"] == "torch"
+
+
+async def test_cancel_kills_worker_and_records_cancelled(tui_home):
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        setup = app.screen
+        await fill_quick_run(pilot, setup, epochs="50", steps="")
+        await pilot.press("ctrl+r")
+        await wait_for(
+            pilot, lambda: app.live.worker is not None and app.live.steps_done > 0, 120, "steps"
+        )
+        pid = app.live.worker.process.pid
+        await pilot.press("x")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # keep running
+        assert not app.live.cancel_requested
+        await pilot.press("x")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.live.done, 30, "the cancel")
+        assert app.live.status == "cancelled"
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        record = History().get(app.live.run_id)
+        assert record["status"] == "cancelled"
+        await pilot.press("f4")
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1, 10, "history row")
+        assert table.get_row(app.live.run_id)[-1] == "cancelled"
+
+
+async def test_worker_crash_shows_message_and_app_stays_up(tui_home, monkeypatch):
+    monkeypatch.setenv("TUI_BENCH_FAULT", "crash@epoch:1")
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await fill_quick_run(pilot, app.screen)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.live.done, 120, "the crash")
+        await wait_for(pilot, lambda: isinstance(app.screen, MessageScreen), 5, "the message")
+        assert app.live.status == "failed"
+        await pilot.press("escape")
+        assert isinstance(app.screen, LiveScreen)
+        await pilot.press("f2")  # still usable
+        assert isinstance(app.screen, SetupScreen)

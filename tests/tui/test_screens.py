@@ -1,0 +1,215 @@
+"""Pilot tests of the screens without a real worker: history from a fake store, config, presets."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Input, Select, Static
+
+from tests.tui.fakes import write_fake_history
+from tests.tui.helpers import wait_for
+from tui_bench.engine.history import History
+from tui_bench.engine.spec import RunSpec
+from tui_bench.tui.app import TuiBenchApp
+from tui_bench.tui.screens.compare import CompareScreen
+from tui_bench.tui.screens.dialogs import ConfirmScreen, HelpScreen, PromptScreen
+from tui_bench.tui.screens.history import HistoryScreen
+from tui_bench.tui.screens.run_detail import RunDetailScreen
+from tui_bench.tui.screens.setup import SetupScreen
+from tui_bench.tui.widgets.plots import LossPlot
+
+RUNS = [
+    ("20260102-030405-aaaa", RunSpec(threads=1, epochs=1), 0.068),
+    ("20260102-030406-bbbb", RunSpec(threads=2, epochs=1, model="mlp"), 0.039),
+]
+
+
+def notes(app) -> str:
+    return " | ".join(f"{n.title}: {n.message}" for n in app._notifications)
+
+
+async def history_ready(pilot, app, rows: int) -> DataTable:
+    await pilot.press("f4")
+    table = app.screen.query_one(DataTable)
+    await wait_for(pilot, lambda: table.row_count == rows, 10, f"{rows} rows")
+    return table
+
+
+async def test_keys_remapped_from_config(tui_home, tmp_path):
+    (tmp_path / "config.toml").write_text('[keys]\nshow_history = "f10"\nhistory_mark = "m"\n')
+    write_fake_history(tui_home, RUNS)
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        from tui_bench.tui.widgets.mode_bar import ModeBar
+
+        assert "F10 History" in str(app.screen.query_one(ModeBar).render())  # shows the remap
+        await pilot.press("f10")
+        assert isinstance(app.screen, HistoryScreen)
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 2, 10)
+        await pilot.press("m")
+        assert len(app.screen.marked) == 1
+
+
+async def test_bad_config_and_corrupt_history_are_reported_app_stays_up(tui_home, tmp_path):
+    (tmp_path / "config.toml").write_text("[keys\n")
+    write_fake_history(tui_home, RUNS)
+    (tui_home / "history.json").write_text("{not json")
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: "rebuilt 2 run(s)" in notes(app), 10, "corrupt-history note")
+        assert "not valid TOML" in notes(app)
+        await history_ready(pilot, app, 2)  # rebuilt from the series files
+
+
+async def test_missing_runtime_blocks_start_with_the_fix(tui_home, tmp_path):
+    (tmp_path / "config.toml").write_text('[runtimes.torch]\npython = "/nonexistent/python"\n')
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30)
+        await pilot.pause()
+        problem = str(setup.query_one("#setup-problem", Static).render())
+        assert (
+            "runtime" in problem
+            and "/nonexistent/python" in problem
+            and "fix the config file" in problem
+        )
+        assert setup.query_one("#start").disabled
+        assert setup.query_one("#framework", Select).value == "torch"
+        assert "✗" in str(setup.query_one("#framework", Select)._options[0][0])
+
+
+async def test_impossible_combination_is_on_screen(tui_home):
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30)
+        setup.query_one("#model", Select).value = "vgg16"
+        await pilot.pause()
+        problem = str(setup.query_one("#setup-problem", Static).render())
+        assert "vgg16" in problem and "32×32" in problem
+        assert setup.query_one("#start").disabled
+        setup.query_one("#dataset", Select).value = "synthetic-cifar10"
+        await pilot.pause()
+        assert not setup.query_one("#start").disabled, notes(app)
+
+
+async def test_history_open_sort_filter_compare_delete_run_again(tui_home):
+    write_fake_history(tui_home, RUNS)
+    app = TuiBenchApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await history_ready(pilot, app, 2)
+        screen = app.screen
+        # "s" moves the sort to the next column; a header click (sort_by) picks one, twice flips it
+        await pilot.press("s")
+        assert screen.sort_key == "framework"
+        screen.sort_by("step_ms")
+        assert [r["id"] for r in screen.shown] == [RUNS[1][0], RUNS[0][0]]  # 39 ms first
+        screen.sort_by("step_ms")
+        assert [r["id"] for r in screen.shown] == [RUNS[0][0], RUNS[1][0]]
+        # filter
+        await pilot.press("slash")
+        await pilot.press(*"mlp")
+        assert [r["id"] for r in screen.shown] == [RUNS[1][0]]
+        await pilot.press("enter")
+        screen.query_one("#history-filter", Input).value = ""
+        await pilot.pause()
+        # open a run: its plots from the stored series
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.press("enter")
+        assert isinstance(app.screen, RunDetailScreen)
+        plot = app.screen.query_one(LossPlot)
+        await wait_for(pilot, lambda: len(plot.losses) == 40, 10, "stored losses")
+        await pilot.press("escape")
+        # mark both, compare
+        table.move_cursor(row=0)
+        await pilot.press("space", "space")
+        assert len(screen.marked) == 2
+        await pilot.press("c")
+        assert isinstance(app.screen, CompareScreen)
+        ctable = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: ctable.row_count > 3, 10, "compare table")
+        speedups = [
+            ctable.get_row_at(i)
+            for i in range(ctable.row_count)
+            if "speedup" in str(ctable.get_row_at(i)[0])
+        ]
+        assert speedups and speedups[0][1] == "1.00×"
+        # delete one with confirmation
+        await pilot.press("f4")
+        screen.marked.clear()
+        screen.refill()
+        table.move_cursor(row=0)
+        doomed = screen.cursor_id()
+        await pilot.press("d")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: table.row_count == 1, 10, "deletion")
+        assert [r["id"] for r in History().all()] != [doomed] and len(History().all()) == 1
+        # run again: the spec goes into Setup
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, SetupScreen), 5)
+        await pilot.pause()
+        left = History().all()[0]["spec"]
+        assert app.screen.query_one("#model", Select).value == left["model"]
+
+
+async def test_preset_save_then_load(tui_home, tmp_path):
+    app = TuiBenchApp()
+    path = tmp_path / "p.toml"
+    async with app.run_test(size=(100, 30)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30)
+        setup.query_one("#epochs", Input).value = "7"
+        await pilot.press("f8")
+        assert isinstance(app.screen, PromptScreen)
+        app.screen.query_one(Input).value = str(path)
+        await pilot.press("enter")
+        await wait_for(pilot, path.exists, 5)
+        assert RunSpec.from_toml(path.read_text()).epochs == 7
+        setup.query_one("#epochs", Input).value = "1"
+        path.write_text(path.read_text().replace("epochs = 7", "epochs = 3"))
+        await pilot.press("f7")
+        app.screen.query_one(Input).value = str(path)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: setup.query_one("#epochs", Input).value == "3", 5)
+        bad = tmp_path / "bad.toml"
+        bad.write_text('framework = "nope"\n')
+        await pilot.press("f7")
+        app.screen.query_one(Input).value = str(bad)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "framework 'nope' is not known" in notes(app), 5)
+
+
+async def test_help_lists_binding_ids(tui_home):
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        text = " ".join(str(s.render()) for s in app.screen.query(Static))
+        assert "start_run" in text and "show_history" in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, SetupScreen)
+
+
+async def test_palette_lists_actions_and_loads_a_preset(tui_home):
+    presets = tui_home / "presets"
+    presets.mkdir()
+    (presets / "tiny-mlp.toml").write_text(RunSpec(model="mlp", epochs=4).to_toml())
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30)
+        await pilot.press("ctrl+p")
+        await pilot.press(*"tiny-mlp")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: setup.query_one("#model", Select).value == "mlp", 5, "preset")
+        assert setup.query_one("#epochs", Input).value == "4"
+        await pilot.press("ctrl+p")
+        await pilot.press(*"History: recorded")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, HistoryScreen), 5, "history via palette"
+        )

@@ -1,0 +1,166 @@
+"""Fast tests of the UI's plain logic and of the process boundaries."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.tui.fakes import fake_events
+from tui_bench.engine.spec import RunSpec, SpecError
+from tui_bench.tui.app import expand_batch
+from tui_bench.tui.comparison import group_runs, speedup, thread_scaling
+from tui_bench.tui.live import LiveRun, downsample, live_run_from_series
+from tui_bench.tui.screens.history import matches, sort_records
+from tui_bench.tui.screens.setup import parse_form, sweep_thread_counts
+from tui_bench.tui.widgets.graphs import BLOCKS, bar_cells
+
+
+def test_downsample_caps_points_at_width_and_keeps_the_mean():
+    values = [float(i) for i in range(10_000)]
+    xs, ys = downsample(values, 80)
+    assert len(xs) == len(ys) == 80
+    assert abs(sum(ys) / len(ys) - sum(values) / len(values)) < 1.0
+    assert xs[0] < xs[-1]
+    assert downsample([1.0, None, 3.0], 80) == ([1.0, 3.0], [1.0, 3.0])  # NaN loss travels as null
+
+
+def test_fixed_range_graph_does_not_autoscale():
+    # Textual's Sparkline would draw a flat 3 % like a flat 100 %; a fixed range must not.
+    low = bar_cells([3.0] * 5, 5, 100.0)
+    high = bar_cells([100.0] * 5, 5, 100.0)
+    assert high == BLOCKS[-1] * 5
+    assert low != high and set(low) <= set(BLOCKS[:2])
+    assert bar_cells([500.0], 1, 100.0) == BLOCKS[-1]  # clipped, not rescaled
+    assert bar_cells([50.0], 4, 100.0) == "   " + BLOCKS[4]  # newest on the right
+
+
+def test_live_run_coalesces_until_drained_and_tracks_progress():
+    spec = RunSpec(epochs=3, batch_size=64)
+    run = LiveRun(spec=spec)
+    events = fake_events(spec, "r1", steps_per_epoch=40, finish=False, stop_after_epoch=2)
+    for event in events:
+        run.push(event)
+    assert run.losses == [] and run.status == "starting"  # nothing applied before a drain
+    assert run.drain() is True
+    assert run.drain() is False
+    assert len(run.losses) == 80 and len(run.epoch_records) == 2
+    assert run.overall_fraction() == pytest.approx(2 / 3)
+    assert run.eta_s() == pytest.approx(40 * 0.04, rel=0.05)  # one epoch left at 40 ms/step
+    assert run.latest_figures()["step_median_s"] == 0.04
+
+
+def test_live_run_batch_resets_per_run_state():
+    spec = RunSpec(epochs=1)
+    run = LiveRun(spec=spec, runs_total=2)
+    for event in fake_events(spec, "r1", steps_per_epoch=10) + fake_events(
+        spec, "r2", steps_per_epoch=10
+    ):
+        run.apply(event)
+    assert run.run_ids == ["r1", "r2"] and run.run_index == 1
+    assert len(run.losses) == 10 and len(run.results) == 2
+
+
+def test_series_without_result_shows_interrupted():
+    spec = RunSpec(epochs=2)
+    events = fake_events(spec, "r1", finish=False, stop_after_epoch=1)
+    run = live_run_from_series(events)
+    assert run.status == "interrupted" and run.done
+
+
+def test_parse_form_one_line_errors_and_sweep():
+    base = {
+        "framework": "torch",
+        "api": "eager",
+        "model": "cnn",
+        "dataset": "synthetic-mnist",
+        "device": "cpu",
+        "threads": "2",
+        "batch_size": "64",
+        "epochs": "1",
+        "lr": "0.001",
+        "repeats": "2",
+        "seed": "0",
+        "steps_per_epoch": "",
+        "train_samples": "",
+        "test_samples": "",
+    }
+    spec, sweep = parse_form(base, [1, 2])
+    assert spec.threads == 2 and sweep is None and spec.steps_per_epoch is None
+    with pytest.raises(SpecError, match="learning rate must be a number"):
+        parse_form({**base, "lr": "fast"}, [1, 2])
+    with pytest.raises(SpecError, match="needs a sequence dataset"):
+        parse_form({**base, "model": "lstm"}, [1, 2])
+    spec, sweep = parse_form({**base, "threads": "sweep"}, [1, 2])
+    assert sweep == [1, 2]
+    runs = expand_batch(spec, sweep)
+    assert [r.threads for r in runs] == [1, 1, 2, 2]  # repeats per thread count
+    assert sweep_thread_counts(6) == [1, 2, 4, 6]
+
+
+def _record(run_id, threads, step, status="finished", fw="torch"):
+    spec = RunSpec(threads=threads, framework=fw).to_dict()
+    return {
+        "id": run_id,
+        "spec": spec,
+        "label": run_id,
+        "status": status,
+        "started_at": run_id,
+        "metrics": {"step_median_s": step, "samples_per_s": 128 / step},
+    }
+
+
+def test_comparison_groups_repeats_and_finds_thread_scaling():
+    records = [_record("a", 1, 0.08), _record("b", 1, 0.06), _record("c", 2, 0.04)]
+    groups = group_runs(records)
+    assert [g.n for g in groups] == [2, 1]
+    assert groups[0].figures["step_median_s"] == pytest.approx(0.07)  # median of repeats
+    assert speedup(
+        groups[0].figures["step_median_s"], groups[1].figures["step_median_s"]
+    ) == pytest.approx(1.75)
+    xs, ys = thread_scaling(groups)
+    assert xs == [1, 2] and ys[1] > ys[0]
+    mixed = group_runs(
+        [
+            _record("a", 1, 0.08),
+            {**_record("d", 2, 0.04), "spec": {**RunSpec(threads=2, epochs=9).to_dict()}},
+        ]
+    )
+    assert thread_scaling(mixed) is None
+
+
+def test_history_filter_and_sort():
+    records = [
+        _record("r1", 1, 0.08),
+        _record("r2", 2, 0.04, status="cancelled"),
+        {**_record("r3", 4, 0.03), "metrics": {}},
+    ]
+    assert [r["id"] for r in records if matches(r, "cancelled")] == ["r2"]
+    assert [r["id"] for r in records if matches(r, "torch 2")] == ["r2"]
+    by_step = sort_records(records, "step_ms", reverse=False)
+    assert [r["id"] for r in by_step] == ["r2", "r1", "r3"]  # unknown last
+    assert [r["id"] for r in sort_records(records, "step_ms", reverse=True)] == ["r1", "r2", "r3"]
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(out.stdout.split())
+
+
+def test_ui_process_never_imports_a_framework():
+    loaded = _modules_after("import tui_bench.cli, tui_bench.tui.app")
+    assert "textual" in loaded
+    assert not loaded & {"torch", "tensorflow", "keras", "mxnet", "jax"}
+
+
+def test_engine_never_imports_textual():
+    loaded = _modules_after(
+        "import tui_bench.engine.runner, tui_bench.engine.history, tui_bench.cli"
+    )
+    assert not any(m == "textual" or m.startswith("textual.") for m in loaded)

@@ -1,0 +1,144 @@
+"""Modal dialogs: confirm, prompt for a line of text, show a message, help."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, Input, Label, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("escape,n", "answer(False)", "No", id="dialog_no"),
+        Binding("y", "answer(True)", "Yes", id="dialog_yes"),
+    ]
+
+    def __init__(self, title: str, detail: str = "", yes: str = "Yes", no: str = "No") -> None:
+        super().__init__()
+        self.title_text, self.detail, self.yes, self.no = title, detail, yes, no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            if self.detail:
+                yield Static(self.detail, classes="dialog-detail")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(f"{self.yes} (y)", variant="error", id="yes")
+                yield Button(f"{self.no} (n)", id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class PromptScreen(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
+
+    def __init__(self, title: str, value: str = "", placeholder: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value, self.placeholder = title, value, placeholder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("OK (enter)", variant="primary", id="ok")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self.dismiss(self.query_one(Input).value.strip() or None)
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class MessageScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,enter", "close", "Close", id="dialog_close")]
+
+    def __init__(self, title: str, message: str) -> None:
+        super().__init__()
+        self.title_text, self.message = title, message
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label(self.title_text, classes="dialog-title")
+            with VerticalScroll(classes="dialog-scroll"):
+                yield Static(self.message, markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Close (esc)", id="close", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+HELP_TEXT = """\
+tui-bench trains models in worker processes and shows the run live.
+
+F2 Setup    what to run; ctrl+r starts, F7 loads a preset, F8 saves one
+F3 Live     the running benchmark: loss, epoch times, CPU/RSS/GPU;
+            x cancels (asks first), l shows the worker's log
+F4 History  every run: / filter, s sort (or click a header), enter open,
+            space mark, c compare marked, d delete, e export CSV, r again
+F5 Compare  marked runs side by side, ratios to the first, thread scaling
+F6 System   this machine and the framework runtimes
+ctrl+p      command palette: every action and the presets
+F9          next theme; ansi-dark works without truecolor; NO_COLOR is
+            honoured. ctrl+q quits; a run in progress is cancelled.
+
+Remap any key in config.toml by binding id (listed below), e.g.
+  [keys]
+  start_run = "ctrl+g"
+Step times: device-synchronised medians of steady-state steps; warm-up
+(tracing, compilation) is timed apart; samples/s is steady state."""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,f1,question_mark,q", "close", "Close", id="help_close")]
+
+    def __init__(self, under: Screen) -> None:
+        super().__init__()
+        self.under = under
+
+    def compose(self) -> ComposeResult:
+        rows = []
+        for _key, active in sorted(
+            self.under.active_bindings.items(), key=lambda kv: kv[1].binding.id or ""
+        ):
+            binding = active.binding
+            if not binding.description:
+                continue
+            shown = self.app.get_key_display(binding)
+            rows.append(f"  {shown:<12} {binding.description:<14} id {binding.id or '—'}")
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label("tui-bench help", classes="dialog-title")
+            with VerticalScroll(classes="dialog-scroll"):
+                yield Static(HELP_TEXT, markup=False)
+                yield Static(
+                    "\nKeys here (binding ids for [keys] remapping):\n" + "\n".join(rows),
+                    markup=False,
+                )
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Close (esc)", id="close", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

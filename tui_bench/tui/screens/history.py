@@ -1,0 +1,372 @@
+"""History: every recorded run. Sort, filter, open, mark, compare, delete, export, run again.
+All disk access happens in thread workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input, Static
+
+from tui_bench.engine.history import History
+from tui_bench.engine.spec import RunSpec, SpecError
+from tui_bench.tui.screens.dialogs import ConfirmScreen, PromptScreen
+from tui_bench.tui.screens.run_detail import RunDetailScreen
+from tui_bench.tui.widgets.mode_bar import ModeBar
+
+COLUMNS = [  # (key, header)
+    ("mark", "✓"),
+    ("date", "date"),
+    ("framework", "framework"),
+    ("api", "API"),
+    ("model", "model"),
+    ("dataset", "dataset"),
+    ("device", "device"),
+    ("threads", "thr"),
+    ("train_s", "train s"),
+    ("step_ms", "step ms"),
+    ("samples_s", "samples/s"),
+    ("accuracy", "acc"),
+    ("status", "status"),
+]
+# Below NARROW_BELOW columns (80×24 over SSH) the essentials fit without scrolling sideways.
+NARROW_BELOW = 118
+COLUMNS_NARROW = [
+    ("mark", "✓"),
+    ("short_date", "date"),
+    ("run", "run"),
+    ("data", "data"),
+    ("where", "device"),
+    ("step_ms", "step ms"),
+    ("accuracy", "acc"),
+    ("status", "status"),
+]
+SORTABLE = [key for key, _ in COLUMNS if key != "mark"]
+
+
+def row_values(record: dict[str, Any]) -> dict[str, Any]:
+    """Sortable values of a record; None where unknown."""
+    spec = record.get("spec") or {}
+    m = record.get("metrics") or {}
+    acc = m.get("test_accuracy", m.get("val_accuracy"))
+    threads = spec.get("threads")
+    device = spec.get("device")
+    return {
+        "short_date": (record.get("started_at") or "")[5:16].replace("T", " "),
+        "run": f"{spec.get('framework')}/{spec.get('api')} {spec.get('model')}",
+        "data": str(spec.get("dataset", "")).replace("synthetic-", "syn-"),
+        "where": f"{device}×{threads}" if device == "cpu" else device,
+        "date": (record.get("started_at") or "")[:16].replace("T", " "),
+        "framework": spec.get("framework"),
+        "api": spec.get("api"),
+        "model": spec.get("model"),
+        "dataset": spec.get("dataset"),
+        "device": spec.get("device"),
+        "threads": spec.get("threads"),
+        "train_s": m.get("train_wall_s"),
+        "step_ms": m["step_median_s"] * 1000 if m.get("step_median_s") is not None else None,
+        "samples_s": m.get("samples_per_s"),
+        "accuracy": acc,
+        "status": record.get("status"),
+    }
+
+
+def cell(key: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if key in ("train_s",):
+        return f"{value:.2f}"
+    if key == "step_ms":
+        return f"{value:.1f}"
+    if key == "samples_s":
+        return f"{value:,.0f}"
+    if key == "accuracy":
+        return f"{value:.3f}"
+    return str(value)
+
+
+def matches(record: dict[str, Any], query: str) -> bool:
+    """Every word of the filter appears somewhere in the row (or the run id)."""
+    haystack = " ".join(
+        [record.get("id", "")] + [str(v) for v in row_values(record).values()]
+    ).lower()
+    return all(word in haystack for word in query.lower().split())
+
+
+def sort_records(records: list[dict[str, Any]], key: str, reverse: bool) -> list[dict[str, Any]]:
+    def sort_key(record: dict[str, Any]) -> tuple[int, Any]:
+        value = row_values(record)[key]
+        # Unknown values last whatever the direction; numbers and text never compared.
+        return (0, value) if value is not None else (1, 0)
+
+    known = [r for r in records if row_values(r)[key] is not None]
+    unknown = [r for r in records if row_values(r)[key] is None]
+    try:
+        known.sort(key=lambda r: row_values(r)[key], reverse=reverse)
+    except TypeError:
+        known.sort(key=lambda r: str(row_values(r)[key]), reverse=reverse)
+    return known + unknown
+
+
+class HistoryScreen(Screen):
+    BINDINGS = [
+        Binding("slash", "focus_filter", "Filter", id="history_filter"),
+        Binding("enter", "open_run", "Open", id="history_open", show=False),
+        Binding("space", "mark", "Mark", id="history_mark"),
+        Binding("c", "compare", "Compare", id="history_compare"),
+        Binding("s", "sort_next", "Sort", id="history_sort"),
+        Binding("d,delete", "delete", "Delete", id="history_delete"),
+        Binding("e", "export", "Export", id="history_export"),
+        Binding("r", "run_again", "Again", id="history_run_again"),
+        Binding("g", "reload", "Reload", id="history_reload", show=False),
+        Binding("escape", "focus_table", "Table", id="history_table", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[dict[str, Any]] = []
+        self.shown: list[dict[str, Any]] = []
+        self.marked: set[str] = set()
+        self.sort_key = "date"
+        self.sort_reverse = True
+
+    def compose(self) -> ComposeResult:
+        yield ModeBar("history")
+        yield Input(
+            placeholder="filter: words match any column (e.g. torch finished)",
+            compact=True,
+            id="history-filter",
+        )
+        yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        yield Static("loading…", id="history-status", markup=False)
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.columns: list[tuple[str, str]] = []
+        self.query_one(DataTable).focus()
+        self.reload()
+
+    def on_resize(self) -> None:
+        if self.records or self.columns:
+            self.refill()
+
+    def _ensure_columns(self) -> None:
+        wanted = COLUMNS if self.size.width >= NARROW_BELOW else COLUMNS_NARROW
+        if wanted != self.columns:
+            table = self.query_one(DataTable)
+            table.clear(columns=True)
+            for key, header in wanted:
+                table.add_column(header, key=key)
+            self.columns = wanted
+
+    def on_screen_resume(self) -> None:
+        self.reload()
+
+    # -- data ---------------------------------------------------------------------------------
+    def reload(self) -> None:
+        if self.is_mounted:
+            self._load()
+
+    @work(thread=True, exclusive=True, group="history-load", exit_on_error=False)
+    def _load(self) -> None:
+        history = History()
+        try:
+            records = history.all()
+        except Exception as exc:  # unreadable beyond recovery: say so, keep the app up
+            self.app.call_from_thread(self.notify, f"cannot read history: {exc}", severity="error")
+            records = []
+        for warning in history.warnings:
+            self.app.call_from_thread(
+                self.notify, warning, title="history", severity="warning", timeout=15
+            )
+        self.app.call_from_thread(self._loaded, records)
+
+    def _loaded(self, records: list[dict[str, Any]]) -> None:
+        self.records = records
+        known = {r["id"] for r in records}
+        self.marked &= known
+        self.refill()
+
+    def refill(self) -> None:
+        query = self.query_one("#history-filter", Input).value
+        shown = (
+            [r for r in self.records if matches(r, query)] if query.strip() else list(self.records)
+        )
+        self.shown = sort_records(shown, self.sort_key, self.sort_reverse)
+        table = self.query_one(DataTable)
+        cursor_id = self.cursor_id()
+        self._ensure_columns()
+        table.clear()
+        for record in self.shown:
+            values = row_values(record)
+            mark = "✓" if record["id"] in self.marked else " "
+            table.add_row(
+                mark, *(cell(k, values[k]) for k, _ in self.columns[1:]), key=record["id"]
+            )
+        if cursor_id and cursor_id in [r["id"] for r in self.shown]:
+            table.move_cursor(row=table.get_row_index(cursor_id))
+        arrow = "↓" if self.sort_reverse else "↑"
+        self.query_one("#history-status", Static).update(
+            f"{len(self.shown)} of {len(self.records)} run(s) · {len(self.marked)} marked · "
+            f"sort: {self.sort_key} {arrow} · enter opens a run"
+        )
+
+    def cursor_id(self) -> str | None:
+        table = self.query_one(DataTable)
+        if not table.row_count:
+            return None
+        try:
+            row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        except Exception:
+            return None
+        return row_key.value
+
+    def selection(self) -> list[dict[str, Any]]:
+        """Marked runs, or the one under the cursor."""
+        if self.marked:
+            return [r for r in self.shown if r["id"] in self.marked] + [
+                r for r in self.records if r["id"] in self.marked and r not in self.shown
+            ]
+        current = self.cursor_id()
+        return [r for r in self.shown if r["id"] == current]
+
+    # -- events -------------------------------------------------------------------------------
+    @on(Input.Changed, "#history-filter")
+    def _filter_changed(self) -> None:
+        self.refill()
+
+    @on(Input.Submitted, "#history-filter")
+    def _filter_submitted(self) -> None:
+        self.query_one(DataTable).focus()
+
+    @on(DataTable.HeaderSelected)
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        key = event.column_key.value
+        if key in ("short_date", "run", "data", "where"):
+            key = {"short_date": "date"}.get(key, key)
+        if key in SORTABLE or key in ("run", "data", "where"):
+            self.sort_by(key)
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open_run()
+
+    def sort_by(self, key: str) -> None:
+        if key == self.sort_key:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_key, self.sort_reverse = key, key in ("date", "samples_s", "accuracy")
+        self.refill()
+
+    # -- actions ------------------------------------------------------------------------------
+    def action_focus_filter(self) -> None:
+        self.query_one("#history-filter", Input).focus()
+
+    def action_focus_table(self) -> None:
+        self.query_one(DataTable).focus()
+
+    def action_reload(self) -> None:
+        self.reload()
+
+    def action_sort_next(self) -> None:
+        index = SORTABLE.index(self.sort_key)
+        self.sort_key = SORTABLE[(index + 1) % len(SORTABLE)]
+        self.sort_reverse = False
+        self.refill()
+
+    def action_mark(self) -> None:
+        current = self.cursor_id()
+        if current is None:
+            return
+        self.marked ^= {current}
+        table = self.query_one(DataTable)
+        table.update_cell(current, "mark", "✓" if current in self.marked else " ")
+        self.refill()
+        if table.cursor_row + 1 < table.row_count:
+            table.move_cursor(row=table.cursor_row + 1)
+
+    def action_open_run(self) -> None:
+        current = self.cursor_id()
+        if current:
+            self.app.push_screen(RunDetailScreen(current))
+
+    def action_compare(self) -> None:
+        chosen = [r["id"] for r in self.selection()]
+        if len(chosen) < 2:
+            self.notify("mark two or more runs with space, then press c", severity="warning")
+            return
+        self.app.open_compare(chosen)
+
+    def action_delete(self) -> None:
+        chosen = self.selection()
+        if not chosen:
+            return
+        ids = [r["id"] for r in chosen]
+        detail = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self._delete(ids)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Delete {len(ids)} run(s)?",
+                f"{detail}\nTheir series and logs go too.",
+                yes="Delete",
+                no="Keep",
+            ),
+            confirmed,
+        )
+
+    @work(thread=True, exit_on_error=False, group="history-write")
+    def _delete(self, ids: list[str]) -> None:
+        removed = History().delete(ids)
+        self.app.call_from_thread(self.notify, f"deleted {removed} run(s)")
+        self.app.call_from_thread(self._after_delete, ids)
+
+    def _after_delete(self, ids: list[str]) -> None:
+        self.marked -= set(ids)
+        self.reload()
+
+    def action_export(self) -> None:
+        chosen = self.selection() if self.marked else list(self.shown)
+        what = f"{len(chosen)} marked run(s)" if self.marked else f"all {len(chosen)} shown run(s)"
+        default = str(Path.cwd() / "tui-bench-runs.csv")
+
+        def chosen_path(path: str | None) -> None:
+            if path:
+                self._export(Path(path).expanduser(), chosen)
+
+        self.app.push_screen(PromptScreen(f"Export {what} to CSV file", default), chosen_path)
+
+    @work(thread=True, exit_on_error=False, group="history-write")
+    def _export(self, path: Path, records: list[dict[str, Any]]) -> None:
+        try:
+            count = History().export_csv(path, records)
+        except OSError as exc:
+            self.app.call_from_thread(
+                self.notify,
+                f"{path}: {exc.strerror or exc}",
+                title="export failed",
+                severity="error",
+            )
+            return
+        self.app.call_from_thread(self.notify, f"wrote {count} run(s) to {path}", title="exported")
+
+    def action_run_again(self) -> None:
+        chosen = self.selection()
+        if len(chosen) != 1:
+            self.notify(
+                "put the cursor on one run (unmark others) to run it again", severity="warning"
+            )
+            return
+        try:
+            spec = RunSpec.from_dict(chosen[0].get("spec") or {})
+        except SpecError as exc:
+            self.notify(f"this run's spec is no longer valid: {exc}", severity="error")
+            return
+        self.app.load_spec(spec, source=f"spec of {chosen[0]['id']} — check and press Start")

@@ -1,0 +1,424 @@
+"""Setup: choose what to run. Every option says whether it can run here, and why not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Input, Label, Select, Static
+
+from tui_bench.engine import catalog, runtimes
+from tui_bench.engine.sampler import Nvml
+from tui_bench.engine.spec import RunSpec, SpecError
+from tui_bench.tui.presets_io import default_preset_path, load_preset, save_preset
+from tui_bench.tui.screens.dialogs import PromptScreen
+from tui_bench.tui.widgets.mode_bar import ModeBar
+
+SWEEP = "sweep"
+NUMBER_FIELDS = {  # input id -> (spec field, type, label)
+    "batch_size": (int, "batch size"),
+    "epochs": (int, "epochs"),
+    "lr": (float, "learning rate"),
+    "repeats": (int, "repeats"),
+    "seed": (int, "seed"),
+    "steps_per_epoch": (int, "steps/epoch"),
+    "train_samples": (int, "train samples"),
+    "test_samples": (int, "test samples"),
+}
+OPTIONAL_FIELDS = {"steps_per_epoch", "train_samples", "test_samples"}
+
+
+@dataclass
+class Availability:
+    """What this installation can run, probed off the UI thread."""
+
+    runtimes: dict[tuple[str, str], str | None]  # (framework, api) -> None or why not (with fix)
+    gpus: list[dict[str, Any]]
+    probed: bool = True
+
+
+def probe_availability() -> Availability:
+    found: dict[tuple[str, str], str | None] = {}
+    for fw in catalog.FRAMEWORKS.values():
+        for api in fw.apis:
+            try:
+                runtime = runtimes.resolve(fw.name, api)
+                found[(fw.name, api)] = None if runtime else "no runtime"
+            except Exception as exc:  # RuntimeUnavailable or a broken config file
+                found[(fw.name, api)] = str(exc)
+    return Availability(found, Nvml().devices())
+
+
+def parse_form(values: dict[str, Any], sweep_counts: list[int]) -> tuple[RunSpec, list[int] | None]:
+    """Form values -> (validated spec, thread counts of a sweep or None). Raises SpecError."""
+    data: dict[str, Any] = {}
+    for name in ("framework", "api", "model", "dataset", "device"):
+        value = values.get(name)
+        if value is None or value is Select.BLANK:
+            raise SpecError(name, f"choose a {name}")
+        data[name] = value
+    sweep = None
+    threads = values.get("threads")
+    if threads == SWEEP:
+        sweep = sweep_counts
+        data["threads"] = sweep_counts[-1]
+    else:
+        data["threads"] = int(threads)
+    for name, (kind, label) in NUMBER_FIELDS.items():
+        text = str(values.get(name, "")).strip()
+        if not text:
+            if name in OPTIONAL_FIELDS:
+                continue
+            raise SpecError(name, f"{label} is empty")
+        try:
+            data[name] = kind(text)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise SpecError(name, f"{label} must be {what}, got {text!r}") from None
+    return RunSpec.from_dict(data), sweep
+
+
+def sweep_thread_counts(logical: int) -> list[int]:
+    """1, 2, 4, … and all cores."""
+    counts, n = [], 1
+    while n < logical:
+        counts.append(n)
+        n *= 2
+    counts.append(logical)
+    return counts
+
+
+def replace_options(select: Select, options: list[tuple[str, Any]], value: Any) -> None:
+    """New option labels, same value if still offered. Select does not redraw its current label
+    when the value is unchanged, so force the value's watcher."""
+    select.set_options(options)
+    if value in [v for _, v in options]:
+        select.value = value
+    select.mutate_reactive(Select.value)
+
+
+class SetupScreen(Screen):
+    BINDINGS = [
+        Binding("ctrl+r", "start", "Start", id="start_run"),
+        Binding("f7", "load_preset", "Load preset", id="load_preset"),
+        Binding("f8", "save_preset", "Save preset", id="save_preset"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.available: Availability | None = None
+        try:
+            machine = getattr(self.app, "machine", None) or {}
+        except Exception:  # constructed outside a running app
+            machine = {}
+        self.logical = int(machine.get("logical_cores") or psutil.cpu_count() or 1)
+        self.problem: str | None = "checking what this installation can run…"
+        self._revalidate_pending = False
+
+    def compose(self) -> ComposeResult:
+        yield ModeBar("setup")
+        d = RunSpec()
+        fw = catalog.FRAMEWORKS.get(d.framework) or next(iter(catalog.FRAMEWORKS.values()))
+        with VerticalScroll(id="setup-form"):
+            with Grid(id="setup-grid"):
+                yield Label("framework")
+                yield Select(
+                    [(f.label, f.name) for f in catalog.FRAMEWORKS.values()],
+                    value=fw.name,
+                    allow_blank=False,
+                    compact=True,
+                    id="framework",
+                )
+                yield Label("API")
+                yield Select(
+                    [(fw.api_labels.get(a, a), a) for a in fw.apis],
+                    value=d.api if d.api in fw.apis else fw.apis[0],
+                    allow_blank=False,
+                    compact=True,
+                    id="api",
+                )
+                yield Label("model")
+                yield Select(
+                    [(m.label, m.name) for m in catalog.MODELS.values()],
+                    value=d.model,
+                    allow_blank=False,
+                    compact=True,
+                    id="model",
+                )
+                yield Label("dataset")
+                yield Select(
+                    [(x.name, x.name) for x in catalog.DATASETS.values()],
+                    value=d.dataset,
+                    allow_blank=False,
+                    compact=True,
+                    id="dataset",
+                )
+                yield Label("device")
+                yield Select(
+                    [("CPU", "cpu")], value="cpu", allow_blank=False, compact=True, id="device"
+                )
+                yield Label("threads")
+                yield Select(
+                    self._thread_options(),
+                    value=str(min(d.threads, self.logical)),
+                    allow_blank=False,
+                    compact=True,
+                    id="threads",
+                )
+                for name, (_kind, label) in NUMBER_FIELDS.items():
+                    yield Label(label)
+                    value = getattr(d, name)
+                    placeholder = "all" if name in OPTIONAL_FIELDS else ""
+                    yield Input(
+                        "" if value is None else str(value),
+                        placeholder=placeholder,
+                        compact=True,
+                        id=name,
+                    )
+            yield Static("", id="option-notes", markup=False)
+        with Vertical(id="setup-bottom"):
+            yield Static("", id="setup-problem", markup=False)
+            with Horizontal(id="setup-buttons"):
+                yield Button("Start (ctrl+r)", variant="success", id="start", disabled=True)
+                yield Button("Load (F7)", id="load")
+                yield Button("Save (F8)", id="save")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def _thread_options(self) -> list[tuple[str, str]]:
+        counts = sweep_thread_counts(self.logical)
+        options = [(str(n), str(n)) for n in range(1, self.logical + 1)]
+        options.append((f"sweep {','.join(map(str, counts))}", SWEEP))
+        return options
+
+    def on_mount(self) -> None:
+        self._show_problem()
+        self.call_after_refresh(self.probe)
+
+    @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
+    def probe(self) -> None:
+        available = probe_availability()
+        self.app.call_from_thread(self._probed, available)
+
+    def _probed(self, available: Availability) -> None:
+        self.available = available
+        self._refresh_options()
+        self.revalidate()
+
+    # -- options and availability --------------------------------------------------------------
+    def _refresh_options(self) -> None:
+        """Option labels carry their availability: '✓' or '✗ why'."""
+        avail = self.available
+        if avail is None:
+            return
+        fw_select = self.query_one("#framework", Select)
+        current_fw = fw_select.value
+        options = []
+        for fw in catalog.FRAMEWORKS.values():
+            ok = any(avail.runtimes.get((fw.name, a)) is None for a in fw.apis)
+            options.append((f"{fw.label} {'✓' if ok else '✗ not installed'}", fw.name))
+        with self.prevent(Select.Changed):
+            replace_options(fw_select, options, current_fw)
+        self._set_api_options(str(current_fw), keep=self.query_one("#api", Select).value)
+        device = self.query_one("#device", Select)
+        current = device.value
+        dev_options = [("CPU ✓", "cpu")] + [
+            (f"GPU {g['index']}: {g.get('name')} ✓", f"gpu:{g['index']}") for g in avail.gpus
+        ]
+        if not avail.gpus:
+            dev_options.append(("GPU ✗ none found (NVML)", "gpu:none"))
+        with self.prevent(Select.Changed):
+            replace_options(device, dev_options, current)
+
+    def _set_api_options(self, framework: str, keep: Any = None) -> None:
+        fw = catalog.FRAMEWORKS[framework]
+        avail = self.available
+        options = []
+        for api in fw.apis:
+            why = avail.runtimes.get((framework, api)) if avail else None
+            mark = "" if avail is None else (" ✓" if why is None else " ✗")
+            options.append((f"{fw.api_labels.get(api, api)}{mark}", api))
+        api_select = self.query_one("#api", Select)
+        with self.prevent(Select.Changed):
+            replace_options(api_select, options, keep)
+
+    @on(Select.Changed)
+    def _select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "framework" and event.value is not Select.BLANK:
+            self._set_api_options(str(event.value), keep=self.query_one("#api", Select).value)
+        self.revalidate()
+
+    @on(Input.Changed)
+    def _input_changed(self, event: Input.Changed) -> None:
+        self.revalidate()
+
+    def form_values(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for select in self.query(Select):
+            values[select.id] = select.value
+        for field in self.query(Input):
+            values[field.id] = field.value
+        return values
+
+    def current(self) -> tuple[RunSpec, list[int] | None]:
+        """The form as a validated spec (raises SpecError)."""
+        values = self.form_values()
+        if values.get("device") == "gpu:none":
+            raise SpecError("device", "no GPU was found (NVML reports none); choose CPU")
+        return parse_form(values, sweep_thread_counts(self.logical))
+
+    def revalidate(self) -> None:
+        """Re-check the form once per refresh, however many fields changed meanwhile."""
+        if not self._revalidate_pending:
+            self._revalidate_pending = True
+            self.call_after_refresh(self._revalidate_now)
+
+    def _revalidate_now(self) -> None:
+        """Field errors and impossible combinations (spec) and missing runtimes, on screen."""
+        self._revalidate_pending = False
+        notes = []
+        try:
+            spec, sweep = self.current()
+            problem = None
+        except SpecError as exc:
+            spec, sweep, problem = None, None, f"{exc.field}: {exc}"
+        values = self.form_values()
+        fw_name, api = str(values.get("framework")), str(values.get("api"))
+        if self.available is None:
+            problem = problem or "checking what this installation can run…"
+        else:
+            why = self.available.runtimes.get((fw_name, api))
+            if why:
+                problem = problem or f"runtime: {why}"
+        model = catalog.MODELS.get(str(values.get("model")))
+        dataset = catalog.DATASETS.get(str(values.get("dataset")))
+        if model:
+            notes.append(f"model: {model.description}")
+        if dataset:
+            source = (
+                "synthetic, always available" if dataset.synthetic else "needs its files (data_dir)"
+            )
+            notes.append(f"dataset: {dataset.description} — {source}")
+        if sweep:
+            notes.append(f"sweep: one run per thread count {sweep} × repeats")
+        if spec is not None and spec.steps_per_epoch is None and spec.train_samples is None:
+            notes.append("tip: set steps/epoch or train samples for a quick run")
+        self.query_one("#option-notes", Static).update("\n".join(notes))
+        self.problem = problem
+        self._show_problem()
+
+    def _show_problem(self) -> None:
+        problem_widget = self.query_one("#setup-problem", Static)
+        start = self.query_one("#start", Button)
+        if self.problem:
+            problem_widget.update(f"✗ cannot start — {self.problem}")
+            problem_widget.set_class(True, "problem")
+            start.disabled = True
+            start.tooltip = self.problem
+        else:
+            problem_widget.update("✓ ready to start")
+            problem_widget.set_class(False, "problem")
+            start.disabled = False
+            start.tooltip = None
+
+    def set_form(self, spec: RunSpec) -> None:
+        """Fill the form from a spec (preset, or a run from History)."""
+        with self.prevent(Select.Changed, Input.Changed):
+            self.query_one("#framework", Select).value = spec.framework
+        self._set_api_options(spec.framework, keep=spec.api)
+        with self.prevent(Select.Changed, Input.Changed):
+            for name in ("model", "dataset"):
+                self.query_one(f"#{name}", Select).value = getattr(spec, name)
+            device = self.query_one("#device", Select)
+            try:
+                device.value = spec.device if spec.device != "gpu" else "gpu:0"
+            except Exception:
+                self.notify(
+                    f"device {spec.device} is not available here; using CPU", severity="warning"
+                )
+                device.value = "cpu"
+            threads = self.query_one("#threads", Select)
+            threads.value = str(min(spec.threads, self.logical))
+            if spec.threads > self.logical:
+                self.notify(
+                    f"{spec.threads} threads > {self.logical} cores here; using {self.logical}",
+                    severity="warning",
+                )
+            for name in NUMBER_FIELDS:
+                value = getattr(spec, name)
+                self.query_one(f"#{name}", Input).value = "" if value is None else str(value)
+        self.revalidate()
+
+    # -- actions ------------------------------------------------------------------------------
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        actions = {
+            "start": self.action_start,
+            "load": self.action_load_preset,
+            "save": self.action_save_preset,
+        }
+        if event.button.id in actions:
+            actions[event.button.id]()
+
+    def action_start(self) -> None:
+        if self.problem:
+            self.notify(self.problem, title="cannot start", severity="error")
+            return
+        from tui_bench.tui.app import expand_batch
+
+        spec, sweep = self.current()
+        self.app.start_batch(expand_batch(spec, sweep))
+
+    def action_load_preset(self) -> None:
+        from tui_bench.tui.presets_io import user_presets_dir
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self._load(Path(path).expanduser())
+
+        self.app.push_screen(
+            PromptScreen("Load preset (TOML file)", str(user_presets_dir()) + "/"), chosen
+        )
+
+    @work(thread=True, exit_on_error=False, group="preset")
+    def _load(self, path: Path) -> None:
+        try:
+            spec = load_preset(path)
+        except (SpecError, OSError) as exc:
+            self.app.call_from_thread(
+                self.notify, f"{path}: {exc}", title="preset not loaded", severity="error"
+            )
+            return
+        self.app.call_from_thread(self.set_form, spec)
+        self.app.call_from_thread(self.notify, f"loaded {path.name}")
+
+    def action_save_preset(self) -> None:
+        try:
+            spec, _sweep = self.current()
+        except SpecError as exc:
+            self.notify(f"{exc.field}: {exc}", title="fix the form first", severity="error")
+            return
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self._save(spec, Path(path))
+
+        self.app.push_screen(
+            PromptScreen("Save form as preset", str(default_preset_path(spec))), chosen
+        )
+
+    @work(thread=True, exit_on_error=False, group="preset")
+    def _save(self, spec: RunSpec, path: Path) -> None:
+        try:
+            written = save_preset(spec, path)
+        except OSError as exc:
+            self.app.call_from_thread(
+                self.notify, f"{path}: {exc}", title="not saved", severity="error"
+            )
+            return
+        self.app.call_from_thread(self.notify, f"saved {written}")

@@ -1,0 +1,84 @@
+"""System: this machine and the framework runtimes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui_bench.engine import catalog, runtimes, sysinfo
+from tui_bench.engine.paths import data_home
+from tui_bench.tui.widgets.mode_bar import ModeBar
+
+
+def system_report() -> str:
+    fp = sysinfo.fingerprint()
+    lines = [
+        f"host        {fp.get('host')}  ({fp.get('os')}, Python {fp.get('python')})",
+        f"CPU         {fp.get('cpu_model')}",
+        f"cores       {fp.get('physical_cores')} physical, {fp.get('logical_cores')} logical",
+        f"RAM         {fp.get('ram_gib')} GiB",
+    ]
+    home = data_home()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        disk = sysinfo.disk_usage(str(home))
+        lines.append(
+            f"disk        {disk['free_gib']:.1f} GiB free of {disk['total_gib']:.1f} GiB ({home})"
+        )
+    except OSError as exc:
+        lines.append(f"disk        unknown ({exc})")
+    gpus = fp.get("gpus") or []
+    if not gpus:
+        lines.append(f"GPUs        none found (NVML: {fp.get('nvml')})")
+    for gpu in gpus:
+        mem = gpu.get("memory_total_mib")
+        lines.append(
+            f"GPU {gpu['index']}       {gpu.get('name')}, {mem / 1024:.1f} GiB"
+            if mem
+            else f"GPU {gpu['index']}       {gpu.get('name')}"
+        )
+        lines.append(
+            f"            driver {gpu.get('driver')}, CUDA {gpu.get('cuda_driver')}, "
+            f"compute capability {gpu.get('compute_capability')}"
+        )
+    lines.append("")
+    lines.append("runtimes (which interpreter runs each framework/API)")
+    for fw in catalog.FRAMEWORKS.values():
+        for api in fw.apis:
+            try:
+                rt = runtimes.resolve(fw.name, api)
+                where = f"✓ {rt.name}: {rt.python} ({rt.source})"
+            except Exception as exc:
+                where = f"✗ {exc}"
+            lines.append(f"  {fw.label}/{api:<10} {where}")
+    lines.append("")
+    lines.append(f"textual {fp.get('textual')}, tui-bench {fp.get('tui_bench')}; data in {home}")
+    lines.append("framework versions are read by each run's worker and shown with the run")
+    return "\n".join(lines)
+
+
+class SystemScreen(Screen):
+    BINDINGS = [Binding("r", "refresh_info", "Refresh", id="system_refresh")]
+
+    def compose(self) -> ComposeResult:
+        yield ModeBar("system")
+        with VerticalScroll():
+            yield Static("probing the machine…", id="system-info", markup=False)
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.action_refresh_info()
+
+    def action_refresh_info(self) -> None:
+        self._probe()
+
+    @work(thread=True, exclusive=True, exit_on_error=False)
+    def _probe(self) -> None:
+        report: Any = system_report()
+        self.app.call_from_thread(self.query_one("#system-info", Static).update, report)

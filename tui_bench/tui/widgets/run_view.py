@@ -1,0 +1,221 @@
+"""Everything about one run on screen: spec, progress with ETA, figures, loss plot, epoch-time
+bars, fixed-range resource graphs and the worker's log. Used live and for stored runs alike."""
+
+from __future__ import annotations
+
+import psutil
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Collapsible, Label, Log, ProgressBar, Static
+
+from tui_bench.tui.live import LiveRun
+from tui_bench.tui.widgets.graphs import FixedRangeGraph
+from tui_bench.tui.widgets.plots import BarPlot, LossPlot
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def figures_text(run: LiveRun) -> str:
+    """Each figure says what was timed."""
+    f = run.latest_figures()
+    parts = []
+    if f.get("step_median_s") is not None:
+        parts.append(f"step {f['step_median_s'] * 1000:.1f} ms (median, steady, synced)")
+    elif run.epoch_records:
+        parts.append("no steady-state step yet (all were warm-up)")
+    if f.get("samples_per_s") is not None:
+        parts.append(f"{f['samples_per_s']:,.0f} samples/s (steady)")
+    if f.get("val_accuracy") is not None:
+        parts.append(f"val acc {f['val_accuracy']:.4f}")
+    if f.get("test_accuracy") is not None:
+        parts.append(f"test acc {f['test_accuracy']:.4f}")
+    if f.get("warmup_s") is not None:
+        parts.append(f"warm-up {f['warmup_s']:.2f} s (apart)")
+    if f.get("train_wall_s") is not None:
+        parts.append(f"train {f['train_wall_s']:.2f} s (wall, all steps)")
+    st = run.started
+    if st and st.get("import_s") is not None:
+        parts.append(
+            f"setup: import {st['import_s']:.1f} s, data {st.get('data_s', 0):.1f} s, "
+            f"build {st.get('build_s', 0):.1f} s"
+        )
+    if not parts:
+        return "figures appear after the first epoch (steady-state steps only)"
+    return " · ".join(parts)
+
+
+def header_text(run: LiveRun) -> str:
+    s = run.spec
+    batch = f" · run {run.run_index + 1}/{run.runs_total}" if run.runs_total > 1 else ""
+    return f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}{batch}"
+
+
+def status_text(run: LiveRun) -> str:
+    status = run.status
+    if run.done and status == "running":
+        status = "ended"
+    text = f"[b]{status}[/b]"
+    if run.run_id:
+        text += f" {run.run_id}"
+    st = run.started
+    if st:
+        text += (
+            f" · {st.get('framework', '')} {st.get('framework_version', '')} on "
+            f"{st.get('device_name') or st.get('device', '')} · "
+            f"threads {st.get('threads_effective', '?')} effective · "
+            f"{(st.get('param_count') or 0) / 1e6:.2f} M params"
+        )
+    if run.reason:
+        text += f" — {run.reason}"
+    return text
+
+
+_UNSET = object()
+
+
+class RunView(Vertical):
+    DEFAULT_CSS = """
+    RunView { height: 1fr; }
+    """
+
+    def __init__(self, show_log: bool = True, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.show_log = show_log
+        self._log_lines = 0
+        self._drawn: dict[str, object] = {}
+
+    def compose(self) -> ComposeResult:
+        machine = getattr(self.app, "machine", None) or {
+            "logical_cores": psutil.cpu_count() or 1,
+            "ram_mib": psutil.virtual_memory().total / 2**20,
+        }
+        yield Static(
+            "no run yet: start one on the Setup screen (F2)", id="run-header", markup=False
+        )
+        yield Static("", id="run-status", markup=True)
+        with Horizontal(id="progress-row"):
+            yield Label("epoch —", id="epoch-label")
+            yield ProgressBar(total=1, show_eta=False, show_percentage=False, id="epoch-progress")
+            yield Label("all   0%", id="overall-label")
+            yield ProgressBar(total=1, show_eta=False, show_percentage=False, id="overall-progress")
+            yield Label("ETA —", id="eta-label")
+        yield Static("", id="figures", markup=False)
+        with Horizontal(id="plots"):
+            yield LossPlot(id="loss-plot")
+            yield BarPlot("epoch time (s, wall)", id="epoch-bars")
+        with Vertical(id="graphs"):
+            yield FixedRangeGraph("CPU %", maximum=100.0 * machine["logical_cores"], id="g-cpu")
+            yield FixedRangeGraph("RSS MiB", maximum=machine["ram_mib"], unit="", id="g-rss")
+            yield FixedRangeGraph("GPU util", id="g-gpu-util")
+            yield FixedRangeGraph("GPU mem %", id="g-gpu-mem")
+            yield FixedRangeGraph("GPU W", unit="", id="g-gpu-power")
+        if self.show_log:
+            with Collapsible(title="worker log", id="log-pane", collapsed=True):
+                yield Log(id="worker-log", max_lines=2000)
+
+    def _changed(self, name: str, key: object) -> bool:
+        """True (and remembered) when ``key`` differs from the last drawn one: widgets whose
+        input did not change are not touched, so a redraw tick costs only what changed."""
+        if self._drawn.get(name, _UNSET) == key:
+            return False
+        self._drawn[name] = key
+        return True
+
+    def show(self, run: LiveRun) -> None:
+        header, status = header_text(run), status_text(run)
+        if self._changed("header", header):
+            self.query_one("#run-header", Static).update(header)
+        if self._changed("status", status):
+            self.query_one("#run-status", Static).update(status)
+        steps = max(run.epoch_steps or run.steps_per_epoch, 1)
+        if run.epoch_steps:
+            epoch_fraction = run.epoch_step / steps
+        elif run.epoch_records:
+            epoch_fraction = 1.0
+        else:
+            epoch_fraction = 0.0
+        overall = run.overall_fraction()
+        eta = None if run.done else run.eta_s()
+        progress = (round(epoch_fraction * 1000), round(overall * 1000), run.epoch, run.epochs)
+        if self._changed("progress", progress):
+            self.query_one("#epoch-progress", ProgressBar).update(total=1000, progress=progress[0])
+            self.query_one("#overall-progress", ProgressBar).update(
+                total=1000, progress=progress[1]
+            )
+            # Percentages in fixed-width labels: the bars never change width.
+            self.query_one("#epoch-label", Label).update(
+                f"epoch {run.epoch or '—'}/{run.epochs} {epoch_fraction:4.0%}"
+            )
+            self.query_one("#overall-label", Label).update(f"all {overall:4.0%}")
+        eta_text = f"ETA {fmt_duration(eta)}"
+        if self._changed("eta", eta_text):
+            self.query_one("#eta-label", Label).update(eta_text)
+        figures = figures_text(run)
+        if self._changed("figures", figures):
+            self.query_one("#figures", Static).update(figures)
+        if self._changed("losses", (run.run_id, len(run.losses))):
+            self.query_one(LossPlot).set_losses(run.losses)
+        records = run.epoch_records
+        if self._changed("epochs", (run.run_id, len(records))):
+            self.query_one(BarPlot).set_bars(
+                [str(r.get("epoch")) for r in records],
+                [float(r.get("wall_s") or 0) for r in records],
+            )
+        if self._changed("samples", (run.run_id, len(run.samples), run.spec.device)):
+            self._show_samples(run)
+
+    def _show_samples(self, run: LiveRun) -> None:
+        samples = run.samples
+        # The sampler's last reading after the worker exited is an empty process tree: drop it.
+        while samples and not samples[-1].get("rss_mib"):
+            samples = samples[:-1]
+        width = max(self.size.width, 80)
+        recent = samples[-width:]
+        self.query_one("#g-cpu", FixedRangeGraph).set_values(
+            [s.get("cpu_pct", 0.0) for s in recent]
+        )
+        self.query_one("#g-rss", FixedRangeGraph).set_values(
+            [s.get("rss_mib", 0.0) for s in recent]
+        )
+        gpu = run.spec.device != "cpu"
+        has_gpu_data = any("gpu_util" in s for s in recent)
+        if self._changed("gpu-rows", gpu):
+            # A CPU run folds the three GPU graphs into one line: space matters at 80×24.
+            for wid in ("#g-gpu-mem", "#g-gpu-power"):
+                self.query_one(wid, FixedRangeGraph).display = gpu
+            util = self.query_one("#g-gpu-util", FixedRangeGraph)
+            util.label = "GPU util" if gpu else "GPU"
+            if not gpu:
+                util.set_message("none: CPU run")
+        if not gpu:
+            return
+        for wid, key, maximum in (
+            ("#g-gpu-util", "gpu_util", 100.0),
+            ("#g-gpu-mem", "gpu_mem_pct", 100.0),
+            ("#g-gpu-power", "gpu_power_w", None),
+        ):
+            graph = self.query_one(wid, FixedRangeGraph)
+            if not has_gpu_data:
+                graph.set_message("no GPU samples (NVML unavailable?)" if recent else "waiting")
+                continue
+            values = [s.get(key, 0.0) for s in recent]
+            if maximum is None:  # watts: scale to the highest seen, rounded up to 50 W
+                maximum = max(50.0, -(-max(values) // 50) * 50)
+            graph.set_values(values, maximum)
+
+    def append_log(self, text: str) -> None:
+        if self.show_log and text:
+            self.query_one("#worker-log", Log).write(text)
+
+    def clear_log(self) -> None:
+        if self.show_log:
+            log = self.query_one("#worker-log", Log)
+            log.clear()
+            log.write_line("[worker log: the framework's warnings and errors appear here]")
