@@ -461,6 +461,10 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("sysinfo", help="this machine's hardware and the framework runtimes")
     info.add_argument("--json", action="store_true")
     info.set_defaults(func=cmd_sysinfo)
+
+    from tui_bench import runtime_cli  # issue 3: `tui-bench runtime list|setup`
+
+    runtime_cli.add_parser(sub)
     return parser
 
 

@@ -100,6 +100,7 @@ def worker_environment(spec: RunSpec) -> dict[str, str]:
     env = dict(os.environ)
     for name in fw.thread_env:
         env[name] = str(spec.threads)
+    env.update(fw.api_env.get(spec.api, {}))
     # Same GPU numbering as NVML, so the sampler watches the GPU the worker uses.
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if spec.device == "cpu":
@@ -122,7 +123,7 @@ def worker_command(spec: RunSpec, python: str, events_fd: int) -> list[str]:
         "--events-fd",
         str(events_fd),
     ]
-    if fw.pin_affinity:
+    if fw.pins_affinity(spec.api):
         cpus = sorted(os.sched_getaffinity(0))[: spec.threads]
         command += ["--affinity", ",".join(map(str, cpus))]
     return command
