@@ -191,6 +191,12 @@ class TorchBackend(Backend):
         yt = torch.from_numpy(y).to(self.device)
         return xt, (yt.float() if self.binary else yt)
 
+    def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xt, yt = self._tensors(x, y)
+        if self.images:
+            xt = xt.permute(0, 2, 3, 1)  # back to the data's NHWC
+        return xt.cpu().numpy(), yt.cpu().numpy()
+
     # tui-bench:begin step
     def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
         xt, yt = self._tensors(x, y)
