@@ -124,7 +124,9 @@ def build_net(model: str, classes: int, dropout: float, vocab: int) -> gluon.Hyb
 
 
 # tui-bench:begin model module
-def build_symbol(model: str, classes: int, dropout: float, vocab: int, seq_len: int) -> mx.sym.Symbol:
+def build_symbol(
+    model: str, classes: int, dropout: float, vocab: int, seq_len: int
+) -> mx.sym.Symbol:
     x = mx.sym.Variable("data")
     if model == "cnn":
         x = mx.sym.Convolution(x, kernel=(5, 5), num_filter=32, name="conv1")
@@ -284,7 +286,9 @@ class ModuleBackend(GluonBackend):
         # Gradients come from the head; the raw logits are a second, gradient-free output.
         net = mx.sym.Group([head, mx.sym.BlockGrad(logits)])
         fixed = ["lstm_h2h_bias"] if hyper.model == "lstm" else None  # Keras has one bias
-        module = mx.mod.Module(net, label_names=["label"], context=self.ctx, fixed_param_names=fixed)
+        module = mx.mod.Module(
+            net, label_names=["label"], context=self.ctx, fixed_param_names=fixed
+        )
         module.bind(data_shapes=[("data", data_shape)], label_shapes=[("label", label_shape)])
         module.init_params(initializer=_module_initializer())
         params = {"learning_rate": hyper.lr}  # rescale_grad defaults to 1/batch: a mean loss

@@ -213,7 +213,7 @@ class TensorFlowBackend(Backend):
             logits = self.model(x, training=True)
             loss = self.loss_fn(y, logits)
         variables = self.model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
         return loss
 
     def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
