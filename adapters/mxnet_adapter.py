@@ -222,8 +222,11 @@ class GluonBackend(Backend):
                 if name.endswith("h2h_bias"):
                     param.grad_req = "null"
         if self.api == "hybrid":
+            # tui-bench:begin step hybrid
             self.net.hybridize(static_alloc=True, static_shape=True)
+            # tui-bench:end step
         self.net(self._arrays(*self.sample)[0])  # resolve deferred shapes
+        # tui-bench:begin step gluon hybrid
         params = {"learning_rate": hyper.lr}
         if hyper.optimizer == "adam":
             params.update(beta1=hyper.beta1, beta2=hyper.beta2, epsilon=hyper.epsilon)
@@ -232,6 +235,7 @@ class GluonBackend(Backend):
             self.loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
         else:
             self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        # tui-bench:end step
 
     def param_count(self) -> int:
         return int(

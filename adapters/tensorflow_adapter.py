@@ -98,6 +98,7 @@ def build_model(
 # tui-bench:end model
 
 
+# tui-bench:begin step keras eager graph xla
 def _loss_fn(binary: bool):
     if binary:
         return tf.keras.losses.BinaryCrossentropy(from_logits=True)
@@ -113,6 +114,9 @@ def _optimizer(hyper: Hyper):
             epsilon=hyper.epsilon,
         )
     return tf.keras.optimizers.SGD(learning_rate=hyper.lr)
+
+
+# tui-bench:end step
 
 
 class _ClockCallback(tf.keras.callbacks.Callback):
@@ -179,14 +183,20 @@ class TensorFlowBackend(Backend):
             self.loss_fn = _loss_fn(self.binary)
             self.optimizer = _optimizer(hyper)
             if self.api == "keras":
+                # tui-bench:begin step keras
                 self.model.compile(optimizer=self.optimizer, loss=self.loss_fn, jit_compile=False)
+                # tui-bench:end step
             else:
                 self.optimizer.build(self.model.trainable_variables)
-        self.step = {
-            "eager": self._step,
-            "graph": tf.function(self._step),
-            "xla": tf.function(self._step, jit_compile=True),
-        }.get(self.api)
+        self.step = self._step
+        if self.api == "graph":
+            # tui-bench:begin step graph
+            self.step = tf.function(self._step)
+            # tui-bench:end step
+        elif self.api == "xla":
+            # tui-bench:begin step xla
+            self.step = tf.function(self._step, jit_compile=True)
+            # tui-bench:end step
         self.forward = self.model if self.api == "eager" else tf.function(self.model)
 
     def param_count(self) -> int:

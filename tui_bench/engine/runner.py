@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import catalog, protocol, runtimes
+from tui_bench.engine import catalog, loc, protocol, runtimes
 from tui_bench.engine.history import History, new_run_id, now_iso
 from tui_bench.engine.paths import adapters_dir
 from tui_bench.engine.sampler import ResourceSampler
@@ -78,6 +78,11 @@ class RunResult:
         if energy and trained:
             m["samples_per_joule"] = trained / energy
         m["process_wall_s"] = self.wall_s
+        # Ease of coding (issue 3): lines that define the model and the step for this API.
+        try:
+            m.update(loc.lines_of_code(self.spec.framework, self.spec.api))
+        except (OSError, KeyError, loc.MarkerError):
+            pass  # an adapter without markers has no figure; the run's numbers still stand
         return m
 
 
