@@ -302,6 +302,10 @@ class WorkerRun:
             r.status = "failed"
             r.error = final
             r.reason = f"{final.get('error_type')}: {final.get('message', '').splitlines()[0] if final.get('message') else ''}"
+            if final.get("phase") == "import" and final.get("error_type") == "ModuleNotFoundError":
+                # The runtime lacks a package the API needs (e.g. a Keras backend): say how to fix.
+                name = catalog.runtime_for(self.spec.framework, self.spec.api)
+                r.reason += f"; runtime '{name}' lacks it: {runtimes.fix_command(name)}"
         elif r.returncode is not None and r.returncode < 0:
             name = signal.Signals(-r.returncode).name
             r.status, r.reason = "failed", f"worker was killed by {name}"
