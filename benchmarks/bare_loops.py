@@ -258,11 +258,11 @@ def bare(framework: str, api: str, python: str, args: argparse.Namespace) -> flo
     return json.loads(out.stdout.strip().splitlines()[-1])["step_median_s"]
 
 
-def harness(framework: str, api: str, args: argparse.Namespace, home: Path) -> float:
+def harness(framework: str, api: str, runtime, args: argparse.Namespace, home: Path) -> float:
     from tui_bench.engine.history import History
     from tui_bench.engine.runner import execute
 
-    result = execute(make_spec(framework, api, args), History(home))
+    result = execute(make_spec(framework, api, args), History(home), runtime=runtime)
     if not result.ok:
         raise SystemExit(f"tui-bench {framework}/{api} failed: {result.reason}")
     return result.summary["step_median_s"]
@@ -286,21 +286,22 @@ def main() -> None:
         f"reference CNN, batch {args.batch_size}, {args.threads} thread(s), {args.steps} steady "
         f"steps after {args.warmup} warm-up, {args.rounds} A/B rounds per API"
     )
+    # Resolve runtimes first (from the real data home), then keep this run's history apart.
+    found = {combo: runtimes.availability(*combo) for combo in combos}
     with tempfile.TemporaryDirectory() as home:
-        os.environ["TUI_BENCH_HOME"] = home
-        for framework, api in combos:
-            found = runtimes.availability(framework, api)
-            if not found.ok:
-                print(f"{framework}/{api}: skipped, {found.problem} (fix: {found.fix})")
+        for (framework, api), where in found.items():
+            if not where.ok:
+                print(f"{framework}/{api}: skipped, {where.problem} (fix: {where.fix})")
                 continue
+            runtime = runtimes.Runtime(where.runtime, where.python, where.source)
             h_runs, b_runs = [], []
             for round_no in range(1, args.rounds + 1):
                 order = ("harness", "bare") if round_no % 2 else ("bare", "harness")
                 for which in order:
                     if which == "harness":
-                        h_runs.append(harness(framework, api, args, Path(home)))
+                        h_runs.append(harness(framework, api, runtime, args, Path(home)))
                     else:
-                        b_runs.append(bare(framework, api, found.python, args))
+                        b_runs.append(bare(framework, api, where.python, args))
             h, b = statistics.median(h_runs), statistics.median(b_runs)
             rows.append((f"{framework}/{api}", h, b))
             runs = " ".join(
