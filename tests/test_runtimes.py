@@ -177,6 +177,18 @@ def test_keras_backend_and_affinity_are_per_api() -> None:
     assert catalog.runtime_for("tensorflow", "estimator") == "tf-legacy"
 
 
+def test_a_users_keras_backend_does_not_leak_into_tensorflow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tui_bench.engine.runner import worker_environment
+    from tui_bench.engine.spec import RunSpec
+
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    for api in catalog.framework("tensorflow").apis:
+        spec = RunSpec(framework="tensorflow", api=api).validate()
+        assert worker_environment(spec)["KERAS_BACKEND"] == "tensorflow"
+
+
 # -- lines of code ------------------------------------------------------------------------------
 SOURCE = """
 # tui-bench:begin model

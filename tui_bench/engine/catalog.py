@@ -66,6 +66,11 @@ FRAMEWORKS: dict[str, Framework] = {
         # OMP_NUM_THREADS does nothing for TF; its own variables must be set before import.
         thread_env=_TF_THREADS,
         api_runtimes={"estimator": "tf-legacy"},
+        # tf.keras is Keras 3 since TF 2.16 and honours KERAS_BACKEND: a user's "jax" must not leak in.
+        api_env={
+            api: {"KERAS_BACKEND": "tensorflow"}
+            for api in ("keras", "eager", "graph", "xla", "estimator")
+        },
         api_imports={"estimator": ("tensorflow", "tensorflow_estimator")},
         api_labels={
             "keras": "Keras fit on TF",

@@ -343,7 +343,7 @@ def probe(python: str, modules: tuple[str, ...] | str, refresh: bool = False) ->
     if raw is None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-        env.setdefault("KERAS_BACKEND", _keras_backend_for(modules))
+        env["KERAS_BACKEND"] = _keras_backend_for(modules)  # not the user's: it may be absent
         try:
             done = subprocess.run(
                 [python, "-I", "-c", _PROBE_SCRIPT, *modules],
