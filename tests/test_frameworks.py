@@ -2,9 +2,10 @@
 builds the same thing: equal parameter counts, the same first batch bytes, a falling loss, the
 requested thread count in effect, and a clear error for a GPU that is not there.
 
-Runtimes come from ``tui-bench runtime setup NAME`` (CI installs them; see docs/frameworks.md).
-Tests keep their own history/cache/config in temp dirs and point the config at the installed
-runtimes' interpreters. A missing runtime skips with the command that installs it.
+Runtimes come from ``tui-bench runtime setup NAME`` (CI installs them; see docs/frameworks.md) in
+the data home the tests start with (or ``TUI_BENCH_RUNTIMES_DIR``); frameworks the app environment
+has (torch) also run from it. Tests keep their own history and cache in temp dirs. A missing
+runtime skips with the command that installs it, or fails when ``TUI_BENCH_REQUIRE_RUNTIMES=1``.
 """
 
 from __future__ import annotations
@@ -31,22 +32,10 @@ _RESULTS: dict[tuple, RunResult] = {}
 
 @pytest.fixture(scope="module")
 def bench_env(tmp_path_factory: pytest.TempPathFactory):
-    """Temp home/cache/config for the whole module; the config names each installed runtime."""
+    """Temp home and cache for the whole module (runtimes are passed to each run explicitly)."""
     root = tmp_path_factory.mktemp("frameworks")
-    lines = []
-    for name in runtimes.MANAGED:
-        python = RUNTIMES_DIR / name / "bin" / "python"
-        if python.exists():
-            lines.append(f'[runtimes.{name}]\npython = "{python}"\n')
-    (root / "config.toml").write_text("\n".join(lines), encoding="utf-8")
-    saved = {
-        k: os.environ.get(k) for k in ("TUI_BENCH_HOME", "TUI_BENCH_CACHE", "TUI_BENCH_CONFIG")
-    }
-    os.environ.update(
-        TUI_BENCH_HOME=str(root / "home"),
-        TUI_BENCH_CACHE=str(root / "cache"),
-        TUI_BENCH_CONFIG=str(root / "config.toml"),
-    )
+    saved = {k: os.environ.get(k) for k in ("TUI_BENCH_HOME", "TUI_BENCH_CACHE")}
+    os.environ.update(TUI_BENCH_HOME=str(root / "home"), TUI_BENCH_CACHE=str(root / "cache"))
     yield History(root / "home")
     for key, value in saved.items():
         if value is None:
@@ -55,10 +44,28 @@ def bench_env(tmp_path_factory: pytest.TempPathFactory):
             os.environ[key] = value
 
 
-def _require(framework: str, api: str) -> None:
-    found = runtimes.availability(framework, api)
-    if not found.ok:
-        pytest.skip(f"{framework}/{api} runtime not installed: {found.problem} (fix: {found.fix})")
+def runtime_for(framework: str, api: str) -> runtimes.Runtime:
+    """The installed runtime for this framework/API; skip (or fail, where CI demands every
+    runtime with TUI_BENCH_REQUIRE_RUNTIMES=1) when it is not there."""
+    name = catalog.runtime_for(framework, api)
+    managed = RUNTIMES_DIR / name / "bin" / "python"
+    problem = None
+    if managed.exists():
+        runtime = runtimes.Runtime(name, str(managed), "managed")
+    else:
+        try:
+            runtime = runtimes.resolve(framework, api)
+        except runtimes.RuntimeUnavailable as exc:
+            problem = str(exc)
+    if problem is None:
+        probe = runtimes.probe(runtime.python, catalog.framework(framework).imports_for(api))
+        problem = probe.problem
+    if problem:
+        message = f"{framework}/{api}: runtime '{name}' not usable: {problem}"
+        if os.environ.get("TUI_BENCH_REQUIRE_RUNTIMES") == "1":
+            pytest.fail(message)
+        pytest.skip(f"{message} (install: python -m tui_bench runtime setup {name})")
+    return runtime
 
 
 def run(history: History, framework: str, api: str, **changes) -> RunResult:
@@ -80,9 +87,9 @@ def run(history: History, framework: str, api: str, **changes) -> RunResult:
     }
     key = tuple(sorted(fields.items()))
     if key not in _RESULTS:
-        _require(framework, api)
+        runtime = runtime_for(framework, api)
         spec = RunSpec(**fields).validate()
-        _RESULTS[key] = execute(spec, history, stall_timeout=180)
+        _RESULTS[key] = execute(spec, history, runtime=runtime, stall_timeout=180)
     result = _RESULTS[key]
     assert result.ok, f"{framework}/{api}: {result.reason}\n{result.log_tail}"
     return result
@@ -159,9 +166,9 @@ GPU_CHECKS += [("mxnet", "gluon"), ("tensorflow", "estimator")]
 
 @pytest.mark.parametrize(("framework", "api"), GPU_CHECKS)
 def test_missing_gpu_is_a_clear_error_before_training(bench_env, framework, api) -> None:
-    _require(framework, api)
+    runtime = runtime_for(framework, api)
     spec = RunSpec(framework=framework, api=api, device="gpu:0", train_samples=640).validate()
-    result = execute(spec, bench_env, stall_timeout=180)
+    result = execute(spec, bench_env, runtime=runtime, stall_timeout=180)
     if result.ok or (result.started and result.started.get("device", "").lower().find("gpu") >= 0):
         pytest.skip("this machine has a GPU the runtime can use")
     assert result.status == "failed"
