@@ -174,7 +174,11 @@ class KerasBackend(Backend):
             "device": self.device,
             "device_name": self.device,
             **self.threads,
-            "extra": {"backend": self.api, "backend_version": backend_version},
+            "extra": {
+                "backend": self.api,
+                "backend_version": backend_version,
+                "jit_compile": getattr(getattr(self, "model", None), "jit_compile", None),
+            },
         }
 
     def build(self, hyper: Hyper, dataset) -> None:
@@ -226,8 +230,9 @@ class KerasBackend(Backend):
             loss = keras.losses.BinaryCrossentropy(from_logits=True)
         else:
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        # "auto" would turn XLA on for JAX only; the studies compare backends without it.
-        self.model.compile(optimizer=optimizer, loss=loss, jit_compile=False)
+        # Each backend's own default: "auto" compiles with jax.jit on JAX, runs TF graphs without
+        # XLA on CPU and torch eagerly; the resolved value is recorded in describe().
+        self.model.compile(optimizer=optimizer, loss=loss, jit_compile="auto")
 
     def train_epoch(self, x, y, batch_indices, clock: StepClock) -> None:
         order = np.concatenate(batch_indices)

@@ -95,7 +95,8 @@ class Timer(keras.callbacks.Callback):
         times.append(time.perf_counter() - self.t0)
 model = cnn(keras)
 model.compile(optimizer=keras.optimizers.Adam(1e-3, epsilon=1e-7),
-              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              jit_compile=False if args["api"] == "keras" else "auto")
 order = np.concatenate(batches)
 model.fit(x[order], y[order], batch_size=B, epochs=1, shuffle=False, verbose=0, callbacks=[Timer()])
 """
