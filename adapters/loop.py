@@ -86,6 +86,12 @@ class Backend:
         """(mean loss, accuracy) over all of x in batches, no dropout, no update."""
         raise NotImplementedError
 
+    def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A batch as the framework receives it in ``train_step``, converted back to numpy in the
+        data's own layout (NHWC). Lets the equity tests check every framework trains on the same
+        bytes; called once per run, outside any timed region."""
+        return x, y
+
 
 def percentile(sorted_values: list[float], q: float) -> float:
     """Linear-interpolation percentile (numpy's default) of an already sorted list."""
@@ -290,3 +296,20 @@ def evaluate_in_batches(
         correct += right
     n = max(len(x), 1)
     return total_loss / n, correct / n
+
+
+def logits_loss_correct(logits: np.ndarray, y: np.ndarray, binary: bool) -> tuple[float, int]:
+    """Summed cross-entropy from logits and the number of right answers, in float64 numpy: the
+    same evaluation arithmetic for frameworks whose own evaluation would differ in reductions."""
+    z = np.asarray(logits, dtype=np.float64)
+    if binary:
+        z = z.reshape(-1)
+        t = np.asarray(y, dtype=np.float64).reshape(-1)
+        # log(1 + exp(-|z|)) + max(z, 0) - z*t: stable binary cross-entropy with logits
+        loss = np.logaddexp(0.0, -np.abs(z)) + np.maximum(z, 0.0) - z * t
+        return float(loss.sum()), int(((z > 0) == (t > 0.5)).sum())
+    labels = np.asarray(y, dtype=np.int64).reshape(-1)
+    shifted = z - z.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    loss = -log_probs[np.arange(len(labels)), labels]
+    return float(loss.sum()), int((z.argmax(axis=1) == labels).sum())

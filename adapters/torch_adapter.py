@@ -166,6 +166,7 @@ class TorchBackend(Backend):
         )
         _init_like_keras(model)
         self.model = model.to(self.device)
+        # tui-bench:begin step
         params = [p for p in self.model.parameters() if p.requires_grad]
         if hyper.optimizer == "adam":
             self.optimizer = torch.optim.Adam(
@@ -174,7 +175,12 @@ class TorchBackend(Backend):
         else:
             self.optimizer = torch.optim.SGD(params, lr=hyper.lr)
         self.loss_fn = nn.BCEWithLogitsLoss() if self.binary else nn.CrossEntropyLoss()
-        self.forward = torch.compile(self.model) if self.api == "compile" else self.model
+        # tui-bench:end step
+        self.forward = self.model
+        if self.api == "compile":
+            # tui-bench:begin step compile
+            self.forward = torch.compile(self.model)
+            # tui-bench:end step
 
     def param_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
@@ -190,6 +196,12 @@ class TorchBackend(Backend):
         xt = xt.to(self.device).contiguous()
         yt = torch.from_numpy(y).to(self.device)
         return xt, (yt.float() if self.binary else yt)
+
+    def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xt, yt = self._tensors(x, y)
+        if self.images:
+            xt = xt.permute(0, 2, 3, 1)  # back to the data's NHWC
+        return xt.cpu().numpy(), yt.cpu().numpy()
 
     # tui-bench:begin step
     def train_step(self, x: np.ndarray, y: np.ndarray) -> float:

@@ -158,8 +158,19 @@ def main(argv: list[str] | None = None) -> int:
         steps = n_train // hyper.batch_size
         if spec.get("steps_per_epoch"):
             steps = min(steps, spec["steps_per_epoch"])
+        import hashlib
+
         import numpy
 
+        # What the framework will train on first, read back from the framework (equity tests).
+        first = data.batches(n_train, hyper.batch_size, hyper.seed, 1, 1)
+        digest = None
+        if first:
+            fx, fy = backend.framework_view(dataset.x_train[first[0]], dataset.y_train[first[0]])
+            digest = hashlib.sha256(
+                numpy.ascontiguousarray(fx, dtype=numpy.float32).tobytes()
+                + numpy.ascontiguousarray(fy, dtype=numpy.int64).tobytes()
+            ).hexdigest()
         channel.emit(
             "run_started",
             framework=spec["framework"],
@@ -178,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             val_samples=len(dataset.x_val),
             test_samples=len(dataset.x_test),
             dataset_notes=dataset.notes,
+            first_batch_sha256=digest,
         )
         phase = "train"
         summary = loop.run_training(

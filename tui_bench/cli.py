@@ -517,6 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tui_bench.commands_presets import add_commands
 
     add_commands(sub)
+    from tui_bench import runtime_cli  # issue 3: `tui-bench runtime list|setup`
+
+    runtime_cli.add_parser(sub)
     return parser
 
 

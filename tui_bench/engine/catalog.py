@@ -26,9 +26,23 @@ class Framework:
     # (api, model) pairs the API cannot express, with the reason.
     unsupported: dict[tuple[str, str], str] = field(default_factory=dict)
     api_labels: dict[str, str] = field(default_factory=dict)
+    # Per-API environment for the worker, set before the framework is imported
+    # (Keras 3 picks its backend from KERAS_BACKEND at import time).
+    api_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    # APIs that only honour CPU affinity (Keras on JAX), on top of ``pin_affinity``.
+    api_pin_affinity: tuple[str, ...] = ()
+    # Per-API modules a runtime must import, when they differ from ``import_name``.
+    api_imports: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def pins_affinity(self, api: str) -> bool:
+        return self.pin_affinity or api in self.api_pin_affinity
+
+    def imports_for(self, api: str) -> tuple[str, ...]:
+        return self.api_imports.get(api, (self.import_name,))
 
 
 _BLAS_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+_TF_THREADS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
 FRAMEWORKS: dict[str, Framework] = {
     "torch": Framework(
@@ -40,6 +54,68 @@ FRAMEWORKS: dict[str, Framework] = {
         import_name="torch",
         thread_env=_BLAS_THREADS,
         api_labels={"eager": "eager nn.Module", "compile": "torch.compile (inductor)"},
+    ),
+    # -- issue 3: TensorFlow, Keras 3, MXNet ---------------------------------------------------
+    "tensorflow": Framework(
+        name="tensorflow",
+        label="TensorFlow",
+        apis=("keras", "eager", "graph", "xla", "estimator"),
+        adapter="tensorflow_adapter",
+        runtime="tensorflow",
+        import_name="tensorflow",
+        # OMP_NUM_THREADS does nothing for TF; its own variables must be set before import.
+        thread_env=_TF_THREADS,
+        api_runtimes={"estimator": "tf-legacy"},
+        # tf.keras is Keras 3 since TF 2.16 and honours KERAS_BACKEND: a user's "jax" must not leak in.
+        api_env={
+            api: {"KERAS_BACKEND": "tensorflow"}
+            for api in ("keras", "eager", "graph", "xla", "estimator")
+        },
+        api_imports={"estimator": ("tensorflow", "tensorflow_estimator")},
+        api_labels={
+            "keras": "Keras fit on TF",
+            "eager": "GradientTape loop, eager",
+            "graph": "GradientTape step in tf.function",
+            "xla": "tf.function(jit_compile=True)",
+            "estimator": "tf.estimator, custom model_fn (TF 2.15)",
+        },
+    ),
+    "keras": Framework(
+        name="keras",
+        label="Keras 3",
+        apis=("tensorflow", "torch", "jax"),
+        adapter="keras_adapter",
+        runtime="tensorflow",
+        import_name="keras",
+        thread_env=_BLAS_THREADS + _TF_THREADS,
+        api_pin_affinity=("jax",),  # JAX ignores every thread variable; only affinity works
+        api_runtimes={"torch": "keras-torch", "jax": "keras-jax"},
+        api_env={api: {"KERAS_BACKEND": api} for api in ("tensorflow", "torch", "jax")},
+        api_imports={
+            "tensorflow": ("keras", "tensorflow"),
+            "torch": ("keras", "torch"),
+            "jax": ("keras", "jax"),
+        },
+        api_labels={
+            "tensorflow": "Keras fit, TensorFlow backend",
+            "torch": "Keras fit, PyTorch backend",
+            "jax": "Keras fit, JAX backend",
+        },
+    ),
+    "mxnet": Framework(
+        name="mxnet",
+        label="MXNet",
+        apis=("gluon", "hybrid", "module"),
+        adapter="mxnet_adapter",
+        runtime="mxnet",
+        import_name="mxnet",
+        # MXNet runs one OpenMP thread here unless OMP_NUM_THREADS is set before import.
+        thread_env=_BLAS_THREADS,
+        api_labels={
+            "gluon": "Gluon, imperative",
+            "hybrid": "Gluon, hybridized",
+            "module": "symbolic Module API",
+        },
     ),
 }
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import catalog, datasets, protocol, runtimes
+from tui_bench.engine import catalog, datasets, loc, protocol, runtimes
 from tui_bench.engine.history import History, new_run_id, now_iso
 from tui_bench.engine.paths import adapters_dir
 from tui_bench.engine.sampler import ResourceSampler
@@ -78,6 +78,11 @@ class RunResult:
         if energy and trained:
             m["samples_per_joule"] = trained / energy
         m["process_wall_s"] = self.wall_s
+        # Ease of coding (issue 3): lines that define the model and the step for this API.
+        try:
+            m.update(loc.lines_of_code(self.spec.framework, self.spec.api))
+        except (OSError, KeyError, loc.MarkerError):
+            pass  # an adapter without markers has no figure; the run's numbers still stand
         return m
 
 
@@ -100,6 +105,7 @@ def worker_environment(spec: RunSpec) -> dict[str, str]:
     env = dict(os.environ)
     for name in fw.thread_env:
         env[name] = str(spec.threads)
+    env.update(fw.api_env.get(spec.api, {}))
     # Same GPU numbering as NVML, so the sampler watches the GPU the worker uses.
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if spec.device == "cpu":
@@ -124,7 +130,7 @@ def worker_command(spec: RunSpec, python: str, events_fd: int) -> list[str]:
         "--events-fd",
         str(events_fd),
     ]
-    if fw.pin_affinity:
+    if fw.pins_affinity(spec.api):
         cpus = sorted(os.sched_getaffinity(0))[: spec.threads]
         command += ["--affinity", ",".join(map(str, cpus))]
     return command
@@ -298,6 +304,10 @@ class WorkerRun:
             r.status = "failed"
             r.error = final
             r.reason = f"{final.get('error_type')}: {final.get('message', '').splitlines()[0] if final.get('message') else ''}"
+            if final.get("phase") == "import" and final.get("error_type") == "ModuleNotFoundError":
+                # The runtime lacks a package the API needs (e.g. a Keras backend): say how to fix.
+                name = catalog.runtime_for(self.spec.framework, self.spec.api)
+                r.reason += f"; runtime '{name}' lacks it: {runtimes.fix_command(name)}"
         elif r.returncode is not None and r.returncode < 0:
             name = signal.Signals(-r.returncode).name
             r.status, r.reason = "failed", f"worker was killed by {name}"

@@ -11,13 +11,19 @@ own environment. Resolution order for a runtime name:
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import shutil
+import subprocess
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tui_bench.engine import catalog
-from tui_bench.engine.config import load_config
-from tui_bench.engine.paths import data_home
+from tui_bench.engine.config import ConfigError, load_config
+from tui_bench.engine.paths import cache_home, config_file, data_home
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -52,9 +58,375 @@ def resolve(framework_name: str, api: str) -> Runtime:
     managed = managed_python(name)
     if managed.exists():
         return Runtime(name, str(managed), "managed")
-    if importlib.util.find_spec(fw.import_name) is not None:
+    if all(importlib.util.find_spec(module) is not None for module in fw.imports_for(api)):
         return Runtime(name, sys.executable, "app")
     raise RuntimeUnavailable(
         f"{fw.label} is not installed: run `tui-bench runtime setup {name}` "
         f"or set [runtimes.{name}] python in the config file"
     )
+
+
+# -- managed runtimes (issue 3) -----------------------------------------------------------------
+# Known-good pins, measured on this project's machines (shared/FIELD-NOTES.md). torch is always
+# pinned: an unpinned requirement pulls gigabytes of CUDA packages.
+
+
+@dataclass(frozen=True)
+class ManagedSpec:
+    name: str
+    packages: tuple[str, ...]
+    # What the probe imports to check the runtime works; versions are read from these modules.
+    modules: tuple[str, ...]
+    description: str
+    max_python: tuple[int, int] | None = None  # newest Python the pinned wheels exist for
+    gpu_packages: tuple[str, ...] | None = None  # the CUDA variant, where the project ships one
+    gpu_note: str = ""
+
+
+MANAGED: dict[str, ManagedSpec] = {
+    spec.name: spec
+    for spec in (
+        ManagedSpec(
+            "torch",
+            ("torch==2.13.0", "numpy"),
+            ("torch",),
+            "PyTorch 2.13 (CPU build)",
+            gpu_note="install the CUDA build of torch 2.13.0 yourself and point "
+            "[runtimes.torch] python at it",
+        ),
+        ManagedSpec(
+            "tensorflow",
+            ("tensorflow-cpu==2.21.0", "keras==3.15.1", "numpy>=1.26"),
+            ("tensorflow", "keras"),
+            "TensorFlow 2.21 + Keras 3 (CPU)",
+            gpu_packages=("tensorflow[and-cuda]==2.21.0", "keras==3.15.1", "numpy>=1.26"),
+        ),
+        ManagedSpec(
+            "tf-legacy",
+            ("tensorflow-cpu==2.15.*", "tensorflow-estimator==2.15.*"),
+            ("tensorflow", "tensorflow_estimator"),
+            "TensorFlow 2.15 + tf.estimator (removed from TF 2.16)",
+            max_python=(3, 11),
+            gpu_packages=("tensorflow[and-cuda]==2.15.*", "tensorflow-estimator==2.15.*"),
+        ),
+        ManagedSpec(
+            "mxnet",
+            ("mxnet==1.9.1", "numpy<1.24"),
+            ("mxnet",),
+            "MXNet 1.9.1 (last release) with numpy<1.24",
+            gpu_packages=("mxnet-cu112==1.9.1", "numpy<1.24"),
+        ),
+        ManagedSpec(
+            "keras-torch",
+            ("keras==3.15.1", "torch==2.13.0", "numpy"),
+            ("keras", "torch"),
+            "Keras 3 on PyTorch 2.13 (CPU build)",
+            gpu_note="install keras and the CUDA build of torch 2.13.0 yourself and point "
+            "[runtimes.keras-torch] python at it",
+        ),
+        ManagedSpec(
+            "keras-jax",
+            ("keras==3.15.1", "jax==0.10.2", "jaxlib==0.10.2"),
+            ("keras", "jax"),
+            "Keras 3 on JAX 0.10 (CPU)",
+            gpu_packages=("keras==3.15.1", "jax[cuda12]==0.10.2"),
+        ),
+    )
+}
+
+
+class RuntimeSetupError(RuntimeError):
+    """A managed runtime could not be created; the message is one line."""
+
+
+def setup_plan(name: str, gpu: bool = False, python: str | None = None) -> list[list[str]]:
+    """The commands ``setup`` runs, or a one-line RuntimeSetupError saying why it cannot."""
+    if name not in MANAGED:
+        raise RuntimeSetupError(f"no managed runtime named {name!r} (choose: {', '.join(MANAGED)})")
+    spec = MANAGED[name]
+    base = python or sys.executable
+    version = _python_version(base)
+    if spec.max_python and version[:2] > spec.max_python:
+        have = ".".join(map(str, version[:2]))
+        need = ".".join(map(str, spec.max_python))
+        raise RuntimeSetupError(
+            f"runtime '{name}' needs Python <= {need} (its pinned wheels do not exist for "
+            f"{have}); rerun with --python pointing at a Python {need} interpreter"
+        )
+    if gpu and spec.gpu_packages is None:
+        raise RuntimeSetupError(f"runtime '{name}' has no managed GPU variant: {spec.gpu_note}")
+    packages = spec.gpu_packages if gpu else spec.packages
+    target = managed_dir(name)
+    venv_python = str(target / "bin" / "python")
+    return [
+        # No --system-site-packages: the worker must see only this environment's packages.
+        [base, "-m", "venv", "--clear", str(target)],
+        [venv_python, "-m", "pip", "install", "--progress-bar", "off", *packages],
+    ]
+
+
+def _python_version(python: str) -> tuple[int, int, int]:
+    if python == sys.executable:
+        return tuple(sys.version_info[:3])  # type: ignore[return-value]
+    try:
+        out = subprocess.run(
+            [python, "-I", "-c", "import sys; print(*sys.version_info[:3])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RuntimeSetupError(f"cannot run {python}: {exc}") from None
+    major, minor, micro = (int(part) for part in out.split())
+    return major, minor, micro
+
+
+def setup(
+    name: str,
+    gpu: bool = False,
+    python: str | None = None,
+    on_line: Callable[[str], None] = print,
+) -> Path:
+    """Create (or recreate) the managed runtime NAME, streaming pip's output lines to ``on_line``.
+
+    Returns the new interpreter. Raises RuntimeSetupError with one line when it cannot."""
+    commands = setup_plan(name, gpu=gpu, python=python)
+    target = managed_dir(name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for step, command in enumerate(commands, 1):
+        on_line(f"[{step}/{len(commands)}] {' '.join(command)}")
+        last_error = ""
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
+        except OSError as exc:
+            raise RuntimeSetupError(f"cannot run {command[0]}: {exc.strerror}") from None
+        assert process.stdout is not None
+        for line in process.stdout:
+            line = line.rstrip()
+            if line.startswith("ERROR"):
+                last_error = line
+            on_line(line)
+        if process.wait() != 0:
+            # A half-built environment must not be mistaken for a working runtime.
+            shutil.rmtree(target, ignore_errors=True)
+            why = last_error or f"exit code {process.returncode}"
+            raise RuntimeSetupError(f"setting up runtime '{name}' failed: {why}")
+    probe_result = probe(str(managed_python(name)), name, refresh=True)
+    if not probe_result.ok:
+        raise RuntimeSetupError(
+            f"runtime '{name}' was installed but does not work: {probe_result.problem}"
+        )
+    return managed_python(name)
+
+
+# -- probing ------------------------------------------------------------------------------------
+# Runs inside the runtime's interpreter (``-I``: none of the app's packages). Imports each module,
+# reports its version and whether it can use a GPU; never raises.
+_PROBE_SCRIPT = r"""
+import json, platform, sys
+out = {"python": platform.python_version(), "executable": sys.executable, "modules": {}}
+try:
+    import numpy
+    out["numpy"] = numpy.__version__
+except Exception as exc:
+    out["numpy"] = None
+    out["numpy_error"] = f"{type(exc).__name__}: {exc}"
+def gpu_info(name, module):
+    if name == "torch":
+        return {"build": module.version.cuda and f"CUDA {module.version.cuda}",
+                "gpus": module.cuda.device_count() if module.cuda.is_available() else 0}
+    if name == "tensorflow":
+        return {"build": "CUDA" if module.test.is_built_with_cuda() else None,
+                "gpus": len(module.config.list_physical_devices("GPU"))}
+    if name == "mxnet":
+        cuda = module.runtime.Features().is_enabled("CUDA")
+        return {"build": "CUDA" if cuda else None, "gpus": module.context.num_gpus() if cuda else 0}
+    if name == "jax":
+        gpus = [d for d in module.devices() if d.platform == "gpu"]
+        return {"build": "CUDA" if gpus else None, "gpus": len(gpus)}
+    return None
+for name in sys.argv[1:]:
+    try:
+        module = __import__(name)
+        version = getattr(module, "__version__", None)
+        if version is None:
+            import importlib.metadata as md
+            try:
+                version = md.version(name.replace("_", "-"))
+            except Exception:
+                version = "?"
+        info = {"version": version}
+        try:
+            info["gpu"] = gpu_info(name, module)
+        except Exception as exc:
+            info["gpu"] = {"build": None, "gpus": 0, "error": str(exc)}
+        out["modules"][name] = info
+    except BaseException as exc:
+        out["modules"][name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+print("TUI_BENCH_PROBE " + json.dumps(out))
+"""
+
+PROBE_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Probe:
+    python: str
+    ok: bool
+    problem: str | None = None
+    python_version: str | None = None
+    numpy: str | None = None
+    modules: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def versions(self) -> str:
+        parts = [f"python {self.python_version}"] if self.python_version else []
+        if self.numpy:
+            parts.append(f"numpy {self.numpy}")
+        for name, info in self.modules.items():
+            if "version" in info:
+                gpu = info.get("gpu") or {}
+                build = f" [{gpu['build']}, {gpu.get('gpus', 0)} GPU]" if gpu.get("build") else ""
+                parts.append(f"{name} {info['version']}{build}")
+        return ", ".join(parts)
+
+
+def _probe_key(python: str) -> str:
+    """Interpreter path + mtimes of it and of its site-packages: a pip install changes the key."""
+    path = Path(python)
+    stamps = [str(path.stat().st_mtime_ns)]
+    for site in sorted(path.resolve().parent.parent.glob("lib/python*/site-packages")) + sorted(
+        path.parent.parent.glob("lib/python*/site-packages")
+    ):
+        stamps.append(f"{site}:{site.stat().st_mtime_ns}")
+    return f"{path}|{'|'.join(stamps)}"
+
+
+def _probe_cache_path() -> Path:
+    return cache_home() / "runtime-probes.json"
+
+
+def _load_probe_cache() -> dict[str, Any]:
+    try:
+        data = json.loads(_probe_cache_path().read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}  # a missing or corrupt cache only costs a re-probe
+
+
+def _store_probe_cache(cache: dict[str, Any]) -> None:
+    path = _probe_cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(cache, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def probe(python: str, modules: tuple[str, ...] | str, refresh: bool = False) -> Probe:
+    """Import ``modules`` in ``python -I`` (a subprocess: the app never imports a framework) and
+    report versions; cached by interpreter path + mtimes. ``modules`` may be a managed runtime
+    name, meaning that runtime's modules."""
+    if isinstance(modules, str):
+        modules = MANAGED[modules].modules if modules in MANAGED else (modules,)
+    if not Path(python).exists():
+        return Probe(python, False, f"{python} does not exist")
+    key = f"{_probe_key(python)}|{','.join(modules)}"
+    cache = _load_probe_cache()
+    raw = None if refresh else cache.get(key)
+    if raw is None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        env["KERAS_BACKEND"] = _keras_backend_for(modules)  # not the user's: it may be absent
+        try:
+            done = subprocess.run(
+                [python, "-I", "-c", _PROBE_SCRIPT, *modules],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=PROBE_TIMEOUT_S,
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            return Probe(python, False, f"probing {python} took over {PROBE_TIMEOUT_S:g} s")
+        except OSError as exc:
+            return Probe(python, False, f"cannot run {python}: {exc.strerror}")
+        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("TUI_BENCH_PROBE ")]
+        if not lines:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return Probe(python, False, f"{python} failed to start: {last}")
+        raw = json.loads(lines[-1].removeprefix("TUI_BENCH_PROBE "))
+        cache[key] = raw
+        _store_probe_cache(cache)
+    result = Probe(
+        python,
+        True,
+        python_version=raw.get("python"),
+        numpy=raw.get("numpy"),
+        modules=raw.get("modules", {}),
+    )
+    errors = [
+        f"{name}: {info['error']}" for name, info in result.modules.items() if "error" in info
+    ]
+    if raw.get("numpy") is None:
+        errors.insert(0, f"numpy: {raw.get('numpy_error', 'missing')}")
+    if errors:
+        result.ok = False
+        result.problem = "; ".join(errors)
+    return result
+
+
+def _keras_backend_for(modules: tuple[str, ...]) -> str:
+    # Keras imports its backend at import time; probe it with a backend this runtime has.
+    for backend in ("jax", "torch", "tensorflow"):
+        if backend in modules:
+            return backend
+    return "tensorflow"
+
+
+@dataclass
+class Availability:
+    framework: str
+    api: str
+    runtime: str
+    python: str | None
+    source: str | None
+    probe: Probe | None
+    problem: str | None
+    fix: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+def fix_command(runtime_name: str) -> str:
+    if runtime_name in MANAGED:
+        return f"tui-bench runtime setup {runtime_name}"
+    return f"set [runtimes.{runtime_name}] python in {config_file()}"
+
+
+def availability(framework_name: str, api: str, refresh: bool = False) -> Availability:
+    """Can this framework/API run here, in which interpreter, with which versions; if not, why
+    and the command that fixes it. Never raises for an unavailable runtime."""
+    fw = catalog.framework(framework_name)
+    name = catalog.runtime_for(framework_name, api)
+    modules = fw.imports_for(api)
+    try:
+        rt = resolve(framework_name, api)
+    except (RuntimeUnavailable, ConfigError) as exc:
+        return Availability(
+            framework_name, api, name, None, None, None, str(exc), fix_command(name)
+        )
+    found = probe(rt.python, modules, refresh=refresh)
+    fix = None if found.ok else fix_command(name)
+    if not found.ok and rt.source == "config":
+        fix = f"fix [runtimes.{name}] python in {config_file()} or remove it and run {fix_command(name)}"
+    return Availability(framework_name, api, name, rt.python, rt.source, found, found.problem, fix)

@@ -1,0 +1,334 @@
+"""MXNet 1.9.1 adapter. APIs: ``gluon`` (imperative Gluon), ``hybrid`` (the same Gluon network,
+hybridized into a static graph), ``module`` (the symbolic Module API).
+
+Same shape as ``torch_adapter``: ``make_backend(api, device, threads)`` returns a ``loop.Backend``;
+model and step code sit between ``# tui-bench:begin``/``# tui-bench:end`` markers (a marker naming
+APIs applies to those APIs only). MXNet's OpenMP pool is sized from ``OMP_NUM_THREADS`` at import
+(its runtime setters have no effect), so the worker sets it before this module is imported; the
+effective count is read back from the OpenMP runtime MXNet loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon, nd
+from mxnet.gluon import nn, rnn
+
+from adapters.loop import Backend, DeviceError, Hyper, logits_loss_correct
+
+APIS = ("gluon", "hybrid", "module")
+
+
+def openmp_threads() -> int | None:
+    """omp_get_max_threads() of the OpenMP runtime loaded into this process (MXNet's)."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        libraries = {line.split()[-1] for line in maps if "omp" in line.rsplit("/", 1)[-1]}
+    for path in sorted(libraries):
+        try:
+            return int(ctypes.CDLL(path).omp_get_max_threads())
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def resolve_device(device: str) -> mx.Context:
+    if device == "cpu":
+        return mx.cpu()
+    index = int(device.split(":")[1]) if ":" in device else 0
+    cuda = mx.runtime.Features().is_enabled("CUDA")
+    found = mx.context.num_gpus() if cuda else 0
+    if found == 0:
+        build = "built with CUDA" if cuda else "CPU-only"
+        raise DeviceError(f"mxnet runtime sees 0 GPUs; installed build {mx.__version__} is {build}")
+    if index >= found:
+        raise DeviceError(
+            f"mxnet runtime sees {found} GPU(s) (gpu:0..gpu:{found - 1}); {device} does not exist"
+        )
+    return mx.gpu(index)
+
+
+# Keras' defaults: Glorot-uniform kernels, zero biases, orthogonal recurrent kernels, forget-gate
+# bias 1, embeddings uniform in ±0.05. (Biases are zeroed by every MXNet initializer.)
+GLOROT_UNIFORM = mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3)
+ORTHOGONAL = mx.init.Orthogonal(scale=1.0, rand_type="normal")
+FORGET_BIAS_1 = mx.init.LSTMBias(forget_bias=1.0)
+EMBEDDING_UNIFORM = mx.init.Uniform(0.05)
+
+
+def _module_initializer() -> mx.init.Mixed:
+    """The same initializers, chosen by parameter name for the symbolic API."""
+    return mx.init.Mixed(
+        [".*h2h_weight", ".*i2h_bias", ".*embed.*weight", ".*"],
+        [ORTHOGONAL, FORGET_BIAS_1, EMBEDDING_UNIFORM, GLOROT_UNIFORM],
+    )
+
+
+class _LastStep(gluon.HybridBlock):
+    def hybrid_forward(self, F, sequence):  # noqa: N803 - Gluon's signature
+        return F.squeeze(F.slice_axis(sequence, axis=1, begin=-1, end=None), axis=1)
+
+
+# tui-bench:begin model gluon hybrid
+def build_net(model: str, classes: int, dropout: float, vocab: int) -> gluon.HybridBlock:
+    net = nn.HybridSequential()
+    if model == "cnn":
+        net.add(
+            nn.Conv2D(32, 5, activation="relu"),
+            nn.MaxPool2D(2),
+            nn.Conv2D(64, 3, activation="relu"),
+            nn.MaxPool2D(2),
+            nn.Flatten(),
+            nn.Dense(1024, activation="relu"),
+            nn.Dropout(dropout),
+            nn.Dense(classes),
+        )
+    elif model == "mlp":
+        net.add(
+            nn.Flatten(),
+            nn.Dense(512, activation="relu"),
+            nn.Dropout(dropout),
+            nn.Dense(512, activation="relu"),
+            nn.Dropout(dropout),
+            nn.Dense(classes),
+        )
+    elif model == "vgg16":
+        for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+            for _ in range(repeats):
+                net.add(nn.Conv2D(width, 3, padding=1, activation="relu"))
+            net.add(nn.MaxPool2D(2))
+        net.add(nn.Flatten(), nn.Dense(512, activation="relu"), nn.Dropout(dropout))
+        net.add(nn.Dense(classes))
+    elif model == "lstm":
+        net.add(
+            nn.Embedding(vocab, 128, weight_initializer=EMBEDDING_UNIFORM),
+            rnn.LSTM(
+                128,
+                layout="NTC",
+                input_size=128,
+                h2h_weight_initializer=ORTHOGONAL,
+                i2h_bias_initializer=FORGET_BIAS_1,
+            ),
+            _LastStep(),
+            nn.Dense(1),
+        )
+    else:
+        raise ValueError(f"model {model!r} is not defined for mxnet")
+    return net
+
+
+# tui-bench:end model
+
+
+# tui-bench:begin model module
+def build_symbol(
+    model: str, classes: int, dropout: float, vocab: int, seq_len: int
+) -> mx.sym.Symbol:
+    x = mx.sym.Variable("data")
+    if model == "cnn":
+        x = mx.sym.Convolution(x, kernel=(5, 5), num_filter=32, name="conv1")
+        x = mx.sym.Pooling(mx.sym.relu(x), kernel=(2, 2), stride=(2, 2), pool_type="max")
+        x = mx.sym.Convolution(x, kernel=(3, 3), num_filter=64, name="conv2")
+        x = mx.sym.Pooling(mx.sym.relu(x), kernel=(2, 2), stride=(2, 2), pool_type="max")
+        x = mx.sym.relu(mx.sym.FullyConnected(mx.sym.flatten(x), num_hidden=1024, name="fc1"))
+        x = mx.sym.Dropout(x, p=dropout)
+        return mx.sym.FullyConnected(x, num_hidden=classes, name="fc2")
+    if model == "mlp":
+        x = mx.sym.flatten(x)
+        for i in (1, 2):
+            x = mx.sym.relu(mx.sym.FullyConnected(x, num_hidden=512, name=f"fc{i}"))
+            x = mx.sym.Dropout(x, p=dropout)
+        return mx.sym.FullyConnected(x, num_hidden=classes, name="fc3")
+    if model == "vgg16":
+        for block, (width, repeats) in enumerate(((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))):
+            for i in range(repeats):
+                x = mx.sym.Convolution(
+                    x, kernel=(3, 3), pad=(1, 1), num_filter=width, name=f"conv{block}_{i}"
+                )
+                x = mx.sym.relu(x)
+            x = mx.sym.Pooling(x, kernel=(2, 2), stride=(2, 2), pool_type="max")
+        x = mx.sym.relu(mx.sym.FullyConnected(mx.sym.flatten(x), num_hidden=512, name="fc1"))
+        return mx.sym.FullyConnected(mx.sym.Dropout(x, p=dropout), num_hidden=classes, name="fc2")
+    if model == "lstm":
+        x = mx.sym.Embedding(x, input_dim=vocab, output_dim=128, name="embed")
+        cell = mx.rnn.LSTMCell(128, prefix="lstm_")
+        outputs, _ = cell.unroll(seq_len, inputs=x, layout="NTC", merge_outputs=False)
+        return mx.sym.FullyConnected(outputs[-1], num_hidden=1, name="fc")
+    raise ValueError(f"model {model!r} is not defined for mxnet")
+
+
+# tui-bench:end model
+
+
+class GluonBackend(Backend):
+    framework = "mxnet"
+
+    def __init__(self, api: str, device: str, threads: int) -> None:
+        self.api = api
+        self.ctx = resolve_device(device)
+        self.binary = False
+
+    def describe(self) -> dict[str, Any]:
+        features = mx.runtime.Features()
+        return {
+            "framework_version": mx.__version__,
+            "device": str(self.ctx),
+            "device_name": str(self.ctx),
+            "threads_effective": openmp_threads(),
+            "interop_threads": None,
+            "extra": {
+                "cuda": features.is_enabled("CUDA"),
+                "mkldnn": features.is_enabled("MKLDNN"),
+                "openmp": features.is_enabled("OPENMP"),
+            },
+        }
+
+    def _arrays(self, x: np.ndarray, y: np.ndarray) -> tuple[nd.NDArray, nd.NDArray]:
+        xb = nd.array(x, ctx=self.ctx, dtype=np.float32)
+        if self.images:
+            xb = xb.transpose(axes=(0, 3, 1, 2))  # NHWC (the data's layout) → NCHW
+        return xb, nd.array(y, ctx=self.ctx, dtype=np.float32)
+
+    def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xb, yb = self._arrays(x, y)
+        if self.images:
+            xb = xb.transpose(axes=(0, 2, 3, 1))
+        return xb.asnumpy(), yb.asnumpy()
+
+    def sync(self) -> None:
+        nd.waitall()
+
+    def _shape_setup(self, hyper: Hyper, dataset) -> None:
+        mx.random.seed(hyper.seed)
+        np.random.seed(hyper.seed)  # mx.init.Orthogonal draws from numpy
+        shape = dataset.shape
+        self.hyper = hyper
+        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.images = shape.kind == "image"
+        self.sample = (dataset.x_train[: hyper.batch_size], dataset.y_train[: hyper.batch_size])
+
+    def build(self, hyper: Hyper, dataset) -> None:
+        self._shape_setup(hyper, dataset)
+        shape = dataset.shape
+        self.net = build_net(hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size)
+        self.net.initialize(GLOROT_UNIFORM, ctx=self.ctx)
+        if hyper.model == "lstm":
+            # Keras has one bias per gate, MXNet two: the second stays zero and frozen so the
+            # function and the trainable parameter count match Keras exactly.
+            for name, param in self.net.collect_params().items():
+                if name.endswith("h2h_bias"):
+                    param.grad_req = "null"
+        if self.api == "hybrid":
+            # tui-bench:begin step hybrid
+            self.net.hybridize(static_alloc=True, static_shape=True)
+            # tui-bench:end step
+        self.net(self._arrays(*self.sample)[0])  # resolve deferred shapes
+        # tui-bench:begin step gluon hybrid
+        params = {"learning_rate": hyper.lr}
+        if hyper.optimizer == "adam":
+            params.update(beta1=hyper.beta1, beta2=hyper.beta2, epsilon=hyper.epsilon)
+        self.trainer = gluon.Trainer(self.net.collect_params(), hyper.optimizer, params)
+        if self.binary:
+            self.loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
+        else:
+            self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        # tui-bench:end step
+
+    def param_count(self) -> int:
+        return int(
+            sum(p.data().size for p in self.net.collect_params().values() if p.grad_req != "null")
+        )
+
+    # tui-bench:begin step gluon hybrid
+    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
+        xb, yb = self._arrays(x, y)
+        with autograd.record():
+            loss = self.loss_fn(self.net(xb), yb)
+        loss.backward()
+        self.trainer.step(xb.shape[0])  # the summed gradient / batch = the mean loss's gradient
+        return float(loss.mean().asscalar())
+
+    # tui-bench:end step
+
+    def _logits(self, xb: nd.NDArray) -> np.ndarray:
+        return self.net(xb).asnumpy()
+
+    def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
+        total_loss, correct = 0.0, 0
+        for start in range(0, len(x), batch_size):
+            xb, _ = self._arrays(x[start : start + batch_size], y[start : start + batch_size])
+            loss, right = logits_loss_correct(
+                self._logits(xb), y[start : start + batch_size], self.binary
+            )
+            total_loss, correct = total_loss + loss, correct + right
+        n = max(len(x), 1)
+        return total_loss / n, correct / n
+
+
+class ModuleBackend(GluonBackend):
+    """The symbolic API: a Symbol bound into a Module, driven by forward_backward/update."""
+
+    def build(self, hyper: Hyper, dataset) -> None:
+        self._shape_setup(hyper, dataset)
+        shape = dataset.shape
+        logits = build_symbol(
+            hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size, shape.input_shape[0]
+        )
+        xb, yb = self._arrays(*self.sample)
+        self.module = self._bind(hyper, logits, xb.shape, yb.shape)
+
+    # tui-bench:begin step module
+    def _bind(self, hyper: Hyper, logits, data_shape, label_shape) -> mx.mod.Module:
+        label = mx.sym.Variable("label")
+        if self.binary:
+            head = mx.sym.LogisticRegressionOutput(logits, mx.sym.reshape(label, (-1, 1)))
+        else:
+            head = mx.sym.SoftmaxOutput(logits, label)
+        # Gradients come from the head; the raw logits are a second, gradient-free output.
+        net = mx.sym.Group([head, mx.sym.BlockGrad(logits)])
+        fixed = ["lstm_h2h_bias"] if hyper.model == "lstm" else None  # Keras has one bias
+        module = mx.mod.Module(
+            net, label_names=["label"], context=self.ctx, fixed_param_names=fixed
+        )
+        module.bind(data_shapes=[("data", data_shape)], label_shapes=[("label", label_shape)])
+        module.init_params(initializer=_module_initializer())
+        params = {"learning_rate": hyper.lr}  # rescale_grad defaults to 1/batch: a mean loss
+        if hyper.optimizer == "adam":
+            params.update(beta1=hyper.beta1, beta2=hyper.beta2, epsilon=hyper.epsilon)
+        module.init_optimizer(optimizer=hyper.optimizer, optimizer_params=params)
+        return module
+
+    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
+        xb, yb = self._arrays(x, y)
+        self.module.forward_backward(mx.io.DataBatch([xb], [yb]))
+        self.module.update()
+        logits = self.module.get_outputs()[1]
+        if self.binary:
+            z = logits.reshape((-1,))
+            loss = nd.relu(z) - z * yb + nd.log1p(nd.exp(-nd.abs(z)))
+        else:
+            loss = -nd.pick(nd.log_softmax(logits), yb)
+        return float(loss.mean().asscalar())
+
+    # tui-bench:end step
+
+    def param_count(self) -> int:
+        args, _ = self.module.get_params()
+        fixed = set(self.module._fixed_param_names or ())
+        return int(sum(v.size for k, v in args.items() if k not in fixed))
+
+    def _logits(self, xb: nd.NDArray) -> np.ndarray:
+        labels = nd.zeros((xb.shape[0],), ctx=self.ctx)
+        self.module.forward(mx.io.DataBatch([xb], [labels]), is_train=False)
+        return self.module.get_outputs()[1].asnumpy()
+
+
+def make_backend(api: str, device: str, threads: int) -> Backend:
+    if api not in APIS:
+        raise ValueError(f"mxnet adapter has no API {api!r} (choose: {', '.join(APIS)})")
+    if api == "module":
+        return ModuleBackend(api, device, threads)
+    return GluonBackend(api, device, threads)

@@ -1,0 +1,408 @@
+"""TensorFlow adapter. APIs: ``keras`` (Keras ``fit`` on TF), ``eager`` (custom GradientTape loop,
+no ``tf.function``), ``graph`` (the same step in ``tf.function``), ``xla``
+(``tf.function(jit_compile=True)``), ``estimator`` (``tf.estimator`` with a custom ``model_fn``;
+TF <= 2.15 only, so it runs in the ``tf-legacy`` runtime).
+
+Same shape as ``torch_adapter``: ``make_backend(api, device, threads)`` returns a ``loop.Backend``;
+model and step code sit between ``# tui-bench:begin``/``# tui-bench:end`` markers (a marker naming
+APIs applies to those APIs only). The worker has set ``TF_NUM_INTRAOP_THREADS`` and
+``TF_NUM_INTEROP_THREADS`` before import; the setters below run before the first op.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from adapters.loop import Backend, DeviceError, Hyper, StepClock, logits_loss_correct
+
+APIS = ("keras", "eager", "graph", "xla", "estimator")
+
+
+def _apply_threads(threads: int) -> None:
+    """TF reads its pools' sizes at the first op; afterwards the setters raise RuntimeError."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError:
+        pass  # already initialised: the environment variables set before import still apply
+
+
+def resolve_device(device: str) -> str:
+    if device == "cpu":
+        return "/CPU:0"
+    index = int(device.split(":")[1]) if ":" in device else 0
+    found = len(tf.config.list_physical_devices("GPU"))
+    if found == 0:
+        build = "built with CUDA" if tf.test.is_built_with_cuda() else "CPU-only"
+        raise DeviceError(
+            f"tensorflow runtime sees 0 GPUs; installed build {tf.__version__} is {build}"
+        )
+    if index >= found:
+        raise DeviceError(
+            f"tensorflow runtime sees {found} GPU(s) (gpu:0..gpu:{found - 1}); {device} does not exist"
+        )
+    return f"/GPU:{index}"
+
+
+# tui-bench:begin model
+def build_model(
+    model: str, input_shape: tuple[int, ...], classes: int, dropout: float, vocab: int
+) -> tf.keras.Model:
+    layers = tf.keras.layers
+    if model == "cnn":
+        stack = [
+            layers.Conv2D(32, 5, activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Conv2D(64, 3, activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Flatten(),
+            layers.Dense(1024, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(classes),
+        ]
+    elif model == "mlp":
+        stack = [
+            layers.Flatten(),
+            layers.Dense(512, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(512, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(classes),
+        ]
+    elif model == "vgg16":
+        stack = []
+        for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+            stack += [
+                layers.Conv2D(width, 3, padding="same", activation="relu") for _ in range(repeats)
+            ]
+            stack.append(layers.MaxPooling2D(2))
+        stack += [
+            layers.Flatten(),
+            layers.Dense(512, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(classes),
+        ]
+    elif model == "lstm":
+        stack = [layers.Embedding(vocab, 128), layers.LSTM(128), layers.Dense(1)]
+    else:
+        raise ValueError(f"model {model!r} is not defined for tensorflow")
+    return tf.keras.Sequential([tf.keras.Input(input_shape), *stack])
+
+
+# tui-bench:end model
+
+
+# tui-bench:begin step keras eager graph xla
+def _loss_fn(binary: bool):
+    if binary:
+        return tf.keras.losses.BinaryCrossentropy(from_logits=True)
+    return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def _optimizer(hyper: Hyper):
+    if hyper.optimizer == "adam":
+        return tf.keras.optimizers.Adam(
+            learning_rate=hyper.lr,
+            beta_1=hyper.beta1,
+            beta_2=hyper.beta2,
+            epsilon=hyper.epsilon,
+        )
+    return tf.keras.optimizers.SGD(learning_rate=hyper.lr)
+
+
+# tui-bench:end step
+
+
+class _ClockCallback(tf.keras.callbacks.Callback):
+    """Times each of ``fit``'s steps. Keras logs the epoch's running mean loss; the batch's own
+    loss is recovered from consecutive means (all batches have the same size)."""
+
+    def __init__(self, clock: StepClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.seen = 0
+        self.mean = 0.0
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self.clock.begin()
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        mean = float(np.asarray(logs["loss"]))  # blocks until the step's loss exists
+        loss = mean * (self.seen + 1) - self.mean * self.seen
+        self.seen, self.mean = self.seen + 1, mean
+        self.clock.end(loss)
+
+
+class TensorFlowBackend(Backend):
+    framework = "tensorflow"
+
+    def __init__(self, api: str, device: str, threads: int) -> None:
+        self.api = api
+        self.threads = threads
+        _apply_threads(threads)
+        self.device = resolve_device(device)
+        self.binary = False
+
+    def describe(self) -> dict[str, Any]:
+        details = tf.sysconfig.get_build_info()
+        gpu = self.device.startswith("/GPU")
+        name = "cpu"
+        if gpu:
+            index = int(self.device.rsplit(":", 1)[1])
+            found = tf.config.list_physical_devices("GPU")[index]
+            name = tf.config.experimental.get_device_details(found).get("device_name", "gpu")
+        return {
+            "framework_version": tf.__version__,
+            "device": self.device,
+            "device_name": name,
+            "threads_effective": tf.config.threading.get_intra_op_parallelism_threads(),
+            "interop_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            "extra": {
+                "keras": getattr(tf.keras, "__version__", None),
+                "cuda": details.get("cuda_version"),
+                "cudnn": details.get("cudnn_version"),
+                "env_intra_op": os.environ.get("TF_NUM_INTRAOP_THREADS"),
+            },
+        }
+
+    def build(self, hyper: Hyper, dataset) -> None:
+        tf.keras.utils.set_random_seed(hyper.seed)
+        shape = dataset.shape
+        self.hyper = hyper
+        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        with tf.device(self.device):
+            self.model = build_model(
+                hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
+            )
+            self.loss_fn = _loss_fn(self.binary)
+            self.optimizer = _optimizer(hyper)
+            if self.api == "keras":
+                # tui-bench:begin step keras
+                self.model.compile(optimizer=self.optimizer, loss=self.loss_fn, jit_compile=False)
+                # tui-bench:end step
+            else:
+                self.optimizer.build(self.model.trainable_variables)
+        self.step = self._step
+        if self.api == "graph":
+            # tui-bench:begin step graph
+            self.step = tf.function(self._step)
+            # tui-bench:end step
+        elif self.api == "xla":
+            # tui-bench:begin step xla
+            self.step = tf.function(self._step, jit_compile=True)
+            # tui-bench:end step
+        self.forward = self.model if self.api == "eager" else tf.function(self.model)
+
+    def param_count(self) -> int:
+        return int(sum(math.prod(v.shape) for v in self.model.trainable_variables))
+
+    def sync(self) -> None:
+        if self.device.startswith("/GPU"):
+            tf.test.experimental.sync_devices()
+
+    def _labels(self, y: np.ndarray) -> np.ndarray:
+        return y.astype(np.float32).reshape(-1, 1) if self.binary else y
+
+    def _tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
+        with tf.device(self.device):
+            return tf.convert_to_tensor(x), tf.convert_to_tensor(self._labels(y))
+
+    def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xt, yt = self._tensors(x, y)
+        return xt.numpy(), yt.numpy()
+
+    # tui-bench:begin step eager graph xla
+    def _step(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            logits = self.model(x, training=True)
+            loss = self.loss_fn(y, logits)
+        variables = self.model.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+        return loss
+
+    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
+        xt, yt = self._tensors(x, y)
+        with tf.device(self.device):
+            return float(self.step(xt, yt))
+
+    # tui-bench:end step
+
+    # tui-bench:begin step keras
+    def train_epoch(self, x, y, batch_indices, clock: StepClock) -> None:
+        if self.api != "keras":
+            return super().train_epoch(x, y, batch_indices, clock)
+        order = np.concatenate(batch_indices)
+        with tf.device(self.device):
+            self.model.fit(
+                x[order],
+                self._labels(y[order]),
+                batch_size=self.hyper.batch_size,
+                epochs=1,
+                shuffle=False,
+                verbose=0,
+                callbacks=[_ClockCallback(clock)],
+            )
+
+    # tui-bench:end step
+
+    def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
+        total_loss, correct = 0.0, 0
+        with tf.device(self.device):
+            for start in range(0, len(x), batch_size):
+                logits = self.forward(tf.convert_to_tensor(x[start : start + batch_size]))
+                loss, right = logits_loss_correct(
+                    logits.numpy(), y[start : start + batch_size], self.binary
+                )
+                total_loss, correct = total_loss + loss, correct + right
+        n = max(len(x), 1)
+        return total_loss / n, correct / n
+
+
+class _EstimatorClockHook(tf.estimator.SessionRunHook if hasattr(tf, "estimator") else object):
+    """Times each ``session.run`` of ``Estimator.train`` (input pipeline included) and reads the
+    step's loss in the same run."""
+
+    def __init__(self, clock: StepClock, loss: Any) -> None:
+        self.clock = clock
+        self.loss = loss
+
+    def before_run(self, run_context: Any) -> Any:
+        self.clock.begin()
+        return tf.estimator.SessionRunArgs(self.loss)
+
+    def after_run(self, run_context: Any, run_values: Any) -> None:
+        self.clock.end(float(run_values.results))
+
+
+class EstimatorBackend(Backend):
+    """tf.estimator (TF 1.x graph + session under the hood), TF <= 2.15."""
+
+    framework = "tensorflow"
+
+    def __init__(self, device: str, threads: int) -> None:
+        if not hasattr(tf, "estimator"):
+            raise RuntimeError(
+                f"tf.estimator does not exist in TensorFlow {tf.__version__} (removed in 2.16); "
+                "run it in the tf-legacy runtime: tui-bench runtime setup tf-legacy"
+            )
+        self.threads = threads
+        _apply_threads(threads)
+        self.device = resolve_device(device)
+        self.clock: StepClock | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "framework_version": tf.__version__,
+            "device": self.device,
+            "device_name": "cpu" if self.device.startswith("/CPU") else self.device,
+            # The estimator's sessions get exactly these pools (session_config below).
+            "threads_effective": self.threads,
+            "interop_threads": self.threads,
+            "extra": {"estimator": True, "keras": getattr(tf.keras, "__version__", None)},
+        }
+
+    def build(self, hyper: Hyper, dataset) -> None:
+        shape = dataset.shape
+        self.hyper = hyper
+        self.shape = shape
+        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.model_dir = tempfile.mkdtemp(prefix="tui-bench-estimator-")
+        config = tf.estimator.RunConfig(
+            model_dir=self.model_dir,
+            tf_random_seed=hyper.seed,
+            session_config=tf.compat.v1.ConfigProto(
+                intra_op_parallelism_threads=self.threads,
+                inter_op_parallelism_threads=self.threads,
+            ),
+            # One checkpoint per train() call (at its end), carrying weights between epochs.
+            save_checkpoints_steps=10**9,
+            save_checkpoints_secs=None,
+            save_summary_steps=0,
+            log_step_count_steps=None,
+            keep_checkpoint_max=1,
+        )
+        self.estimator = tf.estimator.Estimator(model_fn=self._model_fn, config=config)
+        with tf.Graph().as_default():
+            counted = build_model(
+                hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
+            )
+            self._params = int(sum(math.prod(v.shape) for v in counted.trainable_variables))
+
+    def param_count(self) -> int:
+        return self._params
+
+    def _labels(self, y: np.ndarray) -> np.ndarray:
+        return y.astype(np.float32).reshape(-1, 1) if self.binary else y
+
+    # tui-bench:begin step estimator
+    def _model_fn(self, features, labels, mode, params):
+        hyper, shape = self.hyper, self.shape
+        with tf.device(self.device):
+            model = build_model(
+                hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
+            )
+            logits = model(features, training=mode == tf.estimator.ModeKeys.TRAIN)
+            if mode == tf.estimator.ModeKeys.PREDICT:
+                return tf.estimator.EstimatorSpec(mode, predictions=logits)
+            loss = _loss_fn(self.binary)(labels, logits)
+            if hyper.optimizer == "adam":
+                optimizer = tf.compat.v1.train.AdamOptimizer(
+                    hyper.lr, hyper.beta1, hyper.beta2, hyper.epsilon
+                )
+            else:
+                optimizer = tf.compat.v1.train.GradientDescentOptimizer(hyper.lr)
+            train_op = optimizer.minimize(
+                loss,
+                global_step=tf.compat.v1.train.get_global_step(),
+                var_list=model.trainable_variables,
+            )
+        hooks = [_EstimatorClockHook(self.clock, loss)] if self.clock else []
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=hooks)
+
+    def _input_fn(self, x: np.ndarray, y: np.ndarray, batch_indices: list[np.ndarray]):
+        def batches():
+            for idx in batch_indices:
+                yield x[idx], self._labels(y[idx])
+
+        label_shape = (None, 1) if self.binary else (None,)
+        return tf.data.Dataset.from_generator(
+            batches,
+            output_signature=(
+                tf.TensorSpec((None, *x.shape[1:]), tf.as_dtype(x.dtype)),
+                tf.TensorSpec(label_shape, tf.float32 if self.binary else tf.int64),
+            ),
+        )
+
+    def train_epoch(self, x, y, batch_indices, clock: StepClock) -> None:
+        self.clock = clock
+        self.estimator.train(lambda: self._input_fn(x, y, batch_indices))
+        self.clock = None
+
+    # tui-bench:end step
+
+    def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
+        spans = [np.arange(s, min(s + batch_size, len(x))) for s in range(0, len(x), batch_size)]
+        outputs = self.estimator.predict(
+            lambda: self._input_fn(x, y, spans).map(lambda features, labels: features),
+            yield_single_examples=False,
+        )
+        total_loss, correct = 0.0, 0
+        for span, logits in zip(spans, outputs, strict=True):
+            loss, right = logits_loss_correct(logits, y[span], self.binary)
+            total_loss, correct = total_loss + loss, correct + right
+        n = max(len(x), 1)
+        return total_loss / n, correct / n
+
+
+def make_backend(api: str, device: str, threads: int) -> Backend:
+    if api not in APIS:
+        raise ValueError(f"tensorflow adapter has no API {api!r} (choose: {', '.join(APIS)})")
+    if api == "estimator":
+        return EstimatorBackend(device, threads)
+    return TensorFlowBackend(api, device, threads)

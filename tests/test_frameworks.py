@@ -1,0 +1,177 @@
+"""Every framework × API trains for a few steps in its real runtime, through the real worker, and
+builds the same thing: equal parameter counts, the same first batch bytes, a falling loss, the
+requested thread count in effect, and a clear error for a GPU that is not there.
+
+Runtimes come from ``tui-bench runtime setup NAME`` (CI installs them; see docs/frameworks.md) in
+the data home the tests start with (or ``TUI_BENCH_RUNTIMES_DIR``); frameworks the app environment
+has (torch) also run from it. Tests keep their own history and cache in temp dirs. A missing
+runtime skips with the command that installs it, or fails when ``TUI_BENCH_REQUIRE_RUNTIMES=1``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tui_bench.engine import catalog, runtimes
+from tui_bench.engine.history import History
+from tui_bench.engine.paths import data_home
+from tui_bench.engine.runner import RunResult, execute
+from tui_bench.engine.spec import RunSpec
+
+pytestmark = pytest.mark.slow
+
+# Where `tui-bench runtime setup` put the runtimes, read before any test redirects the data home.
+RUNTIMES_DIR = Path(os.environ.get("TUI_BENCH_RUNTIMES_DIR") or data_home() / "runtimes")
+REFERENCE_CNN_PARAMS = 1_669_002
+COMBOS = [(fw.name, api) for fw in catalog.FRAMEWORKS.values() for api in fw.apis]
+_RESULTS: dict[tuple, RunResult] = {}
+
+
+@pytest.fixture(scope="module")
+def bench_env(tmp_path_factory: pytest.TempPathFactory):
+    """Temp home and cache for the whole module (runtimes are passed to each run explicitly)."""
+    root = tmp_path_factory.mktemp("frameworks")
+    saved = {k: os.environ.get(k) for k in ("TUI_BENCH_HOME", "TUI_BENCH_CACHE")}
+    os.environ.update(TUI_BENCH_HOME=str(root / "home"), TUI_BENCH_CACHE=str(root / "cache"))
+    yield History(root / "home")
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def runtime_for(framework: str, api: str) -> runtimes.Runtime:
+    """The installed runtime for this framework/API; skip (or fail, where CI demands every
+    runtime with TUI_BENCH_REQUIRE_RUNTIMES=1) when it is not there."""
+    name = catalog.runtime_for(framework, api)
+    managed = RUNTIMES_DIR / name / "bin" / "python"
+    problem = None
+    if managed.exists():
+        runtime = runtimes.Runtime(name, str(managed), "managed")
+    else:
+        try:
+            runtime = runtimes.resolve(framework, api)
+        except runtimes.RuntimeUnavailable as exc:
+            problem = str(exc)
+    if problem is None:
+        probe = runtimes.probe(runtime.python, catalog.framework(framework).imports_for(api))
+        problem = probe.problem
+    if problem:
+        message = f"{framework}/{api}: runtime '{name}' not usable: {problem}"
+        if os.environ.get("TUI_BENCH_REQUIRE_RUNTIMES") == "1":
+            pytest.fail(message)
+        pytest.skip(f"{message} (install: python -m tui_bench runtime setup {name})")
+    return runtime
+
+
+def run(history: History, framework: str, api: str, **changes) -> RunResult:
+    """One short run, cached for the module (several tests read the same run)."""
+    model = changes.get("model", "cnn")
+    dataset = {"lstm": "synthetic-imdb", "vgg16": "synthetic-cifar10"}.get(model, "synthetic-mnist")
+    fields = {
+        "framework": framework,
+        "api": api,
+        "dataset": dataset,
+        "threads": 1,
+        "batch_size": 32,
+        "epochs": 2,
+        "steps_per_epoch": 6,
+        "warmup_steps": 1,
+        "train_samples": 640,
+        "test_samples": 64,
+        **changes,
+    }
+    key = tuple(sorted(fields.items()))
+    if key not in _RESULTS:
+        runtime = runtime_for(framework, api)
+        spec = RunSpec(**fields).validate()
+        _RESULTS[key] = execute(spec, history, runtime=runtime, stall_timeout=180)
+    result = _RESULTS[key]
+    assert result.ok, f"{framework}/{api}: {result.reason}\n{result.log_tail}"
+    return result
+
+
+# -- the reference CNN, every framework × API ------------------------------------------------------
+@pytest.mark.parametrize(("framework", "api"), COMBOS)
+def test_reference_cnn_trains_identically_everywhere(bench_env, framework: str, api: str) -> None:
+    result = run(bench_env, framework, api)
+    started = result.started
+    assert started["param_count"] == REFERENCE_CNN_PARAMS
+    # Same bytes in the same order: the first batch as the framework holds it, read back.
+    reference = run(bench_env, "torch", "eager").started["first_batch_sha256"]
+    assert started["first_batch_sha256"] == reference
+    first, second = (epoch["loss"] for epoch in result.epochs)
+    assert second < first, f"loss did not fall: {first:.4f} -> {second:.4f}"
+    assert started["threads_effective"] == 1
+    metrics = result.metrics()
+    assert metrics["loc_model"] > 0 and metrics["loc_step"] > 0
+    assert metrics["steady_steps"] == 2 * 6 - 1
+
+
+# -- the other models: equal parameter counts across frameworks -----------------------------------
+# One API per distinct model-building code path (TF's four non-Estimator APIs share one
+# build_model, Keras' three backends share another).
+BUILD_PATHS = [
+    ("torch", "eager"),
+    ("tensorflow", "graph"),
+    ("tensorflow", "estimator"),
+    ("keras", "tensorflow"),  # JAX compiles VGG16 for ~90 s here; the model code is shared
+    ("mxnet", "gluon"),
+    ("mxnet", "module"),
+]
+TINY = {"batch_size": 8, "epochs": 1, "steps_per_epoch": 1, "warmup_steps": 0}
+
+
+@pytest.mark.parametrize("model", ["lstm", "vgg16"])
+@pytest.mark.parametrize(("framework", "api"), BUILD_PATHS[1:])
+def test_models_have_equal_parameter_counts(bench_env, model, framework, api) -> None:
+    reference = run(
+        bench_env, "torch", "eager", model=model, train_samples=80, test_samples=8, **TINY
+    )
+    result = run(bench_env, framework, api, model=model, train_samples=80, test_samples=8, **TINY)
+    assert result.started["param_count"] == reference.started["param_count"]
+    assert result.started["first_batch_sha256"] == reference.started["first_batch_sha256"]
+
+
+# -- threads: every distinct mechanism, 2 threads (1 thread is checked on every combo above) ---------
+THREAD_MECHANISMS = [
+    ("torch", "eager"),
+    ("tensorflow", "graph"),  # TF env variables + setters
+    ("tensorflow", "estimator"),  # session config
+    ("keras", "tensorflow"),
+    ("keras", "torch"),
+    ("keras", "jax"),  # CPU affinity only
+    ("mxnet", "gluon"),  # OMP_NUM_THREADS before import
+]
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs to run 2 threads")
+@pytest.mark.parametrize(("framework", "api"), THREAD_MECHANISMS)
+def test_two_threads_take_effect_and_mlp_counts_match(bench_env, framework, api) -> None:
+    result = run(bench_env, framework, api, model="mlp", threads=2, train_samples=160, **TINY)
+    assert result.started["threads_requested"] == 2
+    assert result.started["threads_effective"] == 2
+    reference = run(bench_env, "torch", "eager", model="mlp", threads=2, train_samples=160, **TINY)
+    assert result.started["param_count"] == reference.started["param_count"] == 669_706
+
+
+# -- devices ---------------------------------------------------------------------------------------
+GPU_CHECKS = [("torch", "eager"), ("tensorflow", "eager"), ("keras", "torch"), ("keras", "jax")]
+GPU_CHECKS += [("mxnet", "gluon"), ("tensorflow", "estimator")]
+
+
+@pytest.mark.parametrize(("framework", "api"), GPU_CHECKS)
+def test_missing_gpu_is_a_clear_error_before_training(bench_env, framework, api) -> None:
+    runtime = runtime_for(framework, api)
+    spec = RunSpec(framework=framework, api=api, device="gpu:0", train_samples=640).validate()
+    result = execute(spec, bench_env, runtime=runtime, stall_timeout=180)
+    if result.ok or (result.started and result.started.get("device", "").lower().find("gpu") >= 0):
+        pytest.skip("this machine has a GPU the runtime can use")
+    assert result.status == "failed"
+    assert result.error["error_type"] == "DeviceError"
+    assert "sees 0 GPUs" in result.reason and "installed build" in result.reason
+    assert result.started is None and result.epochs == []  # refused before training started

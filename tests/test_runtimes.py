@@ -1,0 +1,261 @@
+"""Managed runtimes, subprocess probes and their cache, the runtime CLI, and lines of code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui_bench import cli
+from tui_bench.engine import catalog, loc, runtimes
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TUI_BENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TUI_BENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
+    return tmp_path
+
+
+# -- setup ---------------------------------------------------------------------------------------
+def test_legacy_runtime_refuses_a_too_new_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtimes, "_python_version", lambda python: (3, 12, 4))
+    with pytest.raises(runtimes.RuntimeSetupError) as info:
+        runtimes.setup_plan("tf-legacy")
+    message = str(info.value)
+    assert "needs Python <= 3.11" in message and "3.12" in message and "--python" in message
+    assert "\n" not in message
+    # The other runtimes have wheels for 3.12 and plan normally.
+    assert runtimes.setup_plan("tensorflow")[1][-3:] == [
+        "tensorflow-cpu==2.21.0",
+        "keras==3.15.1",
+        "numpy>=1.26",
+    ]
+
+
+def test_unknown_runtime_and_missing_gpu_variant_are_one_line_errors() -> None:
+    with pytest.raises(runtimes.RuntimeSetupError, match="no managed runtime named 'caffe'"):
+        runtimes.setup_plan("caffe")
+    with pytest.raises(runtimes.RuntimeSetupError, match="no managed GPU variant"):
+        runtimes.setup_plan("torch", gpu=True)
+    assert "mxnet-cu112==1.9.1" in runtimes.setup_plan("mxnet", gpu=True)[1]
+
+
+def test_every_torch_requirement_is_pinned() -> None:
+    # An unpinned torch pulls gigabytes of CUDA packages.
+    for spec in runtimes.MANAGED.values():
+        for package in spec.packages + (spec.gpu_packages or ()):
+            if package.split("[")[0].split("=")[0].strip() == "torch":
+                assert package == "torch==2.13.0"
+
+
+def test_venv_is_created_without_system_site_packages() -> None:
+    plan = runtimes.setup_plan("mxnet")
+    assert plan[0][1:3] == ["-m", "venv"] and "--system-site-packages" not in plan[0]
+
+
+def test_setup_creates_an_isolated_env_streams_pip_and_probes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real (small) managed environment: pip's output is streamed, the result is probed, and
+    the new interpreter cannot see the app's packages."""
+    tiny = runtimes.ManagedSpec("tiny", ("numpy",), ("numpy",), "numpy only")
+    monkeypatch.setitem(runtimes.MANAGED, "tiny", tiny)
+    lines: list[str] = []
+    python = runtimes.setup("tiny", on_line=lines.append)
+    assert lines[0].startswith("[1/2]") and any(line.startswith("[2/2]") for line in lines)
+    assert any("numpy" in line for line in lines[2:])
+    probe = runtimes.probe(str(python), "tiny")
+    assert probe.ok and probe.numpy
+    sees_app = subprocess.run([str(python), "-I", "-c", "import textual"], capture_output=True)
+    assert sees_app.returncode != 0
+
+
+def test_failed_setup_is_one_line_and_leaves_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    broken = runtimes.ManagedSpec("broken", ("tui-bench-no-such-package==0.0.1",), (), "")
+    monkeypatch.setitem(runtimes.MANAGED, "broken", broken)
+    with pytest.raises(runtimes.RuntimeSetupError) as info:
+        runtimes.setup("broken", on_line=lambda line: None)
+    assert "setting up runtime 'broken' failed" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert not runtimes.managed_dir("broken").exists()
+
+
+# -- probes --------------------------------------------------------------------------------------
+def test_probe_runs_in_a_subprocess_and_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = runtimes.probe(sys.executable, ("json",))
+    assert first.ok and first.python_version == ".".join(map(str, sys.version_info[:3]))
+    assert first.modules["json"]["version"]
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError("probe ran again despite a cache entry")
+
+    monkeypatch.setattr(runtimes.subprocess, "run", no_subprocess)
+    again = runtimes.probe(sys.executable, ("json",))
+    assert again.modules == first.modules
+
+
+def test_probe_reports_a_module_that_fails_to_import() -> None:
+    probe = runtimes.probe(sys.executable, ("tui_bench_no_such_module",))
+    assert not probe.ok
+    assert "tui_bench_no_such_module: ModuleNotFoundError" in probe.problem
+
+
+def test_corrupt_probe_cache_costs_only_a_reprobe(isolated: Path) -> None:
+    cache = isolated / "cache" / "runtime-probes.json"
+    cache.parent.mkdir(parents=True)
+    cache.write_text("{not json", encoding="utf-8")
+    assert runtimes.probe(sys.executable, ("json",)).ok
+    assert json.loads(cache.read_text(encoding="utf-8"))
+
+
+def test_missing_runtime_is_unavailable_with_the_fix_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runtimes.importlib.util, "find_spec", lambda name: None)
+    found = runtimes.availability("keras", "jax")
+    assert not found.ok
+    assert found.runtime == "keras-jax"
+    assert found.fix == "tui-bench runtime setup keras-jax"
+
+
+def test_configured_interpreter_that_lacks_the_framework(isolated: Path) -> None:
+    (isolated / "config.toml").write_text(
+        f'[runtimes.mxnet]\npython = "{sys.executable}"\n', encoding="utf-8"
+    )
+    found = runtimes.availability("mxnet", "module")
+    assert found.source == "config"
+    if found.ok:
+        pytest.skip("the app environment has mxnet")
+    assert "mxnet" in found.problem and "runtime setup mxnet" in found.fix
+
+
+def test_runtime_list_json_covers_every_framework_api(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtimes.importlib.util, "find_spec", lambda name: None)
+    assert cli.main(["runtime", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    expected = {(fw.name, api) for fw in catalog.FRAMEWORKS.values() for api in fw.apis}
+    assert {(row["framework"], row["api"]) for row in rows} == expected
+    estimator = next(row for row in rows if row["api"] == "estimator")
+    assert estimator["runtime"] == "tf-legacy" and not estimator["ok"]
+    assert estimator["fix"] == "tui-bench runtime setup tf-legacy"
+
+
+def test_runtime_setup_cli_reports_a_refusal_in_one_line(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtimes, "_python_version", lambda python: (3, 13, 0))
+    assert cli.main(["runtime", "setup", "tf-legacy"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tui-bench: error: runtime 'tf-legacy' needs Python <= 3.11")
+    assert "\n" not in err
+
+
+# -- catalog hooks -------------------------------------------------------------------------------
+def test_keras_backend_and_affinity_are_per_api() -> None:
+    from tui_bench.engine.runner import worker_command, worker_environment
+    from tui_bench.engine.spec import RunSpec
+
+    jax_spec = RunSpec(framework="keras", api="jax", threads=1).validate()
+    assert worker_environment(jax_spec)["KERAS_BACKEND"] == "jax"
+    assert "--affinity" in worker_command(jax_spec, sys.executable, 3)
+    torch_spec = RunSpec(framework="keras", api="torch", threads=1).validate()
+    assert worker_environment(torch_spec)["KERAS_BACKEND"] == "torch"
+    assert "--affinity" not in worker_command(torch_spec, sys.executable, 3)
+    mxnet_env = worker_environment(RunSpec(framework="mxnet", api="gluon", threads=2).validate())
+    assert mxnet_env["OMP_NUM_THREADS"] == "2"
+    tf_env = worker_environment(RunSpec(framework="tensorflow", api="xla", threads=2).validate())
+    assert tf_env["TF_NUM_INTRAOP_THREADS"] == tf_env["TF_NUM_INTEROP_THREADS"] == "2"
+    assert catalog.runtime_for("tensorflow", "estimator") == "tf-legacy"
+
+
+def test_a_users_keras_backend_does_not_leak_into_tensorflow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tui_bench.engine.runner import worker_environment
+    from tui_bench.engine.spec import RunSpec
+
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    for api in catalog.framework("tensorflow").apis:
+        spec = RunSpec(framework="tensorflow", api=api).validate()
+        assert worker_environment(spec)["KERAS_BACKEND"] == "tensorflow"
+
+
+# -- lines of code ------------------------------------------------------------------------------
+SOURCE = """
+# tui-bench:begin model
+def build():
+    # a comment is not code
+
+    return 1
+# tui-bench:end model
+x = 1  # outside the markers
+# tui-bench:begin step
+def step():
+    return 2
+# tui-bench:end step
+# tui-bench:begin step graph
+step = compile(step)
+# tui-bench:end step
+"""
+
+
+def test_count_lines_between_markers_per_api() -> None:
+    assert loc.count_lines(SOURCE, "eager") == {"model": 2, "step": 2}
+    assert loc.count_lines(SOURCE, "graph") == {"model": 2, "step": 3}
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        ("# tui-bench:begin model\nx = 1\n", "never ended"),
+        ("x = 1\n# tui-bench:end step\n", "without its begin"),
+        ("# tui-bench:begin model\n# tui-bench:begin step\n", "nested"),
+        ("# tui-bench:begin weights\n", "unknown marker kind"),
+    ],
+)
+def test_bad_markers_name_the_line(source: str, problem: str) -> None:
+    with pytest.raises(loc.MarkerError, match=problem):
+        loc.count_lines(source, "eager", where="x.py")
+
+
+def test_every_framework_api_has_model_and_step_lines() -> None:
+    for fw in catalog.FRAMEWORKS.values():
+        for api in fw.apis:
+            counts = loc.lines_of_code(fw.name, api)
+            assert counts["loc_model"] > 10, (fw.name, api)
+            assert counts["loc_step"] > 3, (fw.name, api)
+    # API-specific blocks count only for their API.
+    assert loc.lines_of_code("tensorflow", "graph")["loc_step"] == (
+        loc.lines_of_code("tensorflow", "eager")["loc_step"] + 1
+    )
+    assert (
+        loc.lines_of_code("mxnet", "module")["loc_model"]
+        != (loc.lines_of_code("mxnet", "gluon")["loc_model"])
+    )
+
+
+def test_a_runtime_missing_the_backend_fails_with_the_fix(isolated: Path) -> None:
+    """A Keras backend whose package is missing is a one-line failure naming the fix, not a crash."""
+    from tui_bench.engine.history import History
+    from tui_bench.engine.runner import execute
+    from tui_bench.engine.spec import RunSpec
+
+    if runtimes.importlib.util.find_spec("keras") is not None:
+        pytest.skip("the app environment has keras")
+    (isolated / "config.toml").write_text(
+        f'[runtimes.keras-jax]\npython = "{sys.executable}"\n', encoding="utf-8"
+    )
+    spec = RunSpec(framework="keras", api="jax", train_samples=640).validate()
+    result = execute(spec, History(isolated / "home"))
+    assert result.status == "failed"
+    assert result.reason.startswith("ModuleNotFoundError: No module named 'keras'")
+    assert result.reason.endswith("runtime 'keras-jax' lacks it: tui-bench runtime setup keras-jax")
