@@ -1,4 +1,5 @@
-"""Every test gets its own data home, cache and config: tests never touch the user's files."""
+"""Every test gets its own data home, cache and config: tests never touch the user's files.
+The managed framework runtimes (GBs, made by `tui-bench runtime setup all`) are shared, read-only."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tui_bench.engine.paths import runtimes_home
+
 REPO = Path(__file__).resolve().parents[1]
+# Read before any test moves the data home: where this machine's runtimes really are.
+INSTALLED_RUNTIMES = runtimes_home()
 
 
 @pytest.fixture(autouse=True)
@@ -16,6 +21,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TUI_BENCH_HOME", str(home))
     monkeypatch.setenv("TUI_BENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("TUI_BENCH_RUNTIMES_DIR", str(INSTALLED_RUNTIMES))
     monkeypatch.delenv("TUI_BENCH_FAULT", raising=False)
     return home
 

@@ -11,20 +11,19 @@ runtime skips with the command that installs it, or fails when ``TUI_BENCH_REQUI
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from tui_bench.engine import catalog, runtimes
 from tui_bench.engine.history import History
-from tui_bench.engine.paths import data_home
+from tui_bench.engine.paths import runtimes_home
 from tui_bench.engine.runner import RunResult, execute
 from tui_bench.engine.spec import RunSpec
 
 pytestmark = pytest.mark.slow
 
 # Where `tui-bench runtime setup` put the runtimes, read before any test redirects the data home.
-RUNTIMES_DIR = Path(os.environ.get("TUI_BENCH_RUNTIMES_DIR") or data_home() / "runtimes")
+RUNTIMES_DIR = runtimes_home()
 REFERENCE_CNN_PARAMS = 1_669_002
 COMBOS = [(fw.name, api) for fw in catalog.FRAMEWORKS.values() for api in fw.apis]
 _RESULTS: dict[tuple, RunResult] = {}

@@ -18,6 +18,8 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TUI_BENCH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("TUI_BENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
+    # These tests create and break runtimes: never in the machine's real runtimes directory.
+    monkeypatch.setenv("TUI_BENCH_RUNTIMES_DIR", str(tmp_path / "runtimes"))
     return tmp_path
 
 

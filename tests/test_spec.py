@@ -37,7 +37,11 @@ def test_defaults_are_the_offline_reference_run():
         ({"threads": 0}, "threads", "threads must be between 1 and 64, got 0"),
         ({"threads": 65}, "threads", "threads must be between 1 and 64, got 65"),
         ({"threads": 2.5}, "threads", "threads must be a whole number, got 2.5"),
-        ({"framework": "theano"}, "framework", "framework 'theano' is not known (choose: torch)"),
+        (
+            {"framework": "theano"},
+            "framework",
+            "framework 'theano' is not known (choose: torch, tensorflow, keras, mxnet)",
+        ),
         ({"device": "cuda:0"}, "device", "device must be cpu, gpu or gpu:N, got 'cuda:0'"),
         ({"lr": 0}, "lr", "lr must be in (0.0, 10.0], got 0.0"),
         ({"dropout": 1.0}, "dropout", "dropout must be in [0.0, 1.0), got 1.0"),

@@ -42,10 +42,25 @@ def cmd_runtime_list(args: argparse.Namespace) -> int:
 
 
 def cmd_runtime_setup(args: argparse.Namespace) -> int:
+    if args.name != "all":
+        return _setup_one(args.name, args)
+    names = runtimes.needed_runtimes()
+    print(f"runtimes this installation needs: {', '.join(names) or 'none'}", flush=True)
+    for name in names:
+        python = runtimes.managed_python(name)
+        if not args.force and python.exists() and runtimes.probe(str(python), name).ok:
+            print(f"runtime '{name}' is already set up: {python} (--force recreates it)")
+            continue
+        if code := _setup_one(name, args):
+            return code
+    return 0
+
+
+def _setup_one(name: str, args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         python = runtimes.setup(
-            args.name,
+            name,
             gpu=args.gpu,
             python=args.python,
             on_line=lambda line: print(line, flush=True),
@@ -53,9 +68,9 @@ def cmd_runtime_setup(args: argparse.Namespace) -> int:
     except runtimes.RuntimeSetupError as exc:
         print(f"tui-bench: error: {exc}", file=sys.stderr)
         return 1
-    probe = runtimes.probe(str(python), args.name)
+    probe = runtimes.probe(str(python), name)
     print(
-        f"runtime '{args.name}' ready in {time.monotonic() - started:.0f} s: {python} "
+        f"runtime '{name}' ready in {time.monotonic() - started:.0f} s: {python} "
         f"({probe.versions()})"
     )
     return 0
@@ -76,7 +91,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="create a managed virtual environment with pinned known-good versions",
         description=f"Managed runtimes: {names}.",
     )
-    setup.add_argument("name", help=", ".join(runtimes.MANAGED))
+    setup.add_argument(
+        "name",
+        help=f"{', '.join(runtimes.MANAGED)}, or all: every runtime the catalog needs that this "
+        "installation lacks (ones already working are kept)",
+    )
+    setup.add_argument("--force", action="store_true", help="with all: recreate working ones too")
     setup.add_argument("--gpu", action="store_true", help="install the CUDA variant")
     setup.add_argument(
         "--python", help="base interpreter for the environment (default: the app's own)"

@@ -29,6 +29,13 @@ def data_home() -> Path:
     return Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME))
 
 
+def runtimes_home() -> Path:
+    """Managed framework environments (GBs each). ``TUI_BENCH_RUNTIMES_DIR`` overrides, so several
+    data homes (or a test suite's temporary ones) can share one set."""
+    override = os.environ.get("TUI_BENCH_RUNTIMES_DIR")
+    return Path(override) if override else data_home() / "runtimes"
+
+
 def cache_home() -> Path:
     """Downloaded datasets and runtime probes. ``TUI_BENCH_CACHE`` overrides."""
     override = os.environ.get("TUI_BENCH_CACHE")

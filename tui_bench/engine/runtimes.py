@@ -4,7 +4,7 @@ A *runtime* is a Python interpreter that can import one framework. Frameworks' d
 conflict (TensorFlow needs numpy>=1.26, MXNet 1.9.1 breaks on numpy>=1.24), so each may live in its
 own environment. Resolution order for a runtime name:
 1. ``[runtimes.NAME] python = "..."`` in the config file (e.g. a conda env on a GPU box);
-2. a managed environment under ``<data home>/runtimes/NAME`` (``tui-bench runtime setup NAME``);
+2. a managed environment under ``<data home>/runtimes/NAME`` (``TUI_BENCH_RUNTIMES_DIR`` moves it) (``tui-bench runtime setup NAME``);
 3. the app's own interpreter, if the framework is installed there (checked without importing it).
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 from tui_bench.engine import catalog
 from tui_bench.engine.config import ConfigError, load_config
-from tui_bench.engine.paths import cache_home, config_file, data_home
+from tui_bench.engine.paths import cache_home, config_file, runtimes_home
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -38,7 +38,7 @@ class Runtime:
 
 
 def managed_dir(name: str) -> Path:
-    return data_home() / "runtimes" / name
+    return runtimes_home() / name
 
 
 def managed_python(name: str) -> Path:
@@ -327,6 +327,17 @@ def _store_probe_cache(cache: dict[str, Any]) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(cache, indent=1), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def needed_runtimes() -> list[str]:
+    """Managed runtimes this installation needs for the whole catalog: every framework/API whose
+    modules the app's own interpreter lacks (checked without importing them)."""
+    needed: dict[str, None] = {}
+    for fw in catalog.FRAMEWORKS.values():
+        for api in fw.apis:
+            if not all(importlib.util.find_spec(m) is not None for m in fw.imports_for(api)):
+                needed[catalog.runtime_for(fw.name, api)] = None
+    return [name for name in needed if name in MANAGED]
 
 
 def probe(python: str, modules: tuple[str, ...] | str, refresh: bool = False) -> Probe:
