@@ -139,14 +139,14 @@ def test_unknown_framework_or_dataset_is_skipped_with_a_reason(workdir):
     preset = load(
         workdir,
         'dataset = ["synthetic-mnist", "imagenet-22k"]\n'
-        'matrix = [{framework = "torch", api = "eager"}, {framework = "tensorflow", api = "keras"}]\n',
+        'matrix = [{framework = "torch", api = "eager"}, {framework = "theano", api = "gpu"}]\n',
     )
     configs = presets.expand(preset, probe=None)
     by_key = {(c.spec.dataset, c.spec.framework): c.skip_reason for c in configs}
     assert by_key[("synthetic-mnist", "torch")] is None
     assert (
-        "framework 'tensorflow' is not available in this installation"
-        in by_key[("synthetic-mnist", "tensorflow")]
+        "framework 'theano' is not available in this installation"
+        in by_key[("synthetic-mnist", "theano")]
     )
     assert "dataset 'imagenet-22k' is not available" in by_key[("imagenet-22k", "torch")]
     assert [c.spec.framework for c, _ in presets.interleave(configs, 1)] == ["torch"]
@@ -154,7 +154,7 @@ def test_unknown_framework_or_dataset_is_skipped_with_a_reason(workdir):
 
 def test_bad_values_are_errors_even_for_an_unknown_framework(workdir):
     # The skip for a framework this installation lacks must not hide a mistake in the file.
-    message = error_of(workdir, 'framework = "tensorflow"\nthreads = 0\n')
+    message = error_of(workdir, 'framework = "theano"\nthreads = 0\n')
     assert message == "presets/x.toml: threads: must be between 1 and 64, got 0"
 
 
