@@ -93,6 +93,29 @@ async def test_impossible_combination_is_on_screen(tui_home):
         assert not setup.query_one("#start").disabled, notes(app)
 
 
+async def test_missing_real_dataset_blocks_start_with_the_download_command(tui_home):
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30)
+        await wait_for(pilot, lambda: "mnist" in setup.dataset_checks, 10, "dataset check")
+        label = dict((v, str(k)) for k, v in setup.query_one("#dataset", Select)._options)
+        assert "11.6 MB to download" in label["mnist"]
+        assert label["synthetic-mnist"] == "synthetic-mnist"
+        # the synthetic default needs no files
+        await wait_for(pilot, lambda: not setup.query_one("#start").disabled, 5, "ready")
+        setup.query_one("#dataset", Select).value = "mnist"
+        await wait_for(pilot, lambda: setup.query_one("#start").disabled, 5, "start disabled")
+        problem = str(setup.query_one("#setup-problem", Static).render())
+        assert "not in the cache" in problem and "tui-bench data download mnist" in problem
+        note = str(setup.query_one("#option-notes", Static).render())
+        assert "not downloaded: 11.6 MB to download" in note
+        await pilot.press("ctrl+r")
+        assert isinstance(app.screen, SetupScreen) and app.live is None
+        setup.query_one("#dataset", Select).value = "synthetic-mnist"
+        await wait_for(pilot, lambda: not setup.query_one("#start").disabled, 5, "start enabled")
+
+
 async def test_history_open_sort_filter_compare_delete_run_again(tui_home):
     write_fake_history(tui_home, RUNS)
     app = TuiBenchApp()
@@ -178,7 +201,7 @@ async def test_preset_save_then_load(tui_home, tmp_path):
         await pilot.press("f7")
         app.screen.query_one(Input).value = str(bad)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "framework 'nope' is not known" in notes(app), 5)
+        await wait_for(pilot, lambda: "framework 'nope' is not available" in notes(app), 5)
 
 
 async def test_help_lists_binding_ids(tui_home):

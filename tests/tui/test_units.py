@@ -9,7 +9,9 @@ import pytest
 
 from tests.tui.fakes import fake_events
 from tui_bench.engine.spec import RunSpec, SpecError
+from tui_bench.engine import presets
 from tui_bench.tui.app import expand_batch
+from tui_bench.tui.presets_io import threads_sweep
 from tui_bench.tui.comparison import group_runs, speedup, thread_scaling
 from tui_bench.tui.live import LiveRun, downsample, live_run_from_series
 from tui_bench.tui.screens.history import matches, sort_records
@@ -94,8 +96,14 @@ def test_parse_form_one_line_errors_and_sweep():
         parse_form({**base, "model": "lstm"}, [1, 2])
     spec, sweep = parse_form({**base, "threads": "sweep"}, [1, 2])
     assert sweep == [1, 2]
-    runs = expand_batch(spec, sweep)
-    assert [r.threads for r in runs] == [1, 1, 2, 2]  # repeats per thread count
+    assert [r.threads for r in expand_batch(spec)] == [2, 2]  # one configuration: its repeats
+    # The threads sweep is a preset run by engine.sweep: one configuration per count, repeats
+    # interleaved (1 2 1 2) so drift does not masquerade as a difference.
+    configs = presets.expand(threads_sweep(spec, sweep), probe=None)
+    assert [c.key for c in configs] == ["threads=1", "threads=2"]
+    assert all(c.skip_reason is None and c.spec.epochs == 1 for c in configs)
+    order = presets.interleave(configs, 2)
+    assert [(c.spec.threads, r) for c, r in order] == [(1, 0), (2, 0), (1, 1), (2, 1)]
     assert sweep_thread_counts(6) == [1, 2, 4, 6]
 
 

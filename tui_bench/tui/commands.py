@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from functools import partial
 from pathlib import Path
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tui_bench.tui.presets_io import list_presets, load_preset
+from tui_bench.tui.presets_io import list_presets
 
 ACTIONS = [  # (name, help, action string run on the app)
     ("Setup: choose a benchmark", "F2", "switch_mode('setup')"),
@@ -25,30 +24,23 @@ ACTIONS = [  # (name, help, action string run on the app)
 class TuiBenchCommands(Provider):
     async def startup(self) -> None:
         worker = self.app.run_worker(list_presets, thread=True)
-        self.presets: list[Path] = await worker.wait()
+        self.presets: dict[str, Path] = await worker.wait()
 
     def _commands(self) -> list[tuple[str, str, object]]:
         out: list[tuple[str, str, object]] = [
             (name, help_text, partial(self.app.run_action, action))
             for name, help_text, action in ACTIONS
         ]
-        for path in getattr(self, "presets", []):
+        for name, path in getattr(self, "presets", {}).items():
             out.append(
                 (
-                    f"Preset: {path.stem}",
-                    f"load {path} into Setup",
-                    partial(self._load_preset, path),
+                    f"Preset: {name}",
+                    f"{path.parent.name}/{path.name}: a single run loads into Setup, "
+                    "a sweep asks before it runs",
+                    partial(self.app.open_preset, str(path)),
                 )
             )
         return out
-
-    async def _load_preset(self, path: Path) -> None:
-        try:
-            spec = await asyncio.to_thread(load_preset, path)  # never read disk on the UI thread
-        except Exception as exc:  # SpecError / OSError: one line, nothing lost
-            self.app.notify(f"{path.name}: {exc}", title="preset not loaded", severity="error")
-            return
-        self.app.load_spec(spec, source=path.name)
 
     async def discover(self) -> Hits:
         for name, help_text, callback in self._commands():
