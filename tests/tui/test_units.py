@@ -8,12 +8,12 @@ import sys
 import pytest
 
 from tests.tui.fakes import fake_events
-from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.engine import presets
+from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.app import expand_batch
-from tui_bench.tui.presets_io import threads_sweep
 from tui_bench.tui.comparison import group_runs, speedup, thread_scaling
 from tui_bench.tui.live import LiveRun, downsample, live_run_from_series
+from tui_bench.tui.presets_io import threads_sweep
 from tui_bench.tui.screens.history import matches, sort_records
 from tui_bench.tui.screens.setup import parse_form, sweep_thread_counts
 from tui_bench.tui.widgets.graphs import BLOCKS, bar_cells
