@@ -143,7 +143,8 @@ repeats = 2
 model = "mlp"
 batch_size = 32
 epochs = 1
-steps_per_epoch = 3
+steps_per_epoch = 4
+warmup_steps = 1
 train_samples = 500
 test_samples = 128
 threads = 1
@@ -178,6 +179,12 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         records = [r for r in History().all() if r.get("group") == live.sweep_id]
         assert sorted(r["repeat"] for r in records) == [0, 1]
         assert app.compare_ids == [live.sweep_id] and "sweep done" in notes(app)
+        await pilot.press("f5")  # Compare shows the sweep through engine.report
+        summary = app.screen.query_one("#table-summary", DataTable)
+        await wait_for(pilot, lambda: summary.row_count == 1, 10, "compare summary")
+        assert str(summary.get_row_at(0)[2]) == "2"  # n = 2 repeats
+        skipped = app.screen.query_one("#table-skipped", DataTable)
+        assert "framework 'nope'" in str(skipped.get_row_at(0)[1])
 
         # A second sweep, cancelled during its first run: recorded so, resumable from the CLI.
         await pilot.press("f2")

@@ -150,14 +150,27 @@ async def test_history_open_sort_filter_compare_delete_run_again(tui_home):
         assert len(screen.marked) == 2
         await pilot.press("c")
         assert isinstance(app.screen, CompareScreen)
-        ctable = app.screen.query_one(DataTable)
-        await wait_for(pilot, lambda: ctable.row_count > 3, 10, "compare table")
-        speedups = [
-            ctable.get_row_at(i)
-            for i in range(ctable.row_count)
-            if "speedup" in str(ctable.get_row_at(i)[0])
-        ]
-        assert speedups and speedups[0][1] == "1.00×"
+        compare = app.screen
+        await wait_for(
+            pilot,
+            lambda: compare.query_one("#table-summary", DataTable).row_count,
+            10,
+            "compare tables",
+        )
+        summary = compare.query_one("#table-summary", DataTable)
+        assert summary.row_count == 2
+        rows = [[str(c) for c in summary.get_row_at(i)] for i in range(2)]
+        assert [r[1] for r in rows] == ["model=cnn threads=1", "model=mlp threads=2"]
+        assert [r[2] for r in rows] == ["1", "1"]  # n: one run each
+        note = str(compare.query_one("#compare-note", Static).render())
+        assert "2 run(s), 2 finished" in note and "step_median_s" in note
+        await pilot.press("m")  # next metric: the same runs, another figure
+        await wait_for(
+            pilot,
+            lambda: "train_wall_s" in str(compare.query_one("#compare-note", Static).render()),
+            5,
+            "metric switch",
+        )
         # delete one with confirmation
         await pilot.press("f4")
         screen.marked.clear()
