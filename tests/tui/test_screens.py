@@ -100,7 +100,7 @@ async def test_missing_real_dataset_blocks_start_with_the_download_command(tui_h
         await wait_for(pilot, lambda: setup.available is not None, 30)
         await wait_for(pilot, lambda: "mnist" in setup.dataset_checks, 10, "dataset check")
         label = dict((v, str(k)) for k, v in setup.query_one("#dataset", Select)._options)
-        assert "11.6 MB to download" in label["mnist"]
+        assert label["mnist"] == "mnist ↓11.6 MB"
         assert label["synthetic-mnist"] == "synthetic-mnist"
         # the synthetic default needs no files
         await wait_for(pilot, lambda: not setup.query_one("#start").disabled, 5, "ready")

@@ -235,11 +235,12 @@ class TuiBenchApp(App[None]):
     def _run_sweep(self, live: LiveRun, preset: Any) -> None:
         from tui_bench.engine import sweep as sweep_module
         from tui_bench.engine.history import History
+        from tui_bench.tui import presets_io
 
         history = History()
         outcome = sweep = None
         try:
-            sweep = sweep_module.create(preset)
+            sweep = sweep_module.create(preset, probe=presets_io.probe)
             live.sweep_id = sweep.id
             live.skipped = [(c.key, c.skip_reason) for c in sweep.configs if c.skip_reason]
 
@@ -254,6 +255,7 @@ class TuiBenchApp(App[None]):
                         "key": config.key,
                         "repeat": repeat,
                         "repeats": sweep.repeats,
+                        "oversubscribed": config.oversubscribed,
                         "spec": config.spec.to_dict(),
                     }
                 )

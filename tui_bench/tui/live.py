@@ -145,6 +145,7 @@ class LiveRun:
             self.sweep_line = (
                 f"run {event['index'] + 1} of {event['total']} · {event['key']} · "
                 f"repeat {event['repeat'] + 1}/{event['repeats']}"
+                + (" · oversubscribed (threads > cores)" if event.get("oversubscribed") else "")
             )
             self.runs_total = event["total"]
             try:

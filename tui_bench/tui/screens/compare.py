@@ -68,7 +68,10 @@ def scaling_line(table: report.Table) -> tuple[str, list[float], list[float]] | 
 
 
 class CompareScreen(Screen):
-    BINDINGS = [Binding("m", "next_metric", "Metric", id="compare_metric")]
+    BINDINGS = [
+        Binding("t", "next_table", "Next table", id="compare_next_table"),
+        Binding("m", "next_metric", "Metric", id="compare_metric"),
+    ]
 
     def __init__(self) -> None:
         super().__init__()
@@ -127,6 +130,13 @@ class CompareScreen(Screen):
         self.records, self.skipped, self.source = records, list(skipped or []), source
         self._rebuild()
 
+    def action_next_table(self) -> None:
+        shown = [f"tab-{t.name}" for t in self.tables]
+        if shown:
+            tabs = self.query_one(TabbedContent)
+            index = shown.index(tabs.active) if tabs.active in shown else -1
+            tabs.active = shown[(index + 1) % len(shown)]
+
     def action_next_metric(self) -> None:
         self.metric = METRIC_ORDER[(METRIC_ORDER.index(self.metric) + 1) % len(METRIC_ORDER)]
         if self.records:
@@ -182,5 +192,5 @@ class CompareScreen(Screen):
             plot.set_line([], [], "threads", "speed-up")
         else:
             context, xs, ys = line
-            plot.title = "thread scaling: speed-up" + (f" ({context})" if context != "—" else "")
-            plot.set_line(xs, ys, "threads", "speed-up ×")
+            plot.title = "thread scaling: speed-up ×"
+            plot.set_line(xs, ys, "threads" + (f" ({context})" if context != "—" else ""), "")

@@ -96,8 +96,11 @@ def sweep_thread_counts(logical: int) -> list[int]:
 
 
 def _short_note(note: str) -> str:
-    """'not downloaded: 11.6 MB to download' -> '11.6 MB to download' for an option label."""
-    return note.split(": ", 1)[-1] if note.startswith("not downloaded") else "not usable"
+    """'not downloaded: 11.6 MB to download' -> ' ↓11.6 MB' (a download of that size): option
+    labels fit 80 columns; the whole note is shown under the form."""
+    if note.startswith("not downloaded"):
+        return " ↓" + note.split(": ", 1)[-1].removesuffix(" to download")
+    return " ✗ unverified" if note.startswith("present") else " ✗ cannot check"
 
 
 def replace_options(select: Select, options: list[tuple[str, Any]], value: Any) -> None:
@@ -257,7 +260,7 @@ class SetupScreen(Screen):
             label = x.name
             if x.name in self.dataset_checks:
                 ok = self.dataset_checks[x.name][1] is None
-                label += " ✓" if ok else " ✗ " + _short_note(self.dataset_checks[x.name][0])
+                label += " ✓" if ok else _short_note(self.dataset_checks[x.name][0])
             options.append((label, x.name))
         with self.prevent(Select.Changed):
             replace_options(select, options, select.value)
