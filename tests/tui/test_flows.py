@@ -204,3 +204,25 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         sweep = sweep_module.find(second.sweep_id)
         assert len(sweep_module.pending(sweep, History())) == 2
         assert History().get(second.run_id)["status"] == "cancelled"
+
+
+async def test_quit_mid_run_records_the_run_as_cancelled(tui_home):
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        setup = app.screen
+        await fill_quick_run(pilot, setup, epochs="50", steps="")
+        await pilot.press("ctrl+r")
+        await wait_for(
+            pilot, lambda: app.live.worker is not None and app.live.steps_done > 0, 120, "steps"
+        )
+        run_id, pid = app.live.run_id, app.live.worker.process.pid
+        # What history holds when the app leaves: after that, a real process ends at once.
+        at_exit, exit_ = [], app.exit
+        app.exit = lambda *a, **k: (at_exit.append(History().get(run_id)["status"]), exit_(*a, **k))
+        await pilot.press("ctrl+q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.return_code is not None, 15, "the app to exit")
+    # Recorded by execute before the app left, not left 'running' (→ 'interrupted' next start).
+    assert at_exit == ["cancelled"]
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

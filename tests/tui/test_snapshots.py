@@ -97,6 +97,7 @@ def test_compare_thread_scaling(snap_compare, tui_home):
         app.screen.query_one("#compare-tabs").active = "tab-scaling"
         # DataTable sizes its columns on a later refresh: wait for that too.
         await wait_for(pilot, lambda: table.virtual_size.width > 60, 10, "column widths")
+        await pilot.wait_for_animation()  # the tab underline slides to the chosen tab
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

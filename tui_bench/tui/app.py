@@ -8,6 +8,7 @@ This process never imports a DL framework: they live in the worker subprocesses.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ def _system_screen() -> Screen:
     return SystemScreen()
 
 
+QUIT_WAIT_S = 5.0  # how long quitting waits for a cancelled run to be recorded
 REFRESH_HZ = 1.0  # redraws per second of the live view, whatever the event rate
 # The screen keys are shown (and clickable) in the ModeBar on top, not again in the footer.
 SCREENS = Binding.Group("screens", compact=True)
@@ -425,7 +427,7 @@ class TuiBenchApp(App[None]):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.exit()
+                self.run_worker(self._cancel_then_exit(), group="quit", exit_on_error=False)
 
         self.push_screen(
             ConfirmScreen(
@@ -436,6 +438,25 @@ class TuiBenchApp(App[None]):
             ),
             confirmed,
         )
+
+    async def _cancel_then_exit(self) -> None:
+        """Cancel the run and let ``execute`` record it as cancelled before leaving (bounded:
+        a stuck worker is killed by on_unmount and shows as interrupted at the next start)."""
+        live = self.live
+        if live is not None and not live.done:
+            live.cancel_requested = True
+            if live.worker is not None:
+                live.worker.cancel()
+            self.notify("cancelling the run before quitting…")
+            runs = [w for w in self.workers if w.group == "run" and w.is_running]
+            try:
+                await asyncio.wait_for(
+                    asyncio.gather(*(w.wait() for w in runs), return_exceptions=True),
+                    QUIT_WAIT_S,
+                )
+            except TimeoutError:
+                pass
+        self.exit()
 
     def on_unmount(self) -> None:
         """Leaving with a run in progress: stop its worker group, never leave it orphaned."""
