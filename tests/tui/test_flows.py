@@ -226,3 +226,21 @@ async def test_quit_mid_run_records_the_run_as_cancelled(tui_home):
     # Recorded by execute before the app left, not left 'running' (→ 'interrupted' next start).
     assert at_exit == ["cancelled"]
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_setup_threads_sweep_runs_as_an_engine_sweep(tui_home):
+    app = TuiBenchApp(machine={"logical_cores": 2, "ram_mib": 16384.0})
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = app.screen
+        await fill_quick_run(pilot, setup, steps="4")
+        setup.query_one("#threads", Select).value = "sweep"
+        await pilot.pause()
+        assert "sweep: one run per thread count [1, 2]" in str(
+            setup.query_one("#option-notes", Static).render()
+        )
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.live.done, 240, "the sweep")
+        records = [r for r in History().all() if r.get("group") == app.live.sweep_id]
+        assert sorted(r["spec"]["threads"] for r in records) == [1, 2]
+        assert {r["status"] for r in records} == {"finished"}, notes(app)
+        assert {r["preset"] for r in records} == {"setup-threads-sweep"}

@@ -7,13 +7,11 @@ from pathlib import Path
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tui_bench.tui.presets_io import list_presets
-
 ACTIONS = [  # (name, help, action string run on the app)
     ("Setup: choose a benchmark", "F2", "switch_mode('setup')"),
     ("Live: the running benchmark", "F3", "switch_mode('live')"),
     ("History: recorded runs", "F4", "switch_mode('history')"),
-    ("Compare: marked runs side by side", "F5", "switch_mode('compare')"),
+    ("Compare: statistics of marked runs or the last sweep", "F5", "switch_mode('compare')"),
     ("System: hardware and runtimes", "F6", "switch_mode('system')"),
     ("Cancel the running benchmark", "asks first", "cancel_run"),
     ("Next theme", "F9; ansi-dark works without truecolor", "cycle_theme"),
@@ -23,6 +21,8 @@ ACTIONS = [  # (name, help, action string run on the app)
 
 class TuiBenchCommands(Provider):
     async def startup(self) -> None:
+        from tui_bench.tui.presets_io import list_presets  # engine.presets: not for the first frame
+
         worker = self.app.run_worker(list_presets, thread=True)
         self.presets: dict[str, Path] = await worker.wait()
 

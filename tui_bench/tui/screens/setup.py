@@ -211,7 +211,6 @@ class SetupScreen(Screen):
     def on_mount(self) -> None:
         self._show_problem()
         self.call_after_refresh(self.probe)
-        self.call_after_refresh(self.check_datasets)
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
     def probe(self) -> None:
@@ -222,6 +221,9 @@ class SetupScreen(Screen):
         self.available = available
         self._refresh_options()
         self.revalidate()
+        # After the runtime probe, not beside it: engine.datasets imports urllib (ssl, email),
+        # which would compete with the first frames for the GIL.
+        self.check_datasets()
 
     def on_screen_resume(self) -> None:
         # Files may have been downloaded or imported meanwhile (`tui-bench data …`): check again.
