@@ -21,25 +21,18 @@ ACTIONS = [  # (name, help, action string run on the app)
 
 class TuiBenchCommands(Provider):
     async def startup(self) -> None:
-        from tui_bench.tui.presets_io import list_presets  # engine.presets: not for the first frame
+        from tui_bench.tui.presets_io import preset_summaries  # not needed for the first frame
 
-        worker = self.app.run_worker(list_presets, thread=True)
-        self.presets: dict[str, Path] = await worker.wait()
+        worker = self.app.run_worker(preset_summaries, thread=True)
+        self.presets: list[tuple[str, Path, str]] = await worker.wait()
 
     def _commands(self) -> list[tuple[str, str, object]]:
         out: list[tuple[str, str, object]] = [
             (name, help_text, partial(self.app.run_action, action))
             for name, help_text, action in ACTIONS
         ]
-        for name, path in getattr(self, "presets", {}).items():
-            out.append(
-                (
-                    f"Preset: {name}",
-                    f"{path.parent.name}/{path.name}: a single run loads into Setup, "
-                    "a sweep asks before it runs",
-                    partial(self.app.open_preset, str(path)),
-                )
-            )
+        for name, path, line in getattr(self, "presets", []):
+            out.append((f"Preset: {name}", line, partial(self.app.open_preset, str(path))))
         return out
 
     async def discover(self) -> Hits:

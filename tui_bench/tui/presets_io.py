@@ -65,6 +65,20 @@ def list_presets() -> dict[str, Path]:
     return presets.preset_files()
 
 
+def preset_summaries() -> list[tuple[str, Path, str]]:
+    """(name, file, one line: its study, description, or why it does not load) per preset."""
+    out = []
+    for name, path in list_presets().items():
+        try:
+            preset = presets.load(path)
+            kind = "sweep" if preset.axes or preset.matrices else "single run"
+            line = f"{kind}: {(preset.study or preset.description or preset.shown_path).strip()}"
+        except presets.PresetError as exc:
+            line = f"does not load: {exc}"
+        out.append((name, path, line.splitlines()[0] if line else ""))
+    return out
+
+
 def load(name_or_path: str | Path) -> LoadedPreset:
     """Raises PresetError (one line) for a missing or wrong preset. Single runs are checked
     against the catalog only (the form shows the runtime); sweeps also against this machine."""

@@ -56,9 +56,26 @@ def probe_availability() -> Availability:
     return Availability(found, Nvml().devices())
 
 
-def parse_form(values: dict[str, Any], sweep_counts: list[int]) -> tuple[RunSpec, list[int] | None]:
-    """Form values -> (validated spec, thread counts of a sweep or None). Raises SpecError."""
+FORM_FIELDS = {"framework", "api", "model", "dataset", "device", "threads", *NUMBER_FIELDS}
+
+
+def fields_beyond_form(spec: RunSpec) -> dict[str, Any]:
+    """The fields of a loaded spec that the form does not show and that differ from the defaults
+    (a preset's warm-up steps, optimizer, target accuracy…): kept, and listed under the form."""
+    defaults = RunSpec().to_dict()
+    return {
+        k: v for k, v in spec.to_dict().items() if k not in FORM_FIELDS and v != defaults.get(k)
+    }
+
+
+def parse_form(
+    values: dict[str, Any], sweep_counts: list[int], base: RunSpec | None = None
+) -> tuple[RunSpec, list[int] | None]:
+    """Form values -> (validated spec, thread counts of a sweep or None). Raises SpecError.
+    Fields the form does not show come from ``base`` (the loaded preset or run), else defaults."""
     data: dict[str, Any] = {}
+    if base is not None:
+        data.update((k, v) for k, v in base.to_dict().items() if k not in FORM_FIELDS)
     for name in ("framework", "api", "model", "dataset", "device"):
         value = values.get(name)
         if value is None or value is Select.BLANK:
@@ -132,6 +149,7 @@ class SetupScreen(Screen):
         # Real dataset name -> (choice note, problem or None), checked off the UI thread (hashing).
         self.dataset_checks: dict[str, tuple[str, str | None]] = {}
         self._dataset_checking: set[str] = set()
+        self.loaded: RunSpec | None = None  # the last preset or run put into the form
 
     def compose(self) -> ComposeResult:
         yield ModeBar("setup")
@@ -328,7 +346,7 @@ class SetupScreen(Screen):
         values = self.form_values()
         if values.get("device") == "gpu:none":
             raise SpecError("device", "no GPU was found (NVML reports none); choose CPU")
-        return parse_form(values, sweep_thread_counts(self.logical))
+        return parse_form(values, sweep_thread_counts(self.logical), self.loaded)
 
     def revalidate(self) -> None:
         """Re-check the form once per refresh, however many fields changed meanwhile."""
@@ -373,6 +391,12 @@ class SetupScreen(Screen):
                 f"sweep: one run per thread count {sweep} × repeats, interleaved; "
                 "resumable with tui-bench run --resume"
             )
+        beyond = fields_beyond_form(self.loaded) if self.loaded is not None else {}
+        if beyond:
+            notes.append(
+                "also from the loaded preset/run: "
+                + ", ".join(f"{k} = {v}" for k, v in beyond.items())
+            )
         if spec is not None and spec.steps_per_epoch is None and spec.train_samples is None:
             notes.append("tip: set steps/epoch or train samples for a quick run")
         self.query_one("#option-notes", Static).update("\n".join(notes))
@@ -395,6 +419,7 @@ class SetupScreen(Screen):
 
     def set_form(self, spec: RunSpec) -> None:
         """Fill the form from a spec (preset, or a run from History)."""
+        self.loaded = spec
         with self.prevent(Select.Changed, Input.Changed):
             self.query_one("#framework", Select).value = spec.framework
         self._set_api_options(spec.framework, keep=spec.api)
