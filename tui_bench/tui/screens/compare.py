@@ -101,6 +101,10 @@ class CompareScreen(Screen):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        for name in TAB_NAMES:  # until there is something to compare, no empty tabs
+            if name != "summary":
+                tabs.hide_tab(f"tab-{name}")
         self.load(self.app.compare_ids)
 
     def load(self, ids: list[str]) -> None:
