@@ -134,3 +134,113 @@ async def test_worker_crash_shows_message_and_app_stays_up(tui_home, monkeypatch
         assert isinstance(app.screen, LiveScreen)
         await pilot.press("f2")  # still usable
         assert isinstance(app.screen, SetupScreen)
+
+
+SWEEP_PRESET = """
+name = "tiny-sweep"
+study = "a two-configuration test sweep"
+repeats = 2
+model = "mlp"
+batch_size = 32
+epochs = 1
+steps_per_epoch = 4
+warmup_steps = 1
+train_samples = 500
+test_samples = 128
+threads = 1
+matrix = [{framework = "torch", api = "eager"}, {framework = "nope", api = "x"}]
+"""
+
+
+async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(tui_home):
+    from tui_bench.engine import sweep as sweep_module
+
+    (tui_home / "presets").mkdir()
+    (tui_home / "presets" / "tiny-sweep.toml").write_text(SWEEP_PRESET)
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30, "runtime probe")
+        await pilot.press("f7")
+        app.screen.query_one(Input).value = "tiny-sweep"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "sweep dialog")
+        detail = str(app.screen.query_one(".dialog-detail", Static).render())
+        assert "2 configuration(s) × 2 repeat(s): 1 can run here, 2 run(s)" in detail
+        assert "skipped 1× framework 'nope' is not available" in detail
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.live is not None and app.live.done, 240, "the sweep")
+        await pilot.pause(1.2)  # a redraw tick
+        live = app.live
+        assert [r["status"] for r in live.results] == ["finished", "finished"], notes(app)
+        header = str(app.screen.query_one("#run-header", Static).render())
+        assert "run 2 of 2 · framework=torch api=eager · repeat 2/2" in header
+        assert "skipped 1× framework 'nope'" in header
+        records = [r for r in History().all() if r.get("group") == live.sweep_id]
+        assert sorted(r["repeat"] for r in records) == [0, 1]
+        assert app.compare_ids == [live.sweep_id] and "sweep done" in notes(app)
+        await pilot.press("f5")  # Compare shows the sweep through engine.report
+        summary = app.screen.query_one("#table-summary", DataTable)
+        await wait_for(pilot, lambda: summary.row_count == 1, 10, "compare summary")
+        assert str(summary.get_row_at(0)[2]) == "2"  # n = 2 repeats
+        skipped = app.screen.query_one("#table-skipped", DataTable)
+        assert "framework 'nope'" in str(skipped.get_row_at(0)[1])
+
+        # A second sweep, cancelled during its first run: recorded so, resumable from the CLI.
+        await pilot.press("f2")
+        await pilot.press("f7")
+        app.screen.query_one(Input).value = "tiny-sweep"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "sweep dialog")
+        await pilot.press("y")
+        await wait_for(
+            pilot, lambda: app.live is not live and app.live.worker is not None, 60, "start"
+        )
+        second = app.live
+        await pilot.press("x")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: second.done, 60, "the cancel")
+        assert f"tui-bench run --resume {second.sweep_id}" in notes(app)
+        sweep = sweep_module.find(second.sweep_id)
+        assert len(sweep_module.pending(sweep, History())) == 2
+        assert History().get(second.run_id)["status"] == "cancelled"
+
+
+async def test_quit_mid_run_records_the_run_as_cancelled(tui_home):
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        setup = app.screen
+        await fill_quick_run(pilot, setup, epochs="50", steps="")
+        await pilot.press("ctrl+r")
+        await wait_for(
+            pilot, lambda: app.live.worker is not None and app.live.steps_done > 0, 120, "steps"
+        )
+        run_id, pid = app.live.run_id, app.live.worker.process.pid
+        # What history holds when the app leaves: after that, a real process ends at once.
+        at_exit, exit_ = [], app.exit
+        app.exit = lambda *a, **k: (at_exit.append(History().get(run_id)["status"]), exit_(*a, **k))
+        await pilot.press("ctrl+q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.return_code is not None, 15, "the app to exit")
+    # Recorded by execute before the app left, not left 'running' (→ 'interrupted' next start).
+    assert at_exit == ["cancelled"]
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_setup_threads_sweep_runs_as_an_engine_sweep(tui_home):
+    app = TuiBenchApp(machine={"logical_cores": 2, "ram_mib": 16384.0})
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = app.screen
+        await fill_quick_run(pilot, setup, steps="4")
+        setup.query_one("#threads", Select).value = "sweep"
+        await pilot.pause()
+        assert "sweep: one run per thread count [1, 2]" in str(
+            setup.query_one("#option-notes", Static).render()
+        )
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.live.done, 240, "the sweep")
+        records = [r for r in History().all() if r.get("group") == app.live.sweep_id]
+        assert sorted(r["spec"]["threads"] for r in records) == [1, 2]
+        assert {r["status"] for r in records} == {"finished"}, notes(app)
+        assert {r["preset"] for r in records} == {"setup-threads-sweep"}

@@ -93,6 +93,29 @@ async def test_impossible_combination_is_on_screen(tui_home):
         assert not setup.query_one("#start").disabled, notes(app)
 
 
+async def test_missing_real_dataset_blocks_start_with_the_download_command(tui_home):
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30)
+        await wait_for(pilot, lambda: "mnist" in setup.dataset_checks, 10, "dataset check")
+        label = dict((v, str(k)) for k, v in setup.query_one("#dataset", Select)._options)
+        assert label["mnist"] == "mnist ↓11.6 MB"
+        assert label["synthetic-mnist"] == "synthetic-mnist"
+        # the synthetic default needs no files
+        await wait_for(pilot, lambda: not setup.query_one("#start").disabled, 5, "ready")
+        setup.query_one("#dataset", Select).value = "mnist"
+        await wait_for(pilot, lambda: setup.query_one("#start").disabled, 5, "start disabled")
+        problem = str(setup.query_one("#setup-problem", Static).render())
+        assert "not in the cache" in problem and "tui-bench data download mnist" in problem
+        note = str(setup.query_one("#option-notes", Static).render())
+        assert "not downloaded: 11.6 MB to download" in note
+        await pilot.press("ctrl+r")
+        assert isinstance(app.screen, SetupScreen) and app.live is None
+        setup.query_one("#dataset", Select).value = "synthetic-mnist"
+        await wait_for(pilot, lambda: not setup.query_one("#start").disabled, 5, "start enabled")
+
+
 async def test_history_open_sort_filter_compare_delete_run_again(tui_home):
     write_fake_history(tui_home, RUNS)
     app = TuiBenchApp()
@@ -127,14 +150,27 @@ async def test_history_open_sort_filter_compare_delete_run_again(tui_home):
         assert len(screen.marked) == 2
         await pilot.press("c")
         assert isinstance(app.screen, CompareScreen)
-        ctable = app.screen.query_one(DataTable)
-        await wait_for(pilot, lambda: ctable.row_count > 3, 10, "compare table")
-        speedups = [
-            ctable.get_row_at(i)
-            for i in range(ctable.row_count)
-            if "speedup" in str(ctable.get_row_at(i)[0])
-        ]
-        assert speedups and speedups[0][1] == "1.00×"
+        compare = app.screen
+        await wait_for(
+            pilot,
+            lambda: compare.query_one("#table-summary", DataTable).row_count,
+            10,
+            "compare tables",
+        )
+        summary = compare.query_one("#table-summary", DataTable)
+        assert summary.row_count == 2
+        rows = [[str(c) for c in summary.get_row_at(i)] for i in range(2)]
+        assert [r[1] for r in rows] == ["model=cnn threads=1", "model=mlp threads=2"]
+        assert [r[2] for r in rows] == ["1", "1"]  # n: one run each
+        note = str(compare.query_one("#compare-note", Static).render())
+        assert "2 run(s), 2 finished" in note and "step_median_s" in note
+        await pilot.press("m")  # next metric: the same runs, another figure
+        await wait_for(
+            pilot,
+            lambda: "train_wall_s" in str(compare.query_one("#compare-note", Static).render()),
+            5,
+            "metric switch",
+        )
         # delete one with confirmation
         await pilot.press("f4")
         screen.marked.clear()
@@ -178,7 +214,7 @@ async def test_preset_save_then_load(tui_home, tmp_path):
         await pilot.press("f7")
         app.screen.query_one(Input).value = str(bad)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "framework 'nope' is not known" in notes(app), 5)
+        await wait_for(pilot, lambda: "framework 'nope' is not available" in notes(app), 5)
 
 
 async def test_help_lists_binding_ids(tui_home):
@@ -195,7 +231,7 @@ async def test_help_lists_binding_ids(tui_home):
 async def test_palette_lists_actions_and_loads_a_preset(tui_home):
     presets = tui_home / "presets"
     presets.mkdir()
-    (presets / "tiny-mlp.toml").write_text(RunSpec(model="mlp", epochs=4).to_toml())
+    (presets / "tiny-mlp.toml").write_text(RunSpec(model="mlp", epochs=4, warmup_steps=2).to_toml())
     app = TuiBenchApp()
     async with app.run_test(size=(100, 30)) as pilot:
         setup = app.screen
@@ -206,6 +242,14 @@ async def test_palette_lists_actions_and_loads_a_preset(tui_home):
         await pilot.press("enter")
         await wait_for(pilot, lambda: setup.query_one("#model", Select).value == "mlp", 5, "preset")
         assert setup.query_one("#epochs", Input).value == "4"
+        # A field the form does not show is kept (and said), not reset to its default.
+        await wait_for(
+            pilot,
+            lambda: "warmup_steps = 2" in str(setup.query_one("#option-notes", Static).render()),
+            5,
+            "note",
+        )
+        assert setup.current()[0].warmup_steps == 2
         await pilot.press("ctrl+p")
         await pilot.press(*"History: recorded")
         await pilot.pause(0.5)

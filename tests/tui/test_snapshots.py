@@ -90,12 +90,14 @@ def test_compare_thread_scaling(snap_compare, tui_home):
         from textual.widgets import DataTable
 
         app.open_compare(ids)
-        await wait_for(
-            pilot, lambda: any(t.row_count > 3 for t in app.screen.query(DataTable)), 10, "compare"
-        )
-        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: len(app.screen.query("#table-scaling")) == 1, 10, "screen")
+        table = app.screen.query_one("#table-scaling", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 3, 10, "compare")
+        # engine.report's thread-scaling table (speed-up, efficiency), over the bar/line plots.
+        app.screen.query_one("#compare-tabs").active = "tab-scaling"
         # DataTable sizes its columns on a later refresh: wait for that too.
         await wait_for(pilot, lambda: table.virtual_size.width > 60, 10, "column widths")
+        await pilot.wait_for_animation()  # the tab underline slides to the chosen tab
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)

@@ -8,10 +8,12 @@ import sys
 import pytest
 
 from tests.tui.fakes import fake_events
+from tui_bench.engine import presets, report
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.app import expand_batch
-from tui_bench.tui.comparison import group_runs, speedup, thread_scaling
 from tui_bench.tui.live import LiveRun, downsample, live_run_from_series
+from tui_bench.tui.presets_io import threads_sweep
+from tui_bench.tui.screens.compare import scaling_line, table_cells
 from tui_bench.tui.screens.history import matches, sort_records
 from tui_bench.tui.screens.setup import parse_form, sweep_thread_counts
 from tui_bench.tui.widgets.graphs import BLOCKS, bar_cells
@@ -94,8 +96,14 @@ def test_parse_form_one_line_errors_and_sweep():
         parse_form({**base, "model": "lstm"}, [1, 2])
     spec, sweep = parse_form({**base, "threads": "sweep"}, [1, 2])
     assert sweep == [1, 2]
-    runs = expand_batch(spec, sweep)
-    assert [r.threads for r in runs] == [1, 1, 2, 2]  # repeats per thread count
+    assert [r.threads for r in expand_batch(spec)] == [2, 2]  # one configuration: its repeats
+    # The threads sweep is a preset run by engine.sweep: one configuration per count, repeats
+    # interleaved (1 2 1 2) so drift does not masquerade as a difference.
+    configs = presets.expand(threads_sweep(spec, sweep), probe=None)
+    assert [c.key for c in configs] == ["threads=1", "threads=2"]
+    assert all(c.skip_reason is None and c.spec.epochs == 1 for c in configs)
+    order = presets.interleave(configs, 2)
+    assert [(c.spec.threads, r) for c, r in order] == [(1, 0), (2, 0), (1, 1), (2, 1)]
     assert sweep_thread_counts(6) == [1, 2, 4, 6]
 
 
@@ -111,23 +119,25 @@ def _record(run_id, threads, step, status="finished", fw="torch"):
     }
 
 
-def test_comparison_groups_repeats_and_finds_thread_scaling():
-    records = [_record("a", 1, 0.08), _record("b", 1, 0.06), _record("c", 2, 0.04)]
-    groups = group_runs(records)
-    assert [g.n for g in groups] == [2, 1]
-    assert groups[0].figures["step_median_s"] == pytest.approx(0.07)  # median of repeats
-    assert speedup(
-        groups[0].figures["step_median_s"], groups[1].figures["step_median_s"]
-    ) == pytest.approx(1.75)
-    xs, ys = thread_scaling(groups)
-    assert xs == [1, 2] and ys[1] > ys[0]
-    mixed = group_runs(
-        [
-            _record("a", 1, 0.08),
-            {**_record("d", 2, 0.04), "spec": {**RunSpec(threads=2, epochs=9).to_dict()}},
-        ]
-    )
-    assert thread_scaling(mixed) is None
+def test_compare_view_lays_out_engine_report_tables():
+    # Five repeats a side: the Mann-Whitney test runs; its verdict reaches the scaling table.
+    one = [_record(f"a{i}", 1, 0.080 + i / 1000) for i in range(5)]
+    two = [_record(f"b{i}", 2, 0.040 + i / 1000) for i in range(5)]
+    tables = {t.name: t for t in report.build(one + two, metric="step_median_s")}
+    columns, rows = table_cells(tables["summary"])
+    assert columns[:5] == ["#", "configuration", "n", "median", "IQR"]
+    assert [str(r[0]) for r in rows] == ["#1", "#2"] and str(rows[0][2]) == "5"
+    assert str(rows[0][3]) == "0.082" and rows[0][3].justify == "right"
+    context, xs, ys = scaling_line(tables["scaling"])
+    assert xs == [1.0, 2.0] and ys[0] == 1.0 and ys[1] == pytest.approx(0.082 / 0.042)
+    _columns, rows = table_cells(tables["scaling"])
+    assert "significant (p=" in str(rows[1][-1]) and "Mann-Whitney U, n=5/5" in str(rows[1][-1])
+    # Too few repeats: the verdict says so instead of guessing.
+    few = {t.name: t for t in report.build(one[:2] + two[:2])}
+    assert "not enough repeats" in str(table_cells(few["scaling"])[1][1][-1])
+    # Runs that differ in more than threads give no scaling line.
+    mixed = report.build([_record("a", 1, 0.08), _record("c", 2, 0.04, fw="mxnet")])
+    assert all(t.name != "scaling" or scaling_line(t) is None for t in mixed)
 
 
 def test_history_filter_and_sort():

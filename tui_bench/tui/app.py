@@ -8,6 +8,7 @@ This process never imports a DL framework: they live in the worker subprocesses.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -54,16 +55,20 @@ def _system_screen() -> Screen:
     return SystemScreen()
 
 
+QUIT_WAIT_S = 5.0  # how long quitting waits for a cancelled run to be recorded
 REFRESH_HZ = 1.0  # redraws per second of the live view, whatever the event rate
 # The screen keys are shown (and clickable) in the ModeBar on top, not again in the footer.
 SCREENS = Binding.Group("screens", compact=True)
 THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
 
 
-def expand_batch(spec: RunSpec, sweep_threads: list[int] | None = None) -> list[RunSpec]:
-    """The runs of one Start: ``repeats`` times the spec, or per thread count for a sweep."""
-    counts = sweep_threads or [spec.threads]
-    return [spec.with_changes(threads=t) for t in counts for _ in range(spec.repeats)]
+def expand_batch(spec: RunSpec) -> list[RunSpec]:
+    """The runs of one Start of a single configuration: ``repeats`` times the spec."""
+    return [spec for _ in range(spec.repeats)]
+
+
+class SweepStopped(Exception):
+    """Cancel was asked for between two runs of a sweep."""
 
 
 class TuiBenchApp(App[None]):
@@ -210,6 +215,91 @@ class TuiBenchApp(App[None]):
         self.redraw_live(force=True)
         return True
 
+    def start_sweep(self, preset: Any) -> bool:
+        """Run a preset's sweep (engine.sweep: planned, interleaved, resumable from the CLI) in a
+        thread worker, through the same event path as a single run."""
+        if self.running:
+            self.notify(
+                "a run is in progress: cancel it first (x on the Live screen)", severity="warning"
+            )
+            return False
+        from tui_bench.engine.spec import RunSpec as _RunSpec
+
+        live = LiveRun(spec=_RunSpec(), runs_total=1)
+        live.sweep_line = f"preparing the sweep of {preset.name}…"
+        self.live = live
+        self._run_sweep(live, preset)
+        self.switch_mode("live")
+        self.redraw_live(force=True)
+        return True
+
+    @work(thread=True, group="run", exit_on_error=False, name="benchmark sweep")
+    def _run_sweep(self, live: LiveRun, preset: Any) -> None:
+        from tui_bench.engine import sweep as sweep_module
+        from tui_bench.engine.history import History
+        from tui_bench.tui import presets_io
+
+        history = History()
+        outcome = sweep = None
+        try:
+            sweep = sweep_module.create(preset, probe=presets_io.probe)
+            live.sweep_id = sweep.id
+            live.skipped = [(c.key, c.skip_reason) for c in sweep.configs if c.skip_reason]
+
+            def before_run(config: Any, repeat: int, index: int, total: int) -> None:
+                if live.cancel_requested:
+                    raise SweepStopped
+                live.push(
+                    {
+                        "type": "sweep_run",
+                        "index": index,
+                        "total": total,
+                        "key": config.key,
+                        "repeat": repeat,
+                        "repeats": sweep.repeats,
+                        "oversubscribed": config.oversubscribed,
+                        "spec": config.spec.to_dict(),
+                    }
+                )
+
+            def on_start(worker: Any) -> None:
+                live.worker = worker
+                live.push({"type": "record", "record": {"id": worker.run_id}})
+                if live.cancel_requested:
+                    worker.cancel()
+
+            def after_run(config: Any, repeat: int, result: Any) -> None:
+                live.push({"type": "result", "record": self._result_record(history, result)})
+
+            outcome = sweep_module.run(
+                sweep,
+                history,
+                on_event=live.push,
+                on_start=on_start,
+                before_run=before_run,
+                after_run=after_run,
+            )
+        except SweepStopped:
+            pass
+        finally:
+            if sweep is not None:
+                live.sweep_left = len(sweep_module.pending(sweep, history))
+            live.sweep_failed = dict(outcome.not_run) if outcome else {}
+            live.push({"type": "batch_done"})
+            self.call_from_thread(self._batch_finished, live)
+
+    @staticmethod
+    def _result_record(history: Any, result: Any) -> dict[str, Any]:
+        try:
+            return history.get(result.run_id)
+        except Exception:
+            return {
+                "id": result.run_id,
+                "status": result.status,
+                "reason": result.reason,
+                "metrics": result.metrics(),
+            }
+
     @work(thread=True, group="run", exit_on_error=False, name="benchmark run")
     def _run_batch(self, live: LiveRun, specs: list[RunSpec]) -> None:
         from tui_bench.engine.history import History
@@ -242,16 +332,7 @@ class TuiBenchApp(App[None]):
                     group=group,
                     repeat=index if len(specs) > 1 else None,
                 )
-                try:
-                    record = history.get(result.run_id)
-                except Exception:
-                    record = {
-                        "id": result.run_id,
-                        "status": result.status,
-                        "reason": result.reason,
-                        "metrics": result.metrics(),
-                    }
-                live.push({"type": "result", "record": record})
+                live.push({"type": "result", "record": self._result_record(history, result)})
         finally:
             live.push({"type": "batch_done"})
             self.call_from_thread(self._batch_finished, live)
@@ -259,7 +340,9 @@ class TuiBenchApp(App[None]):
     def _batch_finished(self, live: LiveRun) -> None:
         self.redraw_live(force=True)
         statuses = [r.get("status") for r in live.results]
-        if not statuses:
+        if live.sweep_id is not None:
+            self._sweep_finished(live, statuses)
+        elif not statuses:
             self.notify("the run did not start", severity="error")
         elif all(s == "finished" for s in statuses):
             step = live.metrics.get("step_median_s")
@@ -277,6 +360,32 @@ class TuiBenchApp(App[None]):
             )
         for screen in self._history_screens():
             screen.reload()
+
+    def _sweep_finished(self, live: LiveRun, statuses: list[Any]) -> None:
+        self.compare_ids = [live.sweep_id]  # Compare (F5) now shows this sweep
+        left = live.sweep_left
+        resume = f"resume later with: tui-bench run --resume {live.sweep_id}"
+        if live.cancel_requested or "cancelled" in statuses:
+            self.notify(
+                f"sweep cancelled after {statuses.count('finished')} run(s), {left} left; {resume}",
+                title="sweep cancelled",
+                severity="warning",
+                timeout=20,
+            )
+        elif left:
+            why = "; ".join(f"{k}: {r}" for k, r in live.sweep_failed.items()) or "runs failed"
+            self.notify(
+                f"{left} run(s) not done ({why}); {resume}",
+                title="sweep incomplete",
+                severity="error",
+                timeout=20,
+            )
+        else:
+            self.notify(
+                f"{len(statuses)} run(s) finished; F5 compares them",
+                title="sweep done",
+                timeout=10,
+            )
 
     def _history_screens(self) -> list[Screen]:
         from tui_bench.tui.screens.history import HistoryScreen
@@ -318,7 +427,7 @@ class TuiBenchApp(App[None]):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.exit()
+                self.run_worker(self._cancel_then_exit(), group="quit", exit_on_error=False)
 
         self.push_screen(
             ConfirmScreen(
@@ -329,6 +438,25 @@ class TuiBenchApp(App[None]):
             ),
             confirmed,
         )
+
+    async def _cancel_then_exit(self) -> None:
+        """Cancel the run and let ``execute`` record it as cancelled before leaving (bounded:
+        a stuck worker is killed by on_unmount and shows as interrupted at the next start)."""
+        live = self.live
+        if live is not None and not live.done:
+            live.cancel_requested = True
+            if live.worker is not None:
+                live.worker.cancel()
+            self.notify("cancelling the run before quitting…")
+            runs = [w for w in self.workers if w.group == "run" and w.is_running]
+            try:
+                await asyncio.wait_for(
+                    asyncio.gather(*(w.wait() for w in runs), return_exceptions=True),
+                    QUIT_WAIT_S,
+                )
+            except TimeoutError:
+                pass
+        self.exit()
 
     def on_unmount(self) -> None:
         """Leaving with a run in progress: stop its worker group, never leave it orphaned."""
@@ -374,6 +502,57 @@ class TuiBenchApp(App[None]):
                 f"{event.worker.name or 'background task'} failed",
                 f"{type(error).__name__}: {error}",
             )
+
+    # -- presets ----------------------------------------------------------------------------
+    @work(thread=True, group="preset", exit_on_error=False)
+    def open_preset(self, name_or_path: str) -> None:
+        """Load a preset (name or file) off the UI thread: a single run goes into the Setup form,
+        a sweep is shown with what it would run and skip here, and runs if confirmed."""
+        from tui_bench.engine.presets import PresetError
+        from tui_bench.tui.presets_io import load
+
+        try:
+            loaded = load(name_or_path)
+        except PresetError as exc:
+            self.call_from_thread(
+                self.notify, str(exc), title="preset not loaded", severity="error", timeout=15
+            )
+            return
+        self.call_from_thread(self._preset_loaded, loaded)
+
+    def _preset_loaded(self, loaded: Any) -> None:
+        preset = loaded.preset
+        if loaded.is_single:
+            config = loaded.configs[0]
+            if config.skip_reason:
+                self.notify(
+                    f"{preset.shown_path}: {config.skip_reason}",
+                    title="preset not loaded",
+                    severity="error",
+                    timeout=15,
+                )
+                return
+            self.load_spec(config.spec, source=preset.shown_path)
+            return
+        if not loaded.runnable:
+            self.push_screen(
+                MessageScreen(f"{preset.name}: nothing can run here", loaded.summary())
+            )
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.start_sweep(preset)
+
+        self.push_screen(
+            ConfirmScreen(
+                f"Run the sweep {preset.name}?",
+                loaded.summary(),
+                yes="Run sweep",
+                no="Not now",
+            ),
+            confirmed,
+        )
 
     # -- navigation used by screens and the palette -----------------------------------------
     def load_spec(self, spec: RunSpec, source: str = "") -> None:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 from functools import partial
 from pathlib import Path
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tui_bench.tui.presets_io import list_presets, load_preset
-
 ACTIONS = [  # (name, help, action string run on the app)
     ("Setup: choose a benchmark", "F2", "switch_mode('setup')"),
     ("Live: the running benchmark", "F3", "switch_mode('live')"),
     ("History: recorded runs", "F4", "switch_mode('history')"),
-    ("Compare: marked runs side by side", "F5", "switch_mode('compare')"),
+    ("Compare: statistics of marked runs or the last sweep", "F5", "switch_mode('compare')"),
     ("System: hardware and runtimes", "F6", "switch_mode('system')"),
     ("Cancel the running benchmark", "asks first", "cancel_run"),
     ("Next theme", "F9; ansi-dark works without truecolor", "cycle_theme"),
@@ -24,31 +21,19 @@ ACTIONS = [  # (name, help, action string run on the app)
 
 class TuiBenchCommands(Provider):
     async def startup(self) -> None:
-        worker = self.app.run_worker(list_presets, thread=True)
-        self.presets: list[Path] = await worker.wait()
+        from tui_bench.tui.presets_io import preset_summaries  # not needed for the first frame
+
+        worker = self.app.run_worker(preset_summaries, thread=True)
+        self.presets: list[tuple[str, Path, str]] = await worker.wait()
 
     def _commands(self) -> list[tuple[str, str, object]]:
         out: list[tuple[str, str, object]] = [
             (name, help_text, partial(self.app.run_action, action))
             for name, help_text, action in ACTIONS
         ]
-        for path in getattr(self, "presets", []):
-            out.append(
-                (
-                    f"Preset: {path.stem}",
-                    f"load {path} into Setup",
-                    partial(self._load_preset, path),
-                )
-            )
+        for name, path, line in getattr(self, "presets", []):
+            out.append((f"Preset: {name}", line, partial(self.app.open_preset, str(path))))
         return out
-
-    async def _load_preset(self, path: Path) -> None:
-        try:
-            spec = await asyncio.to_thread(load_preset, path)  # never read disk on the UI thread
-        except Exception as exc:  # SpecError / OSError: one line, nothing lost
-            self.app.notify(f"{path.name}: {exc}", title="preset not loaded", severity="error")
-            return
-        self.app.load_spec(spec, source=path.name)
 
     async def discover(self) -> Hits:
         for name, help_text, callback in self._commands():

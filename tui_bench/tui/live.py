@@ -65,6 +65,13 @@ class LiveRun:
     results: list[dict[str, Any]] = field(default_factory=list)
     cancel_requested: bool = False
     done: bool = False  # the whole batch is over
+    # A sweep (preset or Setup's threads sweep) through engine.sweep: its id (to resume it),
+    # "run k of N · config key · repeat r/R" and the configurations it skips here, with why.
+    sweep_id: str | None = None
+    sweep_line: str | None = None
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    sweep_left: int = 0  # (configuration, repeat) pairs without a finished run, at the end
+    sweep_failed: dict[str, str] = field(default_factory=dict)  # config key -> why it stopped
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -134,6 +141,17 @@ class LiveRun:
             self.reason = record.get("reason")
             self.metrics = record.get("metrics") or {}
             self.results.append(record)
+        elif kind == "sweep_run":
+            self.sweep_line = (
+                f"run {event['index'] + 1} of {event['total']} · {event['key']} · "
+                f"repeat {event['repeat'] + 1}/{event['repeats']}"
+                + (" · oversubscribed (threads > cores)" if event.get("oversubscribed") else "")
+            )
+            self.runs_total = event["total"]
+            try:
+                self.spec = RunSpec.from_dict(event["spec"], validate=False)
+            except Exception:
+                pass  # keep the previous spec on screen rather than fail the view
         elif kind == "batch_done":
             self.done = True
 

@@ -1,116 +1,200 @@
-"""Compare: runs (or groups of repeats) side by side, ratios to the first, thread scaling."""
+"""Compare: the statistics of ``tui_bench.engine.report`` over runs, groups or a sweep — median,
+IQR and n per configuration, ratios of medians with the Mann-Whitney verdict (or why there is
+none), speed-ups, thread scaling with efficiency, the study-shaped table and what was skipped.
+The same tables as ``tui-bench compare``; this screen only lays them out."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from tui_bench.engine.history import History
-from tui_bench.tui.comparison import (
-    METRICS,
-    describe_difference,
-    group_runs,
-    speedup,
-    thread_scaling,
-)
+from tui_bench.engine import report
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
+TAB_NAMES = {  # report table name -> tab label
+    "summary": "summary",
+    "comparisons": "ratios",
+    "scaling": "threads",
+    "study": "study",
+    "skipped": "skipped",
+}
+METRIC_ORDER = list(report.METRICS)
+SCALE_MS = {"step_median_s"}  # shown in ms on the bar plot, where seconds read as 0.0x
 
-def short_label(spec: dict[str, Any]) -> str:
-    where = spec.get("device", "?")
-    if where == "cpu":
-        where = f"cpu×{spec.get('threads')}"
-    return f"{spec.get('framework')}/{spec.get('api')} {spec.get('model')} {where}"
+
+def table_cells(table: report.Table) -> tuple[list[str], list[list[Text]]]:
+    """A report table's terminal columns and its cells, numbers right-aligned; the summary's
+    rows are numbered so the bar plot's #k labels point at them."""
+    columns, rows = table.view()
+    cells = []
+    for index, row in enumerate(rows, 1):
+        line = [Text(report.cell_text(v), justify="right" if _numeric(v) else "left") for v in row]
+        if table.name == "summary":
+            line.insert(0, Text(f"#{index}", justify="right"))
+        cells.append(line)
+    if table.name == "summary":
+        columns = ["#", *columns]
+    return columns, cells
 
 
-def fmt(value: float | None, scale: float, digits: int) -> str:
-    return "—" if value is None else f"{value * scale:,.{digits}f}"
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def scaling_line(table: report.Table) -> tuple[str, list[float], list[float]] | None:
+    """(context, threads, speed-ups) of the scaling table's first configuration family."""
+    if not table.rows:
+        return None
+    with_ = table.columns.index("with")
+    threads = table.columns.index("threads")
+    speedup = table.columns.index("speed-up")
+    context = table.rows[0][with_]
+    points = [
+        (float(row[threads]), float(row[speedup]))
+        for row in table.rows
+        if row[with_] == context and _numeric(row[speedup])
+    ]
+    if len(points) < 2:
+        return None
+    return context, [p[0] for p in points], [p[1] for p in points]
 
 
 class CompareScreen(Screen):
-    BINDINGS = []
+    BINDINGS = [
+        Binding("t", "next_table", "Next table", id="compare_next_table"),
+        Binding("m", "next_metric", "Metric", id="compare_metric"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.metric = "step_median_s"
+        self.records: list[dict[str, Any]] = []
+        self.skipped: list[tuple[str, str]] = []
+        self.source = ""
+        self.tables: list[report.Table] = []
 
     def compose(self) -> ComposeResult:
         yield ModeBar("compare")
         yield Static(
-            "mark two or more runs in History (F4, space) and press c",
+            "mark two or more runs in History (F4, space) and press c; a sweep shows here "
+            "when it ends",
             id="compare-note",
             markup=False,
         )
-        yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
+        with TabbedContent(id="compare-tabs"):
+            for name, label in TAB_NAMES.items():
+                with TabPane(label, id=f"tab-{name}"):
+                    yield Static("", id=f"title-{name}", classes="compare-title", markup=False)
+                    yield DataTable(id=f"table-{name}", cursor_type="row", zebra_stripes=True)
+                    yield Static("", id=f"note-{name}", classes="compare-table-note", markup=False)
         with Horizontal(id="compare-plots"):
-            yield BarPlot("step time, ms (median, steady)", id="compare-bars")
-            yield LinePlot("thread scaling: samples/s", id="compare-scaling")
+            yield BarPlot("median per configuration", id="compare-bars")
+            yield LinePlot("thread scaling: speed-up", id="compare-scaling")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        if self.app.compare_ids:
-            self.load(self.app.compare_ids)
+        tabs = self.query_one(TabbedContent)
+        for name in TAB_NAMES:  # until there is something to compare, no empty tabs
+            if name != "summary":
+                tabs.hide_tab(f"tab-{name}")
+        self.load(self.app.compare_ids)
 
-    def load(self, run_ids: list[str]) -> None:
-        self._load(run_ids)
+    def load(self, ids: list[str]) -> None:
+        """Runs, groups or sweeps by id (no ids: the latest sweep, if there is one)."""
+        self._load(list(ids))
 
     @work(thread=True, exclusive=True, exit_on_error=False)
-    def _load(self, run_ids: list[str]) -> None:
-        history = History()
-        records = []
-        for run_id in run_ids:
-            try:
-                records.append(history.get(run_id))
-            except Exception as exc:
-                self.app.call_from_thread(self.notify, str(exc), severity="warning")
-        self.app.call_from_thread(self.show, records)
+    def _load(self, ids: list[str]) -> None:
+        from tui_bench.engine import sweep as sweep_module
+        from tui_bench.engine.history import History, HistoryError
 
-    def show(self, records: list[dict[str, Any]]) -> None:
-        groups = group_runs(records)
-        table = self.query_one(DataTable)
-        table.clear(columns=True)
-        note = self.query_one("#compare-note", Static)
-        if len(groups) < 2:
-            note.update(
-                "pick two or more different runs (or groups of repeats) in History to compare"
-            )
+        try:
+            records, skipped = sweep_module.collect(ids, History())
+        except HistoryError as exc:
+            if ids:  # with no ids, an empty history is the normal first view, not an error
+                self.app.call_from_thread(self.notify, str(exc), severity="warning")
             return
-        table.add_column("figure", key="figure")
-        for index, group in enumerate(groups, 1):
-            table.add_column(
-                f"#{index}" + (f" (n={group.n})" if group.n > 1 else ""), key=str(index)
-            )
-        table.add_row("run", *(short_label(g.spec) for g in groups))
-        for key, label, scale, digits, _lower in METRICS:
-            values = [g.figures.get(key) for g in groups]
-            if all(v is None for v in values):
-                continue
-            table.add_row(label, *(fmt(v, scale, digits) for v in values))
-        base = groups[0].figures.get("step_median_s")
-        table.add_row(
-            "speedup vs #1 (step)",
-            *(
-                "1.00×"
-                if i == 0
-                else (f"{s:.2f}×" if (s := speedup(base, g.figures.get("step_median_s"))) else "—")
-                for i, g in enumerate(groups)
-            ),
-        )
-        note.update(
-            f"{len(groups)} group(s), #1 is the baseline · {describe_difference(groups)} · "
-            "repeats show the median of their runs"
-        )
-        steps = [g.figures.get("step_median_s") for g in groups]
-        self.query_one(BarPlot).set_bars(
-            [f"#{i}" for i, s in enumerate(steps, 1) if s is not None],
-            [s * 1000 for s in steps if s is not None],
-        )
-        scaling = thread_scaling(groups)
-        plot = self.query_one(LinePlot)
-        if scaling:
-            plot.set_line([float(x) for x in scaling[0]], scaling[1], "threads", "samples/s")
+        source = ", ".join(ids) if ids else "the latest sweep"
+        self.app.call_from_thread(self.show, records, skipped, source)
+
+    def show(
+        self,
+        records: list[dict[str, Any]],
+        skipped: list[tuple[str, str]] | None = None,
+        source: str = "",
+    ) -> None:
+        self.records, self.skipped, self.source = records, list(skipped or []), source
+        self._rebuild()
+
+    def action_next_table(self) -> None:
+        shown = [f"tab-{t.name}" for t in self.tables]
+        if shown:
+            tabs = self.query_one(TabbedContent)
+            index = shown.index(tabs.active) if tabs.active in shown else -1
+            tabs.active = shown[(index + 1) % len(shown)]
+
+    def action_next_metric(self) -> None:
+        self.metric = METRIC_ORDER[(METRIC_ORDER.index(self.metric) + 1) % len(METRIC_ORDER)]
+        if self.records:
+            self._rebuild()
         else:
-            plot.title = "no thread scaling: runs differ in more"
-            plot.set_line([], [], "threads", "samples/s")
+            self.notify(f"metric: {self.metric}")
+
+    def _rebuild(self) -> None:
+        self.tables = report.build(self.records, metric=self.metric, skipped=self.skipped)
+        label, _lower = report.METRICS[self.metric]
+        finished = sum(r.get("status") == "finished" for r in self.records)
+        self.query_one("#compare-note", Static).update(
+            f"{self.source}: {len(self.records)} run(s), {finished} finished · metric "
+            f"{self.metric} (m: next) — {label}"
+        )
+        tabs = self.query_one(TabbedContent)
+        by_name = {t.name: t for t in self.tables}
+        for name in TAB_NAMES:
+            table = by_name.get(name)
+            data = self.query_one(f"#table-{name}", DataTable)
+            data.clear(columns=True)
+            if table is None:
+                tabs.hide_tab(f"tab-{name}")
+                continue
+            columns, rows = table_cells(table)
+            data.add_columns(*columns)
+            data.add_rows(rows)
+            self.query_one(f"#title-{name}", Static).update(table.title)
+            self.query_one(f"#note-{name}", Static).update(table.note)
+            tabs.show_tab(f"tab-{name}")
+        if tabs.active.removeprefix("tab-") not in by_name:
+            tabs.active = "tab-summary"
+        self._plot()
+
+    def _plot(self) -> None:
+        summary = next(t for t in self.tables if t.name == "summary")
+        median = summary.columns.index("median")
+        scale = 1000.0 if self.metric in SCALE_MS else 1.0
+        unit = "ms" if scale != 1.0 else self.metric.rsplit("_", 1)[-1]
+        bars = [
+            (f"#{i}", row[median] * scale)
+            for i, row in enumerate(summary.rows, 1)
+            if _numeric(row[median])
+        ]
+        self.query_one(BarPlot).set_bars(
+            [b[0] for b in bars], [b[1] for b in bars], title=f"median {self.metric} ({unit})"
+        )
+        plot = self.query_one(LinePlot)
+        scaling = next((t for t in self.tables if t.name == "scaling"), None)
+        line = scaling_line(scaling) if scaling is not None else None
+        if line is None:
+            plot.title = "thread scaling: runs differ in more than threads"
+            plot.set_line([], [], "threads", "speed-up")
+        else:
+            context, xs, ys = line
+            plot.title = "thread scaling: speed-up ×"
+            plot.set_line(xs, ys, "threads" + (f" ({context})" if context != "—" else ""), "")

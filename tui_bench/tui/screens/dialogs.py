@@ -6,7 +6,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -23,7 +24,7 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(classes="dialog"):
             yield Label(self.title_text, classes="dialog-title")
             if self.detail:
-                yield Static(self.detail, classes="dialog-detail")
+                yield Static(self.detail, classes="dialog-detail", markup=False)
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.yes} (y)", variant="error", id="yes")
                 yield Button(f"{self.no} (n)", id="no")
@@ -52,6 +53,62 @@ class PromptScreen(ModalScreen[str | None]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("OK (enter)", variant="primary", id="ok")
                 yield Button("Cancel (esc)", id="cancel")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "ok":
+            self.dismiss(self.query_one(Input).value.strip() or None)
+        else:
+            self.dismiss(None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PresetPickerScreen(ModalScreen[str | None]):
+    """Pick a shipped or user preset by name, or type a preset file's path. Returns the name or
+    path; the list is read off the UI thread."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
+
+    def __init__(self, directory_hint: str = "") -> None:
+        super().__init__()
+        self.directory_hint = directory_hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-wide"):
+            yield Label(
+                "Load preset: pick one, or type a name or TOML file", classes="dialog-title"
+            )
+            yield OptionList(id="preset-list", classes="dialog-scroll")
+            yield Input(
+                self.directory_hint, placeholder="name or path/to/preset.toml", id="prompt-input"
+            )
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("OK (enter)", variant="primary", id="ok")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+        self.run_worker(self._list, thread=True, exit_on_error=False)
+
+    def _list(self) -> None:
+        from tui_bench.tui.presets_io import list_presets
+
+        names = list(list_presets())
+        self.app.call_from_thread(self._show, names)
+
+    def _show(self, names: list[str]) -> None:
+        options = self.query_one(OptionList)
+        options.clear_options()
+        options.add_options([Option(name, id=name) for name in names])
+        if not names:
+            options.add_option(Option("no presets found", disabled=True))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip() or None)

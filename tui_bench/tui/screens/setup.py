@@ -17,8 +17,8 @@ from textual.widgets import Button, Footer, Input, Label, Select, Static
 from tui_bench.engine import catalog, runtimes
 from tui_bench.engine.sampler import Nvml
 from tui_bench.engine.spec import RunSpec, SpecError
-from tui_bench.tui.presets_io import default_preset_path, load_preset, save_preset
-from tui_bench.tui.screens.dialogs import PromptScreen
+from tui_bench.tui.presets_io import default_preset_path, save_preset
+from tui_bench.tui.screens.dialogs import PresetPickerScreen, PromptScreen
 from tui_bench.tui.widgets.mode_bar import ModeBar
 
 SWEEP = "sweep"
@@ -56,9 +56,26 @@ def probe_availability() -> Availability:
     return Availability(found, Nvml().devices())
 
 
-def parse_form(values: dict[str, Any], sweep_counts: list[int]) -> tuple[RunSpec, list[int] | None]:
-    """Form values -> (validated spec, thread counts of a sweep or None). Raises SpecError."""
+FORM_FIELDS = {"framework", "api", "model", "dataset", "device", "threads", *NUMBER_FIELDS}
+
+
+def fields_beyond_form(spec: RunSpec) -> dict[str, Any]:
+    """The fields of a loaded spec that the form does not show and that differ from the defaults
+    (a preset's warm-up steps, optimizer, target accuracy…): kept, and listed under the form."""
+    defaults = RunSpec().to_dict()
+    return {
+        k: v for k, v in spec.to_dict().items() if k not in FORM_FIELDS and v != defaults.get(k)
+    }
+
+
+def parse_form(
+    values: dict[str, Any], sweep_counts: list[int], base: RunSpec | None = None
+) -> tuple[RunSpec, list[int] | None]:
+    """Form values -> (validated spec, thread counts of a sweep or None). Raises SpecError.
+    Fields the form does not show come from ``base`` (the loaded preset or run), else defaults."""
     data: dict[str, Any] = {}
+    if base is not None:
+        data.update((k, v) for k, v in base.to_dict().items() if k not in FORM_FIELDS)
     for name in ("framework", "api", "model", "dataset", "device"):
         value = values.get(name)
         if value is None or value is Select.BLANK:
@@ -95,6 +112,14 @@ def sweep_thread_counts(logical: int) -> list[int]:
     return counts
 
 
+def _short_note(note: str) -> str:
+    """'not downloaded: 11.6 MB to download' -> ' ↓11.6 MB' (a download of that size): option
+    labels fit 80 columns; the whole note is shown under the form."""
+    if note.startswith("not downloaded"):
+        return " ↓" + note.split(": ", 1)[-1].removesuffix(" to download")
+    return " ✗ unverified" if note.startswith("present") else " ✗ cannot check"
+
+
 def replace_options(select: Select, options: list[tuple[str, Any]], value: Any) -> None:
     """New option labels, same value if still offered. Select does not redraw its current label
     when the value is unchanged, so force the value's watcher."""
@@ -121,6 +146,10 @@ class SetupScreen(Screen):
         self.logical = int(machine.get("logical_cores") or psutil.cpu_count() or 1)
         self.problem: str | None = "checking what this installation can run…"
         self._revalidate_pending = False
+        # Real dataset name -> (choice note, problem or None), checked off the UI thread (hashing).
+        self.dataset_checks: dict[str, tuple[str, str | None]] = {}
+        self._dataset_checking: set[str] = set()
+        self.loaded: RunSpec | None = None  # the last preset or run put into the form
 
     def compose(self) -> ComposeResult:
         yield ModeBar("setup")
@@ -210,6 +239,52 @@ class SetupScreen(Screen):
         self.available = available
         self._refresh_options()
         self.revalidate()
+        # After the runtime probe, not beside it: engine.datasets imports urllib (ssl, email),
+        # which would compete with the first frames for the GIL.
+        self.check_datasets()
+
+    def on_screen_resume(self) -> None:
+        # Files may have been downloaded or imported meanwhile (`tui-bench data …`): check again.
+        if self.dataset_checks:
+            self.dataset_checks.clear()
+            self.check_datasets()
+
+    def check_datasets(self, names: list[str] | None = None) -> None:
+        from tui_bench.engine.datasets import REGISTRY
+
+        todo = [n for n in (names or list(REGISTRY)) if n not in self._dataset_checking]
+        if todo:
+            self._dataset_checking.update(todo)
+            self._check_datasets(todo)
+
+    @work(thread=True, group="dataset-check", exit_on_error=False)
+    def _check_datasets(self, names: list[str]) -> None:
+        """What picking each real dataset means now: present (verified) or a download, with its
+        size, and why a run could not start. Off the UI thread: a new file is hashed (~1 s)."""
+        from tui_bench.engine import datasets
+
+        for name in names:
+            try:
+                note = datasets.choice_note(name)
+                problem = datasets.problem(RunSpec(dataset=name))
+            except Exception as exc:  # an unreadable cache: one line, the app stays up
+                note, problem = f"cannot check: {exc}", f"dataset '{name}': {exc}"
+            self.app.call_from_thread(self._dataset_checked, name, note, problem)
+
+    def _dataset_checked(self, name: str, note: str, problem: str | None) -> None:
+        self._dataset_checking.discard(name)
+        self.dataset_checks[name] = (note, problem)
+        select = self.query_one("#dataset", Select)
+        options = []
+        for x in catalog.DATASETS.values():
+            label = x.name
+            if x.name in self.dataset_checks:
+                ok = self.dataset_checks[x.name][1] is None
+                label += " ✓" if ok else _short_note(self.dataset_checks[x.name][0])
+            options.append((label, x.name))
+        with self.prevent(Select.Changed):
+            replace_options(select, options, select.value)
+        self.revalidate()
 
     # -- options and availability --------------------------------------------------------------
     def _refresh_options(self) -> None:
@@ -271,7 +346,7 @@ class SetupScreen(Screen):
         values = self.form_values()
         if values.get("device") == "gpu:none":
             raise SpecError("device", "no GPU was found (NVML reports none); choose CPU")
-        return parse_form(values, sweep_thread_counts(self.logical))
+        return parse_form(values, sweep_thread_counts(self.logical), self.loaded)
 
     def revalidate(self) -> None:
         """Re-check the form once per refresh, however many fields changed meanwhile."""
@@ -301,12 +376,27 @@ class SetupScreen(Screen):
         if model:
             notes.append(f"model: {model.description}")
         if dataset:
-            source = (
-                "synthetic, always available" if dataset.synthetic else "needs its files (data_dir)"
-            )
+            if dataset.synthetic:
+                source = "synthetic, always available"
+            elif dataset.name in self.dataset_checks:
+                source, data_problem = self.dataset_checks[dataset.name]
+                problem = problem or data_problem
+            else:
+                source = "checking the cache…"
+                problem = problem or f"checking dataset '{dataset.name}' in the cache…"
+                self.check_datasets([dataset.name])
             notes.append(f"dataset: {dataset.description} — {source}")
         if sweep:
-            notes.append(f"sweep: one run per thread count {sweep} × repeats")
+            notes.append(
+                f"sweep: one run per thread count {sweep} × repeats, interleaved; "
+                "resumable with tui-bench run --resume"
+            )
+        beyond = fields_beyond_form(self.loaded) if self.loaded is not None else {}
+        if beyond:
+            notes.append(
+                "also from the loaded preset/run: "
+                + ", ".join(f"{k} = {v}" for k, v in beyond.items())
+            )
         if spec is not None and spec.steps_per_epoch is None and spec.train_samples is None:
             notes.append("tip: set steps/epoch or train samples for a quick run")
         self.query_one("#option-notes", Static).update("\n".join(notes))
@@ -329,6 +419,7 @@ class SetupScreen(Screen):
 
     def set_form(self, spec: RunSpec) -> None:
         """Fill the form from a spec (preset, or a run from History)."""
+        self.loaded = spec
         with self.prevent(Select.Changed, Input.Changed):
             self.query_one("#framework", Select).value = spec.framework
         self._set_api_options(spec.framework, keep=spec.api)
@@ -372,30 +463,19 @@ class SetupScreen(Screen):
         from tui_bench.tui.app import expand_batch
 
         spec, sweep = self.current()
-        self.app.start_batch(expand_batch(spec, sweep))
+        if sweep:
+            from tui_bench.tui.presets_io import threads_sweep
+
+            self.app.start_sweep(threads_sweep(spec, sweep))
+        else:
+            self.app.start_batch(expand_batch(spec))
 
     def action_load_preset(self) -> None:
-        from tui_bench.tui.presets_io import user_presets_dir
+        def chosen(name_or_path: str | None) -> None:
+            if name_or_path:
+                self.app.open_preset(name_or_path)
 
-        def chosen(path: str | None) -> None:
-            if path:
-                self._load(Path(path).expanduser())
-
-        self.app.push_screen(
-            PromptScreen("Load preset (TOML file)", str(user_presets_dir()) + "/"), chosen
-        )
-
-    @work(thread=True, exit_on_error=False, group="preset")
-    def _load(self, path: Path) -> None:
-        try:
-            spec = load_preset(path)
-        except (SpecError, OSError) as exc:
-            self.app.call_from_thread(
-                self.notify, f"{path}: {exc}", title="preset not loaded", severity="error"
-            )
-            return
-        self.app.call_from_thread(self.set_form, spec)
-        self.app.call_from_thread(self.notify, f"loaded {path.name}")
+        self.app.push_screen(PresetPickerScreen(), chosen)
 
     def action_save_preset(self) -> None:
         try:

@@ -53,6 +53,14 @@ def figures_text(run: LiveRun) -> str:
 
 def header_text(run: LiveRun) -> str:
     s = run.spec
+    if run.sweep_line:
+        lines = [f"sweep {run.sweep_id or ''} · {run.sweep_line}"]
+        counts: dict[str, int] = {}
+        for _key, reason in run.skipped:
+            counts[reason] = counts.get(reason, 0) + 1
+        lines += [f"skipped {n}× {reason}" for reason, n in counts.items()]
+        lines.append(f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}")
+        return "\n".join(lines)
     batch = f" · run {run.run_index + 1}/{run.runs_total}" if run.runs_total > 1 else ""
     return f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}{batch}"
 
