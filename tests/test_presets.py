@@ -265,3 +265,11 @@ def test_presets_ship_with_the_package():
     assert "tui_bench_presets" in setuptools["packages"]
     assert "*.toml" in setuptools["package-data"]["tui_bench_presets"]
     assert (REPO / "presets" / "__init__.py").is_file()
+
+
+def test_a_real_dataset_missing_from_the_cache_is_skipped_with_the_download_command(workdir):
+    preset = load(workdir, 'dataset = ["synthetic-mnist", "mnist"]\n')
+    configs = presets.expand(preset, probe=presets.availability_problem)
+    by_dataset = {c.spec.dataset: c.skip_reason for c in configs}
+    assert by_dataset["synthetic-mnist"] is None
+    assert "run `tui-bench data download mnist`" in by_dataset["mnist"]

@@ -282,8 +282,9 @@ def _strip_field(name: str, message: str) -> str:
 
 # -- expansion ----------------------------------------------------------------------------------
 def availability_problem(spec: RunSpec) -> str | None:
-    """Why this installation cannot run a catalog-valid spec right now, or None."""
-    from tui_bench.engine import runtimes
+    """Why this installation cannot run a catalog-valid spec right now, or None: no GPU, no
+    runtime, or a real dataset not in the cache (each with what fixes it)."""
+    from tui_bench.engine import datasets, runtimes
 
     if spec.device.startswith("gpu"):
         from tui_bench.engine.sysinfo import fingerprint
@@ -296,7 +297,7 @@ def availability_problem(spec: RunSpec) -> str | None:
         runtimes.resolve(spec.framework, spec.api)
     except runtimes.RuntimeUnavailable as exc:
         return str(exc)
-    return None
+    return datasets.problem(spec)
 
 
 def catalog_problem(spec: RunSpec) -> str | None:

@@ -237,12 +237,11 @@ class TuiBenchApp(App[None]):
     def _run_sweep(self, live: LiveRun, preset: Any) -> None:
         from tui_bench.engine import sweep as sweep_module
         from tui_bench.engine.history import History
-        from tui_bench.tui import presets_io
 
         history = History()
         outcome = sweep = None
         try:
-            sweep = sweep_module.create(preset, probe=presets_io.probe)
+            sweep = sweep_module.create(preset)
             live.sweep_id = sweep.id
             live.skipped = [(c.key, c.skip_reason) for c in sweep.configs if c.skip_reason]
 

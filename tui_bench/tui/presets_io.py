@@ -52,14 +52,6 @@ def grouped_reasons(skipped: list[tuple[str, str]]) -> list[tuple[str, int]]:
     return list(counts.items())
 
 
-def probe(spec: RunSpec) -> str | None:
-    """Why this machine cannot run a configuration: no runtime or GPU, or a real dataset that is
-    not in the cache (with the command that fetches it). Used as the sweep's skip probe."""
-    from tui_bench.engine import datasets
-
-    return presets.availability_problem(spec) or datasets.problem(spec)
-
-
 def list_presets() -> dict[str, Path]:
     """Preset name → file, shipped and the user's own (user ones shadow shipped ones)."""
     return presets.preset_files()
@@ -85,7 +77,7 @@ def load(name_or_path: str | Path) -> LoadedPreset:
     preset = presets.load(presets.find(str(name_or_path)))
     configs = presets.expand(preset, probe=None)
     if len(configs) > 1:
-        configs = presets.expand(preset, probe=probe)
+        configs = presets.expand(preset, probe=presets.availability_problem)
     return LoadedPreset(preset, configs)
 
 
