@@ -1,15 +1,19 @@
-"""How much does tui-bench's harness cost? Steady-state step time as tui-bench reports it vs a bare
-hand-written loop of the same model, same data pipeline, same interpreter and thread settings.
+"""Harness overhead for every framework × API: steady-state step time as tui-bench reports it vs a
+bare hand-written loop of the same framework, same model (reference CNN), batch, data bytes,
+interpreter, thread settings and affinity.
 
-The two are measured alternately (A B A B ...) in one run so machine drift hits both alike; each
-measurement is a fresh process. Prints per-round medians and the ratio of medians (target ≤ 1.02).
+Measured alternately (A B, then B A, ...) in one run so machine drift hits both alike; each
+measurement is a fresh process. Prints per-API medians and the ratio of medians (target <= 1.02).
 
-    python benchmarks/harness_overhead.py                       # torch eager, 2 threads
-    python benchmarks/harness_overhead.py --api compile --rounds 3 --steps 80
+    python benchmarks/harness_overhead.py                   # every available framework × API
+    python benchmarks/harness_overhead.py --only torch/eager --rounds 5
 
-The bare loop does what a user's own script would: slice the batch from numpy, convert, forward,
-backward, step, read the loss; ``perf_counter`` around each step. No events, no sampler, no clock
-object, no history.
+A bare loop is what a user's own script would do: slice the batch from numpy, hand it to the
+framework, forward, backward, update, read the loss; ``perf_counter`` around each step (around each
+of ``fit``'s / ``Estimator.train``'s steps, through the framework's own callback or hook).
+No events, no sampler, no clock object, no history. It trains on tui-bench's own synthetic-mnist
+arrays (loaded by path from adapters/data.py): the same loop runs ~3 % slower on those images than
+on uniform noise, so a bare loop on other data would flatter or blame the harness.
 """
 
 from __future__ import annotations
@@ -25,19 +29,189 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-BARE_TORCH = r"""
-import json, sys, time
+HEADER = r"""
+import importlib.util, json, os, sys, time
 import numpy as np
+args = json.loads(sys.argv[1])
+here = args["adapters"]
+spec = importlib.util.spec_from_file_location(
+    "adapters", here + "/__init__.py", submodule_search_locations=[here])
+package = importlib.util.module_from_spec(spec)
+sys.modules["adapters"] = package
+spec.loader.exec_module(package)
+from adapters import data
+dataset = data.load("synthetic-mnist", train_samples=args["train_samples"], test_samples=1)
+x, y = dataset.x_train, dataset.y_train
+rng = np.random.default_rng(0)
+B, T = args["batch_size"], args["warmup"] + args["steps"]
+n = len(x)
+batches = [rng.permutation(n)[:B] for _ in range(T)]
+times = []
+"""
+
+FOOTER = r"""
+print(json.dumps({"step_median_s": float(np.median(times[args["warmup"]:]))}))
+"""
+
+KERAS_MODEL = r"""
+def cnn(keras):
+    L = keras.layers
+    return keras.Sequential([keras.Input((28, 28, 1)),
+        L.Conv2D(32, 5, activation="relu"), L.MaxPooling2D(2),
+        L.Conv2D(64, 3, activation="relu"), L.MaxPooling2D(2), L.Flatten(),
+        L.Dense(1024, activation="relu"), L.Dropout(0.25), L.Dense(10)])
+"""
+
+TF_SETUP = r"""
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(args["threads"])
+tf.config.threading.set_inter_op_parallelism_threads(args["threads"])
+"""
+
+TF_LOOP = (
+    TF_SETUP
+    + KERAS_MODEL
+    + r"""
+model = cnn(tf.keras)
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+opt = tf.keras.optimizers.Adam(1e-3, epsilon=1e-7)
+opt.build(model.trainable_variables)
+def step(xb, yb):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(yb, model(xb, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+if args["api"] == "graph":
+    step = tf.function(step)
+elif args["api"] == "xla":
+    step = tf.function(step, jit_compile=True)
+for idx in batches:
+    t0 = time.perf_counter()
+    float(step(tf.convert_to_tensor(x[idx]), tf.convert_to_tensor(y[idx])))
+    times.append(time.perf_counter() - t0)
+"""
+)
+
+FIT_LOOP = (
+    KERAS_MODEL
+    + r"""
+class Timer(keras.callbacks.Callback):
+    def on_train_batch_begin(self, batch, logs=None):
+        self.t0 = time.perf_counter()
+    def on_train_batch_end(self, batch, logs=None):
+        float(np.asarray(logs["loss"]))
+        times.append(time.perf_counter() - self.t0)
+model = cnn(keras)
+model.compile(optimizer=keras.optimizers.Adam(1e-3, epsilon=1e-7),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              jit_compile=False if args["api"] == "keras" else "auto")
+order = np.concatenate(batches)
+model.fit(x[order], y[order], batch_size=B, epochs=1, shuffle=False, verbose=0, callbacks=[Timer()])
+"""
+)
+
+TF_KERAS = TF_SETUP + "keras = tf.keras\n" + FIT_LOOP
+
+KERAS3 = (
+    r"""
+import keras
+backend = keras.backend.backend()
+if backend == "tensorflow":
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(args["threads"])
+    tf.config.threading.set_inter_op_parallelism_threads(args["threads"])
+elif backend == "torch":
+    import torch
+    torch.set_num_threads(args["threads"])
+"""
+    + FIT_LOOP
+)
+
+ESTIMATOR = (
+    TF_SETUP
+    + KERAS_MODEL
+    + r"""
+class Timer(tf.estimator.SessionRunHook):
+    def __init__(self, loss):
+        self.loss = loss
+    def before_run(self, run_context):
+        self.t0 = time.perf_counter()
+        return tf.estimator.SessionRunArgs(self.loss)
+    def after_run(self, run_context, run_values):
+        float(run_values.results)
+        times.append(time.perf_counter() - self.t0)
+def model_fn(features, labels, mode):
+    logits = cnn(tf.keras)(features, training=mode == tf.estimator.ModeKeys.TRAIN)
+    loss = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, logits)
+    opt = tf.compat.v1.train.AdamOptimizer(1e-3, epsilon=1e-7)
+    train_op = opt.minimize(loss, tf.compat.v1.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=[Timer(loss)])
+def input_fn():
+    return tf.data.Dataset.from_generator(lambda: ((x[i], y[i]) for i in batches),
+        output_signature=(tf.TensorSpec((None, 28, 28, 1), tf.float32), tf.TensorSpec((None,), tf.int64)))
+threads = args["threads"]
+config = tf.estimator.RunConfig(
+    model_dir=tempfile.mkdtemp(), save_checkpoints_steps=10**9, save_checkpoints_secs=None,
+    save_summary_steps=0, log_step_count_steps=None,
+    session_config=tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
+                                            inter_op_parallelism_threads=threads))
+tf.estimator.Estimator(model_fn, config=config).train(input_fn)
+"""
+).replace("import tensorflow as tf", "import tempfile\nimport tensorflow as tf", 1)
+
+MXNET_GLUON = r"""
+import mxnet as mx
+from mxnet import autograd, gluon, nd
+from mxnet.gluon import nn
+net = nn.HybridSequential()
+net.add(nn.Conv2D(32, 5, activation="relu"), nn.MaxPool2D(2), nn.Conv2D(64, 3, activation="relu"),
+        nn.MaxPool2D(2), nn.Flatten(), nn.Dense(1024, activation="relu"), nn.Dropout(0.25), nn.Dense(10))
+net.initialize(mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3))
+if args["api"] == "hybrid":
+    net.hybridize(static_alloc=True, static_shape=True)
+trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": 1e-3, "epsilon": 1e-7})
+loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+for idx in batches:
+    t0 = time.perf_counter()
+    xb = nd.array(x[idx], dtype=np.float32).transpose(axes=(0, 3, 1, 2))
+    yb = nd.array(y[idx], dtype=np.float32)
+    with autograd.record():
+        loss = loss_fn(net(xb), yb)
+    loss.backward()
+    trainer.step(B)
+    float(loss.mean().asscalar())
+    times.append(time.perf_counter() - t0)
+"""
+
+MXNET_MODULE = r"""
+import mxnet as mx
+from mxnet import nd
+s = mx.sym
+h = s.Pooling(s.relu(s.Convolution(s.Variable("data"), kernel=(5, 5), num_filter=32)), kernel=(2, 2), stride=(2, 2), pool_type="max")
+h = s.Pooling(s.relu(s.Convolution(h, kernel=(3, 3), num_filter=64)), kernel=(2, 2), stride=(2, 2), pool_type="max")
+h = s.Dropout(s.relu(s.FullyConnected(s.flatten(h), num_hidden=1024)), p=0.25)
+logits = s.FullyConnected(h, num_hidden=10)
+net = s.Group([s.SoftmaxOutput(logits, s.Variable("label")), s.BlockGrad(logits)])
+mod = mx.mod.Module(net, label_names=["label"])
+mod.bind(data_shapes=[("data", (B, 1, 28, 28))], label_shapes=[("label", (B,))])
+mod.init_params(mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3))
+mod.init_optimizer(optimizer="adam", optimizer_params={"learning_rate": 1e-3, "epsilon": 1e-7})
+for idx in batches:
+    t0 = time.perf_counter()
+    xb = nd.array(x[idx], dtype=np.float32).transpose(axes=(0, 3, 1, 2))
+    yb = nd.array(y[idx], dtype=np.float32)
+    mod.forward_backward(mx.io.DataBatch([xb], [yb]))
+    mod.update()
+    float((-nd.pick(nd.log_softmax(mod.get_outputs()[1]), yb)).mean().asscalar())
+    times.append(time.perf_counter() - t0)
+"""
+
+TORCH = r"""
 import torch
 from torch import nn
-
-args = json.loads(sys.argv[1])
 torch.set_num_threads(args["threads"])
 torch.manual_seed(0)
-rng = np.random.default_rng(0)
-n = args["batch_size"] * 32
-x = rng.random((n, 28, 28, 1), dtype=np.float32)
-y = rng.integers(0, 10, n)
 model = nn.Sequential(
     nn.Conv2d(1, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
     nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
@@ -47,9 +221,7 @@ opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
 loss_fn = nn.CrossEntropyLoss()
 forward = torch.compile(model) if args["api"] == "compile" else model
 model.train()
-times = []
-for step in range(args["warmup"] + args["steps"]):
-    idx = rng.permutation(n)[: args["batch_size"]]
+for idx in batches:
     t0 = time.perf_counter()
     xb = torch.from_numpy(x[idx]).permute(0, 3, 1, 2).contiguous()
     yb = torch.from_numpy(y[idx])
@@ -59,40 +231,31 @@ for step in range(args["warmup"] + args["steps"]):
     opt.step()
     loss.item()
     times.append(time.perf_counter() - t0)
-print(json.dumps({"step_median_s": float(np.median(times[args["warmup"]:]))}))
 """
 
-
-def bare(python: str, args: argparse.Namespace) -> float:
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    payload = json.dumps(
-        {
-            "threads": args.threads,
-            "batch_size": args.batch_size,
-            "api": args.api,
-            "warmup": args.warmup,
-            "steps": args.steps,
-        }
-    )
-    out = subprocess.run(
-        [python, "-I", "-c", BARE_TORCH, payload],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])["step_median_s"]
+BARE = {
+    ("torch", "eager"): TORCH,
+    ("torch", "compile"): TORCH,
+    ("tensorflow", "keras"): TF_KERAS,
+    ("tensorflow", "eager"): TF_LOOP,
+    ("tensorflow", "graph"): TF_LOOP,
+    ("tensorflow", "xla"): TF_LOOP,
+    ("tensorflow", "estimator"): ESTIMATOR,
+    ("keras", "tensorflow"): KERAS3,
+    ("keras", "torch"): KERAS3,
+    ("keras", "jax"): KERAS3,
+    ("mxnet", "gluon"): MXNET_GLUON,
+    ("mxnet", "hybrid"): MXNET_GLUON,
+    ("mxnet", "module"): MXNET_MODULE,
+}
 
 
-def harness(args: argparse.Namespace, home: Path) -> float:
-    os.environ["TUI_BENCH_HOME"] = str(home)
-    from tui_bench.engine.history import History
-    from tui_bench.engine.runner import execute
+def make_spec(framework: str, api: str, args: argparse.Namespace):
     from tui_bench.engine.spec import RunSpec
 
-    spec = RunSpec(
-        framework="torch",
-        api=args.api,
+    return RunSpec(
+        framework=framework,
+        api=api,
         threads=args.threads,
         batch_size=args.batch_size,
         epochs=1,
@@ -101,44 +264,95 @@ def harness(args: argparse.Namespace, home: Path) -> float:
         train_samples=max(args.batch_size * (args.steps + args.warmup) * 5 // 4 + 1, 2000),
         test_samples=args.batch_size,
     ).validate()
-    result = execute(spec, History(home))
+
+
+def bare(framework: str, api: str, python: str, args: argparse.Namespace) -> float:
+    from tui_bench.engine import catalog
+    from tui_bench.engine.runner import worker_environment
+
+    spec = make_spec(framework, api, args)
+    env = worker_environment(spec)  # the worker's thread variables, KERAS_BACKEND, CPU hiding
+    cpus = None
+    if catalog.framework(framework).pins_affinity(api):
+        cpus = set(sorted(os.sched_getaffinity(0))[: args.threads])
+    payload = json.dumps(
+        {
+            "threads": args.threads,
+            "batch_size": args.batch_size,
+            "api": api,
+            "warmup": args.warmup,
+            "steps": args.steps,
+            "adapters": str(REPO / "adapters"),
+            "train_samples": spec.train_samples,
+        }
+    )
+    out = subprocess.run(
+        [python, "-I", "-c", HEADER + BARE[(framework, api)] + FOOTER, payload],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"bare {framework}/{api} failed: {out.stderr.strip().splitlines()[-1]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])["step_median_s"]
+
+
+def harness(framework: str, api: str, runtime, args: argparse.Namespace, home: Path) -> float:
+    from tui_bench.engine.history import History
+    from tui_bench.engine.runner import execute
+
+    result = execute(make_spec(framework, api, args), History(home), runtime=runtime)
     if not result.ok:
-        raise SystemExit(f"tui-bench run failed: {result.reason}")
+        raise SystemExit(f"tui-bench {framework}/{api} failed: {result.reason}")
     return result.summary["step_median_s"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--api", default="eager", choices=["eager", "compile"])
+    parser.add_argument("--only", nargs="*", help="framework/api names (default: all available)")
     parser.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 2))
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=100, help="steady-state steps per measurement")
+    parser.add_argument("--steps", type=int, default=60, help="steady-state steps per measurement")
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=5, help="A/B pairs")
+    parser.add_argument("--rounds", type=int, default=3, help="A/B pairs per API")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     from tui_bench.engine import runtimes
 
-    python = runtimes.resolve("torch", args.api).python
-    harness_medians, bare_medians = [], []
+    combos = [tuple(name.split("/", 1)) for name in args.only] if args.only else list(BARE)
+    rows = []
+    print(
+        f"reference CNN, batch {args.batch_size}, {args.threads} thread(s), {args.steps} steady "
+        f"steps after {args.warmup} warm-up, {args.rounds} A/B rounds per API"
+    )
+    # Resolve runtimes first (from the real data home), then keep this run's history apart.
+    found = {combo: runtimes.availability(*combo) for combo in combos}
     with tempfile.TemporaryDirectory() as home:
-        print(
-            f"torch/{args.api}, reference CNN, batch {args.batch_size}, {args.threads} thread(s), "
-            f"{args.steps} steady steps after {args.warmup} warm-up, {args.rounds} rounds A/B"
-        )
-        print(f"{'round':>5}  {'tui-bench ms':>12}  {'bare ms':>8}")
-        for round_no in range(1, args.rounds + 1):
-            # alternate which goes first, so neither always runs on a warmer machine
-            order = ("harness", "bare") if round_no % 2 else ("bare", "harness")
-            got = {}
-            for which in order:
-                got[which] = harness(args, Path(home)) if which == "harness" else bare(python, args)
-            harness_medians.append(got["harness"])
-            bare_medians.append(got["bare"])
-            print(f"{round_no:>5}  {got['harness'] * 1000:>12.2f}  {got['bare'] * 1000:>8.2f}")
-    h, b = statistics.median(harness_medians), statistics.median(bare_medians)
-    print(f"median of medians: tui-bench {h * 1000:.2f} ms, bare {b * 1000:.2f} ms")
-    print(f"ratio tui-bench / bare = {h / b:.3f}  (target <= 1.02)")
+        for (framework, api), where in found.items():
+            if not where.ok:
+                print(f"{framework}/{api}: skipped, {where.problem} (fix: {where.fix})")
+                continue
+            runtime = runtimes.Runtime(where.runtime, where.python, where.source)
+            h_runs, b_runs = [], []
+            for round_no in range(1, args.rounds + 1):
+                order = ("harness", "bare") if round_no % 2 else ("bare", "harness")
+                for which in order:
+                    if which == "harness":
+                        h_runs.append(harness(framework, api, runtime, args, Path(home)))
+                    else:
+                        b_runs.append(bare(framework, api, where.python, args))
+            h, b = statistics.median(h_runs), statistics.median(b_runs)
+            rows.append((f"{framework}/{api}", h, b))
+            runs = " ".join(
+                f"{t * 1000:.1f}/{u * 1000:.1f}" for t, u in zip(h_runs, b_runs, strict=True)
+            )
+            print(f"{framework}/{api}: tui-bench/bare ms per round {runs}", flush=True)
+    print(f"\n| {'framework/api':<22} | tui-bench ms | bare ms | ratio |")
+    print(f"|{'-' * 24}|-------------:|--------:|------:|")
+    for name, h, b in rows:
+        print(f"| {name:<22} | {h * 1000:12.2f} | {b * 1000:7.2f} | {h / b:5.3f} |")
+    print("target: ratio <= 1.02 for every API")
 
 
 if __name__ == "__main__":
