@@ -66,22 +66,6 @@ def _history(home) -> list[str]:
     return write_fake_history(home, runs)
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
-def test_history(snap_compare, tui_home, size):
-    _history(tui_home)
-    app = make_app("history")
-
-    async def run_before(pilot):
-        from textual.widgets import DataTable
-
-        table = app.screen.query_one(DataTable)
-        await wait_for(pilot, lambda: table.row_count == 3, 10)
-        await wait_for(pilot, lambda: table.virtual_size.width > 60, 10, "column widths")
-        await pilot.pause()
-
-    assert snap_compare(app, terminal_size=size, run_before=run_before)
-
-
 def test_compare_thread_scaling(snap_compare, tui_home):
     ids = _history(tui_home)
     app = make_app()
