@@ -39,20 +39,10 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(value)
 
 
-class PromptScreen(ModalScreen[str | None]):
+class _TextAnswerScreen(ModalScreen[str | None]):
+    """A dialog answered by the text in its Input: enter or OK gives it, esc or Cancel gives None."""
+
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
-
-    def __init__(self, title: str, value: str = "", placeholder: str = "") -> None:
-        super().__init__()
-        self.title_text, self.value, self.placeholder = title, value, placeholder
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Label(self.title_text, classes="dialog-title")
-            yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
-            with Horizontal(classes="dialog-buttons"):
-                yield Button("OK (enter)", variant="primary", id="ok")
-                yield Button("Cancel (esc)", id="cancel")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip() or None)
@@ -67,11 +57,23 @@ class PromptScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class PresetPickerScreen(ModalScreen[str | None]):
+class PromptScreen(_TextAnswerScreen):
+    def __init__(self, title: str, value: str = "", placeholder: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value, self.placeholder = title, value, placeholder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("OK (enter)", variant="primary", id="ok")
+                yield Button("Cancel (esc)", id="cancel")
+
+
+class PresetPickerScreen(_TextAnswerScreen):
     """Pick a shipped or user preset by name, or type a preset file's path. Returns the name or
     path; the list is read off the UI thread."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog_cancel")]
 
     def __init__(self, directory_hint: str = "") -> None:
         super().__init__()
@@ -109,18 +111,6 @@ class PresetPickerScreen(ModalScreen[str | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip() or None)
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "ok":
-            self.dismiss(self.query_one(Input).value.strip() or None)
-        else:
-            self.dismiss(None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class MessageScreen(ModalScreen[None]):
