@@ -23,7 +23,31 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("TUI_BENCH_RUNTIMES_DIR", str(INSTALLED_RUNTIMES))
     monkeypatch.delenv("TUI_BENCH_FAULT", raising=False)
-    return home
+    yield home
+    _stop_batches_left_running(home)
+
+
+def _stop_batches_left_running(home: Path) -> None:
+    """Runs outlive the process that started them, a test's too: a test that fails (or a
+    suite that is killed) must not leave supervisors and workers training behind it."""
+    import os
+    import signal
+
+    from tui_bench.engine import supervisor
+    from tui_bench.engine.history import read_jsonl
+
+    if not (home / "batches").is_dir():
+        return
+    for state in supervisor.all_batches():
+        if not state.in_progress:
+            continue
+        os.kill(state.supervisor["pid"], signal.SIGKILL)
+        for run_id in state.run_ids or []:
+            for event in read_jsonl(home / "runs" / f"{run_id}.jsonl"):
+                if event.get("type") == "worker":
+                    from tui_bench.engine.procs import kill_group
+
+                    kill_group(event.get("pid"), event.get("started"))
 
 
 @pytest.fixture

@@ -125,3 +125,30 @@ def test_csv_export_loads_in_pandas_one_row_per_run(tmp_path):
     assert frame["spec.threads"].tolist() == [1, 2]
     assert frame["metrics.step_median_s"].tolist() == pytest.approx([0.01, 0.02])
     assert frame["reason"].iloc[1] == "a, comma\nand a newline"
+
+
+def test_a_finished_run_whose_last_history_write_was_lost_is_recovered_from_its_series():
+    """The supervisor wrote the run's result to its series, then died before the history
+    write: the next look takes the result from the series instead of calling it interrupted."""
+    h = History()
+    run_id = h.reserve_run_id()
+    started = record(1, id=run_id, status="running", recorder_pid=2**22 + 12345)
+    h.add(started)
+    finished = {**started, "status": "finished", "recorder_pid": None, "finished_at": "later"}
+    with open(h.series_path(run_id), "w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"type": "record", "record": started}) + "\n")
+        handle.write(json.dumps({"type": "result", "record": finished}) + "\n")
+    assert h.mark_interrupted() == 0
+    assert h.get(run_id)["status"] == "finished" and h.get(run_id)["finished_at"] == "later"
+
+
+def test_a_run_without_its_result_keeps_its_series_and_names_the_dead_supervisor():
+    h = History()
+    run_id = h.reserve_run_id()
+    h.add(record(1, id=run_id, status="running", recorder_pid=2**22 + 12345))
+    steps = {"type": "steps", "epoch": 1, "first_step": 0, "losses": [2.3, 2.2]}
+    h.series_path(run_id).write_text(json.dumps(steps) + "\n")
+    assert h.mark_interrupted() == 1
+    settled = h.get(run_id)
+    assert settled["status"] == "interrupted" and f"pid {2**22 + 12345}" in settled["reason"]
+    assert h.read_series(run_id) == [steps]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tui_bench.engine import presets
+from tui_bench.engine import presets, supervisor
 from tui_bench.engine import sweep as sweep_module
 from tui_bench.engine.history import History
 
@@ -131,8 +131,9 @@ def _cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
 
 
 def test_killed_cli_sweep_resumes_from_history(tmp_path):
-    """The recording process dies mid-sweep (kill -9): the next `run --resume` marks the cut run
-    interrupted and runs only the pairs without a finished record."""
+    """The recording process (the sweep's supervisor) dies mid-sweep (kill -9), and so does the
+    CLI: the next `run --resume` marks the cut run interrupted and runs only the pairs without a
+    finished record."""
     preset_file = tmp_path / "tiny.toml"
     preset_file.write_text(TINY)
     env = dict(os.environ)
@@ -147,7 +148,9 @@ def test_killed_cli_sweep_resumes_from_history(tmp_path):
     assert done, "no run finished within two minutes"
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    time.sleep(1.0)  # the orphaned worker notices its parent is gone
+    (owner,) = supervisor.in_progress()
+    os.kill(owner.supervisor["pid"], signal.SIGKILL)
+    time.sleep(3.0)  # the orphaned worker notices its parent is gone (heartbeat: 2 s)
     finished_before = {
         (r["config"], r["repeat"]) for r in history.all() if r["status"] == "finished"
     }

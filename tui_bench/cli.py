@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ from rich.table import Table
 from tui_bench import __version__
 from tui_bench.engine import catalog
 from tui_bench.engine.history import History, HistoryError
-from tui_bench.engine.runner import RunResult, WorkerRun, execute
 from tui_bench.engine.spec import RunSpec, SpecError
 
 EXAMPLES = """\
@@ -192,14 +190,21 @@ SUMMARY_ROWS: list[tuple[str, str, float, int, str]] = [
 ]
 
 
-def summary_table(results: list[RunResult]) -> Table:
+def summary_table(records: list[dict[str, Any]]) -> Table:
     """Metrics as rows, runs as columns: stays readable at 80 columns."""
     table = Table(title="tui-bench results", title_justify="left")
     table.add_column("metric")
-    for r in results:
-        table.add_column(f"{r.run_id}\n{r.spec.framework}/{r.spec.api}", justify="right")
-    table.add_row("status", *(r.status if r.ok else f"[red]{r.status}[/red]" for r in results))
-    metrics = [r.metrics() for r in results]
+    for r in records:
+        spec = r.get("spec") or {}
+        table.add_column(f"{r['id']}\n{spec.get('framework')}/{spec.get('api')}", justify="right")
+    table.add_row(
+        "status",
+        *(
+            r.get("status") if r.get("status") == "finished" else f"[red]{r.get('status')}[/red]"
+            for r in records
+        ),
+    )
+    metrics = [r.get("metrics") or {} for r in records]
     for label, key, scale, digits, _meaning in SUMMARY_ROWS:
         if all(m.get(key) is None for m in metrics):
             continue
@@ -233,33 +238,36 @@ def warn_if_busy(err: Console) -> None:
         )
 
 
-class CtrlC:
-    """While active, the first Ctrl-C cancels the running worker (its whole process group, the
-    run is recorded as cancelled); a second one aborts at once."""
+def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
+    """Hand a batch to a supervisor, then follow it here (or return at once with --detach).
 
-    def __init__(self, err: Console) -> None:
-        self.err = err
-        self.count = 0
-        self.worker: WorkerRun | None = None
+    The run belongs to the supervisor: a hangup or a killed terminal leaves it running; Ctrl-C
+    here cancels it (asks the supervisor), a second Ctrl-C stops waiting."""
+    from tui_bench.commands_runs import batch_exit_code, follow_batch, left_running_hint, records_of
+    from tui_bench.engine import supervisor
 
-    def attach(self, worker: WorkerRun) -> None:
-        """Pass as ``on_start`` to ``execute``: the worker the next Ctrl-C cancels."""
-        self.worker = worker
+    batch_id = supervisor.launch(request)
+    if args.detach:
+        if args.json:
+            print(json.dumps({"batch": batch_id}))
+        else:
+            print(batch_id)
+            err.print(f"running in the background; {left_running_hint(batch_id)}")
+        return 0
+    done, run_ids = follow_batch(batch_id, err, show=not args.json and not args.quiet, cancels=True)
+    records = records_of(run_ids)
+    if done is None:
+        err.print(f"stopped waiting; {left_running_hint(batch_id)}")
+        return 130
+    if getattr(args, "json", False) and not getattr(args, "preset", None):
+        print(json.dumps(records, indent=2, default=str))
+    elif not args.quiet and not getattr(args, "preset", None) and records:
+        _console().print(summary_table(records))
+    return batch_exit_code(done, records)
 
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.count += 1
-        if self.count > 1:
-            raise KeyboardInterrupt
-        self.err.print("[yellow]cancelling: stopping the worker (Ctrl-C again to abort)[/yellow]")
-        if self.worker is not None:
-            self.worker.cancel()
 
-    def __enter__(self) -> CtrlC:
-        self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGINT, self._previous)
+def worker_options(args: argparse.Namespace) -> dict[str, Any]:
+    return {"stall_timeout": args.stall_timeout, "sample_interval": args.sample_interval}
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -268,47 +276,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         return run_preset(args)
     spec = spec_from_args(args)
+    from tui_bench.engine.batch import BatchRequest
     from tui_bench.engine.datasets import problem as dataset_problem
 
     if missing := dataset_problem(spec):  # before any process starts: one line, exit 2
         raise UsageError(missing)
-    history = History()
-    history.mark_interrupted()
-    out = _console()
+    History().mark_interrupted()
     err = _console(stderr=True)
-    show_progress = not args.json and not args.quiet
     warn_if_busy(err)
-    results: list[RunResult] = []
-    with CtrlC(err) as ctrl_c:
-        for repeat in range(spec.repeats):
-            if ctrl_c.count:
-                break
-            if show_progress:
-                err.print(f"[bold]run {repeat + 1}/{spec.repeats}[/bold]: {spec.label()}")
-            with RunDisplay(err, show_progress) as display:
-                result = execute(
-                    spec,
-                    history,
-                    on_event=display.on_event,
-                    on_start=ctrl_c.attach,
-                    group=None,
-                    repeat=repeat if spec.repeats > 1 else None,
-                    stall_timeout=args.stall_timeout,
-                    sample_interval=args.sample_interval,
-                )
-            results.append(result)
-            if not result.ok and show_progress:
-                err.print(f"[red]{result.status}[/red]: {result.reason}")
-                if result.status == "failed" and result.log_tail:
-                    err.print("[dim]last lines of the worker log:[/dim]")
-                    err.print(result.log_tail, markup=False)
-    if args.json:
-        print(json.dumps([history.get(r.run_id) for r in results], indent=2, default=str))
-    elif not args.quiet:
-        out.print(summary_table(results))
-    if any(r.status == "cancelled" for r in results):
-        return 130
-    return 0 if results and all(r.ok for r in results) else 1
+    return start_batch(BatchRequest(spec=spec.to_dict(), options=worker_options(args)), args, err)
 
 
 # -- history ------------------------------------------------------------------------------------
@@ -361,9 +337,9 @@ def cmd_history(args: argparse.Namespace) -> int:
 # -- sysinfo ------------------------------------------------------------------------------------
 def cmd_sysinfo(args: argparse.Namespace) -> int:
     from tui_bench.engine import runtimes
-    from tui_bench.engine.sysinfo import fingerprint
+    from tui_bench.engine.sysinfo import fingerprint, logout_trap
 
-    info = fingerprint()
+    info = {**fingerprint(), "logout_trap": logout_trap()}
     rows = []
     for fw in catalog.FRAMEWORKS.values():
         for api in fw.apis:
@@ -387,6 +363,8 @@ def cmd_sysinfo(args: argparse.Namespace) -> int:
     for key, value in info.items():
         if key == "gpus":
             continue
+        if key == "logout_trap":
+            value = f"[red]{value}[/red]" if value else "no (runs survive logout)"
         table.add_row(key, "—" if value is None else str(value))
     for gpu in info["gpus"]:
         table.add_row(
@@ -480,6 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the run records as JSON on stdout")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, no table")
     run.add_argument(
+        "--detach",
+        "-d",
+        action="store_true",
+        help="start the run in the background and print its id (tui-bench attach ID follows it)",
+    )
+    run.add_argument(
         "--stall-timeout",
         type=float,
         default=300.0,
@@ -517,9 +501,12 @@ def build_parser() -> argparse.ArgumentParser:
     from tui_bench.commands_presets import add_commands
 
     add_commands(sub)
-    from tui_bench import runtime_cli  # issue 3: `tui-bench runtime list|setup`
+    from tui_bench import runtime_cli  # `tui-bench runtime list|setup`
 
     runtime_cli.add_parser(sub)
+    from tui_bench.commands_runs import add_commands as add_run_commands  # ps, attach, stop
+
+    add_run_commands(sub)
     return parser
 
 

@@ -7,7 +7,6 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
@@ -15,8 +14,7 @@ from rich.table import Table as RichTable
 from tui_bench.engine import presets, report
 from tui_bench.engine import sweep as sweep_module
 from tui_bench.engine.history import History
-from tui_bench.engine.presets import Config, PresetError
-from tui_bench.engine.runner import RunResult
+from tui_bench.engine.presets import PresetError
 
 
 def _cli():
@@ -112,26 +110,6 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 # -- sweeps -------------------------------------------------------------------------------------
-def _describe_result(result: RunResult) -> str:
-    if not result.ok:
-        return f"[red]{result.status}[/red]: {result.reason}"
-    m = result.metrics()
-    parts = []
-    if m.get("step_median_s") is not None:
-        parts.append(f"step {m['step_median_s'] * 1000:.1f} ms median")
-    if m.get("train_wall_s") is not None:
-        parts.append(f"train {m['train_wall_s']:.2f} s")
-    if m.get("target_accuracy") is not None:
-        reached = m.get("target_reached_epoch")
-        parts.append(
-            f"target {m['target_accuracy']:g} reached at epoch {reached}, "
-            f"{m['target_reached_s']:.2f} s"
-            if reached is not None
-            else f"target {m['target_accuracy']:g} not reached"
-        )
-    return "finished: " + ", ".join(parts)
-
-
 def _skipped(sweep: sweep_module.Sweep, not_run: dict[str, str] | None = None) -> list:
     return sweep.skipped() + [(key, reason) for key, reason in (not_run or {}).items()]
 
@@ -161,6 +139,14 @@ def run_preset(args: argparse.Namespace) -> int:
             sweep = found
         else:
             raise cli.UsageError("--resume needs a SWEEP_ID or --preset NAME")
+        from tui_bench.engine import supervisor
+
+        for running in supervisor.in_progress():
+            if (running.header or {}).get("request", {}).get("sweep_id") == sweep.id:
+                raise cli.UsageError(
+                    f"sweep {sweep.id} is still running ({running.id}): "
+                    f"tui-bench attach {running.id} follows it, tui-bench stop {running.id} stops it"
+                )
         sweep.refresh()
     else:
         preset = _load_preset(args.preset)
@@ -180,61 +166,27 @@ def run_preset(args: argparse.Namespace) -> int:
             err.print(f"  [yellow]{key}[/yellow]: {reason}")
     if show:
         cli.warn_if_busy(err)
-    ctrl_c = cli.CtrlC(err)
-    display_box: dict[str, Any] = {}
     started = time.monotonic()
+    from tui_bench.engine.batch import BatchRequest
 
-    def before_run(config: Config, repeat: int, index: int, total: int) -> None:
-        if ctrl_c.count:
-            raise KeyboardInterrupt
-        if show:
-            flag = " [yellow](oversubscribed)[/yellow]" if config.oversubscribed else ""
-            err.print(
-                f"[bold][{index + 1}/{total}][/bold] {config.key}{flag}, "
-                f"repeat {repeat + 1}/{sweep.repeats}"
-            )
-        display_box["display"] = cli.RunDisplay(err, show).__enter__()
-
-    def after_run(config: Config, repeat: int, result: RunResult) -> None:
-        display = display_box.pop("display", None)
-        if display is not None:
-            display.__exit__(None, None, None)
-        if show:
-            err.print(f"  {_describe_result(result)}")
-
-    def on_event(event: dict[str, Any]) -> None:
-        display = display_box.get("display")
-        if display is not None:
-            display.on_event(event)
-
-    outcome = None
-    try:
-        ctrl_c.__enter__()
-        outcome = sweep_module.run(
-            sweep,
-            history,
-            on_event=on_event,
-            on_start=ctrl_c.attach,
-            before_run=before_run,
-            after_run=after_run,
-            stall_timeout=args.stall_timeout,
-            sample_interval=args.sample_interval,
-        )
-    except KeyboardInterrupt:
-        pass
-    finally:
-        ctrl_c.__exit__()
-        display = display_box.pop("display", None)
-        if display is not None:
-            display.__exit__(None, None, None)
+    request = BatchRequest(
+        sweep_id=sweep.id, refresh=bool(args.resume), options=cli.worker_options(args)
+    )
+    code = cli.start_batch(request, args, err)
+    if args.detach:
+        return code
     records = sweep_module.records(sweep, history)
-    tables = report.build(records, skipped=_skipped(sweep, outcome.not_run if outcome else None))
-    cancelled = outcome is None or outcome.cancelled
+    remaining = sweep_module.pending(sweep, history)
+    failed = {
+        r.get("config"): f"repeat {(r.get('repeat') or 0) + 1} failed ({r.get('reason')})"
+        for r in records
+        if r.get("status") == "failed"
+    }
+    tables = report.build(records, skipped=_skipped(sweep, failed))
     if args.json:
         print(json.dumps({"sweep": sweep.id, "runs": records}, indent=2, default=str))
     elif not args.quiet:
         render(out, tables)
-    remaining = sweep_module.pending(sweep, history)
     if show:
         err.print(
             f"sweep {sweep.id}: {len(records)} run(s) recorded, "
@@ -246,13 +198,13 @@ def run_preset(args: argparse.Namespace) -> int:
                 f"[bold]tui-bench run --resume {sweep.id}[/bold]"
             )
         err.print(f"compare later with: tui-bench compare {sweep.id} --markdown FILE")
-    if cancelled:
+    if code == 130:
         return 130
     if not todo:
         if not records:
             err.print("[red]nothing in this preset can run in this installation[/red]")
         return 0 if records else 1
-    return 0 if outcome and outcome.ran and not outcome.failed else 1
+    return 0 if records and not failed and not remaining else 1
 
 
 # -- compare ------------------------------------------------------------------------------------

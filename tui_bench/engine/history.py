@@ -23,11 +23,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 from filelock import FileLock
 from tinydb import Query, TinyDB
 from tinydb.storages import Storage
 
+from tui_bench.engine import procs
 from tui_bench.engine.paths import data_home
 
 STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
@@ -81,8 +81,10 @@ def now_iso() -> str:
 
 
 def new_run_id() -> str:
-    """Sortable and unique: 20261121-101502-3f9a."""
-    return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    """Sortable, and unique in practice: 20261121-101502-3f9a0c1e (32 random bits).
+
+    ``History.reserve_run_id`` makes it unique for certain within one history."""
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(4)
 
 
 class History:
@@ -119,24 +121,25 @@ class History:
 
     def _records_from_series(self) -> Iterator[dict[str, Any]]:
         for path in sorted(self.runs_dir.glob("*.jsonl")):
-            header = result = None
-            for event in read_jsonl(path):
-                if event.get("type") == "record":
-                    header = event["record"]
-                elif event.get("type") == "result":
-                    result = event["record"]
+            header, result = series_ends(path)
             record = result or header
             if record is None:
                 continue
-            if result is None:
-                record = {
-                    **record,
-                    "status": "interrupted",
-                    "reason": "the app stopped before the run ended",
-                }
+            if result is None and not recorder_alive(record):
+                record = {**record, "status": "interrupted", "reason": INTERRUPTED_REASON}
             yield record
 
     # -- records --------------------------------------------------------------------------------
+    def reserve_run_id(self) -> str:
+        """A new run id, unique in this history: its series file is created exclusively."""
+        while True:
+            run_id = new_run_id()
+            try:
+                with open(self.series_path(run_id), "x", encoding="utf-8"):
+                    return run_id
+            except FileExistsError:
+                continue
+
     def add(self, record: dict[str, Any]) -> str:
         record = dict(record)
         record.setdefault("id", new_run_id())
@@ -167,7 +170,14 @@ class History:
         return matches[0]
 
     def delete(self, run_ids: Iterable[str]) -> int:
+        """Delete runs and their files. A run in progress is refused: stop it first."""
         ids = set(run_ids)
+        for record in self.all():
+            if record["id"] in ids and record.get("status") == "running" and recorder_alive(record):
+                raise HistoryError(
+                    f"run {record['id']} is in progress: stop it first "
+                    f"(tui-bench stop {record.get('batch') or record['id']})"
+                )
         with self._lock, self._open() as db:
             removed = db.remove(Query().id.one_of(list(ids)))
         for run_id in ids:
@@ -176,22 +186,33 @@ class History:
         return len(removed)
 
     def mark_interrupted(self) -> int:
-        """Runs still 'running' whose recording process is gone: the app was killed mid-run."""
-        stale = []
+        """Settle runs still 'running' whose supervisor is gone (killed, or the machine died).
+
+        A run whose series file holds its result (the supervisor died between writing the
+        series and the history) is recovered from it; any other becomes 'interrupted' with the
+        reason, keeping what its series holds, and a worker it left behind is killed. Returns
+        how many became interrupted."""
+        interrupted = 0
         for record in self.all():
-            if record.get("status") != "running":
+            if record.get("status") != "running" or recorder_alive(record):
                 continue
+            run_id = record["id"]
+            _header, result = series_ends(self.series_path(run_id))
+            if result is not None:
+                self.update(run_id, **{k: v for k, v in result.items() if k != "id"})
+                continue
+            worker = last_worker(self.series_path(run_id))
+            if worker:
+                procs.kill_group(worker.get("pid"), worker.get("started"))
             pid = record.get("recorder_pid")
-            if pid is None or not psutil.pid_exists(pid) or pid == os.getpid():
-                stale.append(record["id"])
-        for run_id in stale:
             self.update(
                 run_id,
                 status="interrupted",
                 finished_at=now_iso(),
-                reason="the app stopped before the run ended",
+                reason=f"{INTERRUPTED_REASON} (its supervisor, pid {pid}, is gone)",
             )
-        return len(stale)
+            interrupted += 1
+        return interrupted
 
     # -- series ---------------------------------------------------------------------------------
     def series_path(self, run_id: str) -> Path:
@@ -212,6 +233,37 @@ class History:
             writer.writeheader()
             writer.writerows(rows)
         return len(rows)
+
+
+INTERRUPTED_REASON = "the run's supervisor stopped before the run ended"
+
+
+def recorder_alive(record: dict[str, Any]) -> bool:
+    """Is the process that records this run (its supervisor) still the one that started it?"""
+    pid = record.get("recorder_pid")
+    if pid == os.getpid():
+        return False  # a record left 'running' by this very process cannot still be running
+    return procs.alive(pid, record.get("recorder_started"))
+
+
+def series_ends(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The header record and the result record of a series file (None where missing)."""
+    header = result = None
+    for event in read_jsonl(path):
+        if event.get("type") == "record":
+            header = event["record"]
+        elif event.get("type") == "result":
+            result = event["record"]
+    return header, result
+
+
+def last_worker(path: Path) -> dict[str, Any] | None:
+    """The worker process a series file names (pid and start time), if any."""
+    worker = None
+    for event in read_jsonl(path):
+        if event.get("type") == "worker":
+            worker = event
+    return worker
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -245,7 +297,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
             row[prefix] = value
 
     for key, value in record.items():
-        if key in ("log_tail", "recorder_pid"):
+        if key in ("log_tail", "recorder_pid", "recorder_started"):
             continue
         walk(key, value)
     return row

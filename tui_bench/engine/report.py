@@ -35,7 +35,9 @@ METRICS: dict[str, tuple[str, bool]] = {
     "warmup_s": ("warm-up time s", True),
     "target_reached_s": ("training time to the target accuracy s", True),
 }
-SPEC_FIELDS = [f for f in RunSpec.__dataclass_fields__ if f != "repeats"]
+# Repeats of one configuration differ in their seed (seed + repeat index): not a configuration.
+REPLICATE_FIELDS = ("repeats", "seed")
+SPEC_FIELDS = [f for f in RunSpec.__dataclass_fields__ if f not in REPLICATE_FIELDS]
 
 
 @dataclass
@@ -92,7 +94,7 @@ def group_runs(records: Sequence[dict[str, Any]]) -> tuple[list[Group], list[str
     """Groups in first-seen order, and the spec fields that differ between them."""
     by_spec: dict[str, Group] = {}
     for record in records:
-        spec = {k: v for k, v in (record.get("spec") or {}).items() if k != "repeats"}
+        spec = {k: v for k, v in (record.get("spec") or {}).items() if k not in REPLICATE_FIELDS}
         key = repr(sorted(spec.items()))
         by_spec.setdefault(key, Group("", spec)).runs.append(record)
     groups = list(by_spec.values())

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import catalog, datasets, loc, protocol, runtimes
-from tui_bench.engine.history import History, new_run_id, now_iso
+from tui_bench.engine import catalog, datasets, loc, procs, protocol, runtimes
+from tui_bench.engine.history import History, now_iso
 from tui_bench.engine.paths import adapters_dir
 from tui_bench.engine.sampler import ResourceSampler
 from tui_bench.engine.spec import RunSpec
@@ -259,6 +259,8 @@ class WorkerRun:
                 r.reason = f"could not start the worker with {runtime.python}: {exc.strerror}"
                 return r
         os.close(write_fd)
+        # Named in the series so a later look can end a worker whose supervisor died.
+        self.on_event({"type": "worker", **procs.identity(self.process.pid)})
         reader = threading.Thread(target=self._read_events, args=(read_fd,), daemon=True)
         reader.start()
         sampler = ResourceSampler(
@@ -348,7 +350,7 @@ def execute(
 
     ``on_start`` receives the WorkerRun so a front end can cancel it from another thread.
     ``extra`` adds fields to the history record (a sweep's configuration key, for one)."""
-    run_id = new_run_id()
+    run_id = history.reserve_run_id()
     env = fingerprint()
     record: dict[str, Any] = {
         "id": run_id,
@@ -360,6 +362,7 @@ def execute(
         "group": group,
         "repeat": repeat,
         "recorder_pid": os.getpid(),
+        "recorder_started": procs.identity()["started"],
         "load_at_start": machine_load(),
         **(extra or {}),
     }
@@ -393,6 +396,7 @@ def execute(
         "metrics": result.metrics(),
         "log_tail": result.log_tail,
         "recorder_pid": None,
+        "recorder_started": None,
     }
     series.write({"type": "result", "record": final})
     series.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +190,12 @@ class SweepOutcome:
         return [item for item in self.ran if not item[2].ok]
 
 
+def replicate_spec(spec: RunSpec, repeat: int) -> RunSpec:
+    """Repeat r of a configuration trains with seed + r: repeats are real replicates, so spread
+    over them (accuracy above all) is a property of the configuration, not of one seed."""
+    return replace(spec, seed=(spec.seed + repeat) % 2**32)
+
+
 def run(
     sweep: Sweep,
     history: History,
@@ -198,6 +204,8 @@ def run(
     before_run: Callable[[Config, int, int, int], None] | None = None,
     after_run: Callable[[Config, int, runner.RunResult], None] | None = None,
     options_for: Callable[[Config], dict[str, Any]] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    extra: dict[str, Any] | None = None,
     **worker_options: Any,
 ) -> SweepOutcome:
     """Run the sweep's pending (configuration, repeat) pairs; record each run in history.
@@ -205,27 +213,38 @@ def run(
     A configuration whose run fails is recorded, its remaining repeats are left for a later
     resume, and the sweep goes on. A cancelled run (Ctrl-C) ends the sweep; resume picks it up.
     ``before_run(config, repeat, index, total)`` and ``after_run`` let a front end show progress;
-    ``options_for`` gives per-configuration worker options (tests inject faults with it)."""
+    ``should_stop`` is asked before each run; ``options_for`` gives per-configuration worker
+    options (tests inject faults with it); ``extra`` adds fields to every record.
+
+    A sweep without a preset is one configuration's repeats (``engine.batch``): its runs are
+    grouped by the sweep id when there is more than one, and a single run has no group."""
     outcome = SweepOutcome(sweep)
     todo = pending(sweep, history)
+    grouped = bool(sweep.preset) or sweep.repeats > 1
     for index, (config, repeat) in enumerate(todo):
         if config.key in outcome.not_run:
             continue
+        if should_stop is not None and should_stop():
+            outcome.cancelled = True
+            break
         if before_run is not None:
             before_run(config, repeat, index, len(todo))
         options = {**worker_options, **(options_for(config) if options_for else {})}
+        fields: dict[str, Any] = dict(extra or {})
+        if sweep.preset:
+            fields.update(
+                preset=sweep.preset, config=config.key, oversubscribed=config.oversubscribed
+            )
+        else:
+            fields["config"] = config.key
         result = runner.execute(
-            config.spec,
+            replicate_spec(config.spec, repeat),
             history,
             on_event=on_event,
             on_start=on_start,
-            group=sweep.id,
-            repeat=repeat,
-            extra={
-                "preset": sweep.preset,
-                "config": config.key,
-                "oversubscribed": config.oversubscribed,
-            },
+            group=sweep.id if grouped else None,
+            repeat=repeat if grouped else None,
+            extra=fields,
             **options,
         )
         outcome.ran.append((config, repeat, result))
