@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Input, Select, Static
 from tests.tui.helpers import wait_for
 from tui_bench.engine.history import History
 from tui_bench.tui.app import TuiBenchApp
-from tui_bench.tui.screens.dialogs import ConfirmScreen, MessageScreen, PromptScreen
+from tui_bench.tui.screens.dialogs import ChoiceScreen, ConfirmScreen, MessageScreen, PromptScreen
 from tui_bench.tui.screens.history import HistoryScreen
 from tui_bench.tui.screens.live import LiveScreen
 from tui_bench.tui.screens.setup import SetupScreen
@@ -101,9 +101,9 @@ async def test_cancel_kills_worker_and_records_cancelled(tui_home):
         await fill_quick_run(pilot, setup, epochs="50", steps="")
         await pilot.press("ctrl+r")
         await wait_for(
-            pilot, lambda: app.live.worker is not None and app.live.steps_done > 0, 120, "steps"
+            pilot, lambda: app.live.worker_pid is not None and app.live.steps_done > 0, 120, "steps"
         )
-        pid = app.live.worker.process.pid
+        pid = app.live.worker_pid
         await pilot.press("x")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("n")  # keep running
@@ -194,7 +194,7 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "sweep dialog")
         await pilot.press("y")
         await wait_for(
-            pilot, lambda: app.live is not live and app.live.worker is not None, 60, "start"
+            pilot, lambda: app.live is not live and app.live.worker_pid is not None, 60, "start"
         )
         second = app.live
         await pilot.press("x")
@@ -206,26 +206,52 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         assert History().get(second.run_id)["status"] == "cancelled"
 
 
-async def test_quit_mid_run_records_the_run_as_cancelled(tui_home):
+async def test_quit_mid_run_can_cancel_the_run_and_records_it(tui_home):
     app = TuiBenchApp()
     async with app.run_test(size=(100, 30)) as pilot:
         setup = app.screen
         await fill_quick_run(pilot, setup, epochs="50", steps="")
         await pilot.press("ctrl+r")
         await wait_for(
-            pilot, lambda: app.live.worker is not None and app.live.steps_done > 0, 120, "steps"
+            pilot, lambda: app.live.worker_pid is not None and app.live.steps_done > 0, 120, "steps"
         )
-        run_id, pid = app.live.run_id, app.live.worker.process.pid
+        run_id, pid = app.live.run_id, app.live.worker_pid
         # What history holds when the app leaves: after that, a real process ends at once.
         at_exit, exit_ = [], app.exit
         app.exit = lambda *a, **k: (at_exit.append(History().get(run_id)["status"]), exit_(*a, **k))
         await pilot.press("ctrl+q")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
-        await wait_for(pilot, lambda: app.return_code is not None, 15, "the app to exit")
-    # Recorded by execute before the app left, not left 'running' (→ 'interrupted' next start).
+        assert isinstance(app.screen, ChoiceScreen)
+        await pilot.press("c")  # cancel it and quit
+        await wait_for(pilot, lambda: app.return_code is not None, 20, "the app to exit")
     assert at_exit == ["cancelled"]
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_quit_leaves_the_run_running_and_a_new_app_attaches_to_it(tui_home):
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await fill_quick_run(pilot, app.screen, epochs="3", steps="60")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.live.steps_done > 0, 120, "steps")
+        run_id, batch_id = app.live.run_id, app.live.batch_id
+        await pilot.press("ctrl+q")
+        assert isinstance(app.screen, ChoiceScreen)
+        await pilot.press("enter")  # the default: leave it running
+        await wait_for(pilot, lambda: app.return_code is not None, 10, "the app to exit")
+    assert app.left_running == batch_id
+    assert History().get(run_id)["status"] == "running"  # the app is gone, the run is not
+
+    again = TuiBenchApp()
+    async with again.run_test(size=(100, 30)) as pilot:
+        # Start-up finds the run in progress and opens Live on it, with its whole loss curve.
+        await wait_for(
+            pilot, lambda: again.live is not None and again.live.run_id == run_id, 30, "attach"
+        )
+        assert isinstance(again.screen, LiveScreen)
+        await wait_for(pilot, lambda: again.live.done, 120, "the run to end")
+        assert len(again.live.losses) == 3 * 25  # 800 training samples / batch 32, from step 1
+        assert len(again.live.epoch_records) == 3
+    assert History().get(run_id)["status"] == "finished"
 
 
 async def test_setup_threads_sweep_runs_as_an_engine_sweep(tui_home):

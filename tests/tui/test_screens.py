@@ -257,3 +257,27 @@ async def test_palette_lists_actions_and_loads_a_preset(tui_home):
         await wait_for(
             pilot, lambda: isinstance(app.screen, HistoryScreen), 5, "history via palette"
         )
+
+
+async def test_history_refuses_to_delete_a_run_in_progress(tui_home):
+    import os
+
+    from tui_bench.engine import procs
+
+    (run_id,) = write_fake_history(tui_home, RUNS[:1])
+    # The run is in progress: its recorder (a supervisor) is a live process.
+    owner = procs.identity(os.getppid())
+    History().update(
+        run_id, status="running", recorder_pid=owner["pid"], recorder_started=owner["started"]
+    )
+    app = TuiBenchApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = await history_ready(pilot, app, 1)
+        table.move_cursor(row=0)
+        await pilot.press("d")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: "not deleted" in notes(app), 10, "the refusal")
+        assert "in progress: stop it first" in notes(app)
+        assert [r["id"] for r in History().all()] == [run_id]
+        assert History().series_path(run_id).exists()

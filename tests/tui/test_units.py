@@ -9,8 +9,8 @@ import pytest
 
 from tests.tui.fakes import fake_events
 from tui_bench.engine import presets, report
+from tui_bench.engine.batch import BatchRequest, plan
 from tui_bench.engine.spec import RunSpec, SpecError
-from tui_bench.tui.app import expand_batch
 from tui_bench.tui.live import LiveRun, downsample, live_run_from_series
 from tui_bench.tui.presets_io import threads_sweep
 from tui_bench.tui.screens.compare import scaling_line, table_cells
@@ -96,7 +96,8 @@ def test_parse_form_one_line_errors_and_sweep():
         parse_form({**base, "model": "lstm"}, [1, 2])
     spec, sweep = parse_form({**base, "threads": "sweep"}, [1, 2])
     assert sweep == [1, 2]
-    assert [r.threads for r in expand_batch(spec)] == [2, 2]  # one configuration: its repeats
+    single = plan("batch-x", BatchRequest(spec=spec.to_dict()))  # one configuration: its repeats
+    assert [c.spec.threads for c in single.configs] == [2] and single.repeats == 2
     # The threads sweep is a preset run by engine.sweep: one configuration per count, repeats
     # interleaved (1 2 1 2) so drift does not masquerade as a difference.
     configs = presets.expand(threads_sweep(spec, sweep), probe=None)

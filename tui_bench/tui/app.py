@@ -24,7 +24,7 @@ from tui_bench.engine.config import ConfigError, load_config
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.commands import TuiBenchCommands
 from tui_bench.tui.live import LiveRun
-from tui_bench.tui.screens.dialogs import ConfirmScreen, HelpScreen, MessageScreen
+from tui_bench.tui.screens.dialogs import ChoiceScreen, ConfirmScreen, HelpScreen, MessageScreen
 from tui_bench.tui.screens.setup import SetupScreen
 
 # Screens other than Setup (the first one drawn) are imported when first shown: plotext, the
@@ -55,7 +55,7 @@ def _system_screen() -> Screen:
     return SystemScreen()
 
 
-QUIT_WAIT_S = 5.0  # how long quitting waits for a cancelled run to be recorded
+QUIT_WAIT_S = 10.0  # how long 'cancel and quit' waits for the run to be recorded
 # Redraws per second of the live view, whatever the event rate. 0.5 (every 2 s, like btop and
 # nvitop) keeps the UI under 5 % of a core while a run streams; 1 Hz measured 8.8 %.
 REFRESH_HZ = 0.5
@@ -64,13 +64,7 @@ SCREENS = Binding.Group("screens", compact=True)
 THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
 
 
-def expand_batch(spec: RunSpec) -> list[RunSpec]:
-    """The runs of one Start of a single configuration: ``repeats`` times the spec."""
-    return [spec for _ in range(spec.repeats)]
-
-
-class SweepStopped(Exception):
-    """Cancel was asked for between two runs of a sweep."""
+FOLLOW_POLL_S = 0.5  # how often a followed batch's files are read (redraws stay at refresh_hz)
 
 
 class TuiBenchApp(App[None]):
@@ -116,6 +110,7 @@ class TuiBenchApp(App[None]):
         }
         self.start_mode = start_mode
         self.live: LiveRun | None = None
+        self.left_running: str | None = None  # batch id the user chose to leave running on quit
         self.compare_ids: list[str] = []
         self.config_error: str | None = None
         try:
@@ -166,6 +161,7 @@ class TuiBenchApp(App[None]):
     @work(thread=True, group="history", exit_on_error=False)
     def check_history(self) -> None:
         """Runs left 'running' by a killed app become 'interrupted'; corrupt files are reported."""
+        from tui_bench.engine import supervisor
         from tui_bench.engine.history import History
 
         history = History()
@@ -173,6 +169,19 @@ class TuiBenchApp(App[None]):
         for warning in history.warnings:
             self.call_from_thread(
                 self.notify, warning, title="history", severity="warning", timeout=15
+            )
+        running = supervisor.in_progress()
+        if running and self.live is None:
+            newest = running[-1]
+            self.call_from_thread(self.attach, newest.id)
+            others = (
+                f"; {len(running) - 1} more in progress (tui-bench ps)" if len(running) > 1 else ""
+            )
+            self.call_from_thread(
+                self.notify,
+                f"following {newest.label}{others}",
+                title="run in progress",
+                timeout=10,
             )
 
     def get_system_commands(self, screen: Screen) -> Any:
@@ -199,152 +208,121 @@ class TuiBenchApp(App[None]):
         self.push_screen(MessageScreen(title, message))
 
     # -- runs ---------------------------------------------------------------------------------
+    # Runs belong to a supervisor process (engine.supervisor), not to this app: the app launches
+    # a batch, then follows its files like any other viewer. Quitting, a hangup or a kill of the
+    # app leaves the run going; x (cancel) asks the supervisor to stop it.
     @property
     def running(self) -> bool:
         return self.live is not None and not self.live.done
 
-    def start_batch(self, specs: list[RunSpec]) -> bool:
-        """Start runs one after another in a thread worker; False if a batch is still running."""
+    def _busy(self) -> bool:
         if self.running:
             self.notify(
                 "a run is in progress: cancel it first (x on the Live screen)", severity="warning"
             )
+        return self.running
+
+    def start_run(self, spec: RunSpec) -> bool:
+        """Start one configuration (``spec.repeats`` runs); False if a batch is still running."""
+        if self._busy():
             return False
-        live = LiveRun(spec=specs[0], runs_total=len(specs))
-        self.live = live
-        self._run_batch(live, specs)
-        self.switch_mode("live")
-        self.redraw_live(force=True)
+        from tui_bench.engine.batch import BatchRequest
+
+        self._begin(
+            LiveRun(spec=spec, runs_total=spec.repeats), lambda: BatchRequest(spec=spec.to_dict())
+        )
         return True
 
     def start_sweep(self, preset: Any) -> bool:
-        """Run a preset's sweep (engine.sweep: planned, interleaved, resumable from the CLI) in a
-        thread worker, through the same event path as a single run."""
-        if self.running:
-            self.notify(
-                "a run is in progress: cancel it first (x on the Live screen)", severity="warning"
-            )
+        """Run a preset's sweep (engine.sweep: planned, interleaved, resumable from the CLI)."""
+        if self._busy():
             return False
-        from tui_bench.engine.spec import RunSpec as _RunSpec
 
-        live = LiveRun(spec=_RunSpec(), runs_total=1)
+        def request() -> Any:
+            from tui_bench.engine import sweep as sweep_module
+            from tui_bench.engine.batch import BatchRequest
+
+            return BatchRequest(sweep_id=sweep_module.create(preset).id)
+
+        live = LiveRun(spec=RunSpec(), runs_total=1)
         live.sweep_line = f"preparing the sweep of {preset.name}…"
-        self.live = live
-        self._run_sweep(live, preset)
-        self.switch_mode("live")
-        self.redraw_live(force=True)
+        self._begin(live, request)
         return True
 
-    @work(thread=True, group="run", exit_on_error=False, name="benchmark sweep")
-    def _run_sweep(self, live: LiveRun, preset: Any) -> None:
-        from tui_bench.engine import sweep as sweep_module
-        from tui_bench.engine.history import History
+    def _begin(self, live: LiveRun, request: Any) -> None:
+        self.live = live
+        self._launch(live, request)
+        self.switch_mode("live")
+        self.redraw_live(force=True)
 
-        history = History()
-        outcome = sweep = None
+    @work(thread=True, group="run", exit_on_error=False, name="start the run")
+    def _launch(self, live: LiveRun, request: Any) -> None:
+        from tui_bench.engine import supervisor
+
         try:
-            sweep = sweep_module.create(preset)
-            live.sweep_id = sweep.id
-            live.skipped = [(c.key, c.skip_reason) for c in sweep.configs if c.skip_reason]
-
-            def before_run(config: Any, repeat: int, index: int, total: int) -> None:
-                if live.cancel_requested:
-                    raise SweepStopped
-                live.push(
-                    {
-                        "type": "sweep_run",
-                        "index": index,
-                        "total": total,
-                        "key": config.key,
-                        "repeat": repeat,
-                        "repeats": sweep.repeats,
-                        "oversubscribed": config.oversubscribed,
-                        "spec": config.spec.to_dict(),
-                    }
-                )
-
-            def on_start(worker: Any) -> None:
-                live.worker = worker
-                live.push({"type": "record", "record": {"id": worker.run_id}})
-                if live.cancel_requested:
-                    worker.cancel()
-
-            def after_run(config: Any, repeat: int, result: Any) -> None:
-                live.push({"type": "result", "record": self._result_record(history, result)})
-
-            outcome = sweep_module.run(
-                sweep,
-                history,
-                on_event=live.push,
-                on_start=on_start,
-                before_run=before_run,
-                after_run=after_run,
-            )
-        except SweepStopped:
-            pass
-        finally:
-            if sweep is not None:
-                live.sweep_left = len(sweep_module.pending(sweep, history))
-            live.sweep_failed = dict(outcome.not_run) if outcome else {}
-            live.push({"type": "batch_done"})
+            live.batch_id = supervisor.launch(request())
+            if live.cancel_requested:  # x was confirmed while the supervisor was starting
+                supervisor.stop(live.batch_id)
+        except Exception as exc:  # an unreadable preset, a supervisor that cannot start
+            live.push({"type": "batch_done", "statuses": [], "error": str(exc)})
             self.call_from_thread(self._batch_finished, live)
+            return
+        self._follow(live)
 
-    @staticmethod
-    def _result_record(history: Any, result: Any) -> dict[str, Any]:
-        try:
-            return history.get(result.run_id)
-        except Exception:
-            return {
-                "id": result.run_id,
-                "status": result.status,
-                "reason": result.reason,
-                "metrics": result.metrics(),
-            }
+    def attach(self, batch_id: str) -> None:
+        """Follow a batch started elsewhere (another terminal, an earlier session of the app)."""
+        if self.live is not None and self.live.batch_id == batch_id and not self.live.done:
+            return
+        self.run_worker(
+            lambda: self._attach(batch_id), thread=True, group="run", exit_on_error=False
+        )
 
-    @work(thread=True, group="run", exit_on_error=False, name="benchmark run")
-    def _run_batch(self, live: LiveRun, specs: list[RunSpec]) -> None:
-        from tui_bench.engine.history import History
-        from tui_bench.engine.runner import execute
+    def _attach(self, batch_id: str) -> None:
+        """In a thread: read the batch's whole backlog (a run attached an hour in has its loss
+        curve from step 1) into a fresh view here, so the UI thread only has to draw it once."""
+        from tui_bench.engine.follow import BatchFollower
 
-        history = History()
-        group = None
-        if len(specs) > 1:
-            from tui_bench.engine.history import new_run_id
+        live = LiveRun(spec=RunSpec(), runs_total=1)
+        live.batch_id = batch_id
+        follower = BatchFollower(batch_id)
+        for event in follower.poll():
+            live.apply(event)
+        self.call_from_thread(self._show_attached, live)
+        self._follow(live, follower)
 
-            group = new_run_id()
-        try:
-            for index, spec in enumerate(specs):
-                if live.cancel_requested:
-                    break
+    def _show_attached(self, live: LiveRun) -> None:
+        self.live = live
+        self.switch_mode("live")
+        self.redraw_live(force=True)
 
-                def on_start(worker: Any, spec: RunSpec = spec) -> None:
-                    live.worker = worker
-                    live.push(
-                        {"type": "record", "record": {"id": worker.run_id, "spec": spec.to_dict()}}
-                    )
-                    if live.cancel_requested:
-                        worker.cancel()
+    def _follow(self, live: LiveRun, follower: Any = None) -> None:
+        """Runs in a thread: read the batch's files into ``live`` until the batch ends (or the
+        app stops following it); the UI drains them at its own refresh rate."""
+        import time
 
-                result = execute(
-                    spec,
-                    history,
-                    on_event=live.push,
-                    on_start=on_start,
-                    group=group,
-                    repeat=index if len(specs) > 1 else None,
-                )
-                live.push({"type": "result", "record": self._result_record(history, result)})
-        finally:
-            live.push({"type": "batch_done"})
-            self.call_from_thread(self._batch_finished, live)
+        from textual.worker import get_current_worker
+
+        from tui_bench.engine.follow import BatchFollower
+
+        follower = follower or BatchFollower(live.batch_id)
+        worker = get_current_worker()
+        while not worker.is_cancelled and live is self.live:
+            for event in follower.poll():
+                live.push(event)
+            if follower.done:
+                self.call_from_thread(self._batch_finished, live)
+                return
+            time.sleep(FOLLOW_POLL_S)
 
     def _batch_finished(self, live: LiveRun) -> None:
         self.redraw_live(force=True)
         statuses = [r.get("status") for r in live.results]
-        if live.sweep_id is not None:
+        if live.lost:
+            self.push_screen(MessageScreen("run lost", live.lost))
+        elif live.sweep_id is not None:
             self._sweep_finished(live, statuses)
         elif not statuses:
-            self.notify("the run did not start", severity="error")
+            self.notify(live.reason or "the run did not start", severity="error")
         elif all(s == "finished" for s in statuses):
             step = live.metrics.get("step_median_s")
             figure = f": step {step * 1000:.1f} ms median" if step else ""
@@ -406,74 +384,66 @@ class TuiBenchApp(App[None]):
 
         def confirmed(yes: bool | None) -> None:
             if yes and live is self.live and not live.done:
-                live.cancel_requested = True
-                if live.worker is not None:
-                    live.worker.cancel()  # kills the worker's process group; recorded as cancelled
+                self._request_stop(live)
                 self.notify("cancelling…")
 
         self.push_screen(
             ConfirmScreen(
                 "Cancel the run?",
-                "The worker is killed and the run recorded as cancelled.",
+                "The worker is stopped and the run recorded as cancelled.",
                 yes="Cancel run",
                 no="Keep running",
             ),
             confirmed,
         )
 
+    @work(thread=True, group="stop", exit_on_error=False, name="cancel the run")
+    def _request_stop(self, live: LiveRun) -> None:
+        from tui_bench.engine import supervisor
+
+        live.cancel_requested = True
+        if live.batch_id is None:
+            return  # still launching: _launch's follower sees cancel_requested and stops it
+        try:
+            supervisor.stop(live.batch_id)
+        except Exception as exc:  # already ended, or its supervisor is gone
+            self.call_from_thread(self.notify, str(exc), severity="warning")
+
     async def action_quit(self) -> None:
         if not self.running:
             self.exit()
             return
+        live = self.live
+        assert live is not None
 
-        def confirmed(yes: bool | None) -> None:
-            if yes:
+        def chosen(choice: str | None) -> None:
+            if choice == "leave":
+                self.left_running = live.batch_id
+                self.exit()
+            elif choice == "cancel":
                 self.run_worker(self._cancel_then_exit(), group="quit", exit_on_error=False)
 
         self.push_screen(
-            ConfirmScreen(
+            ChoiceScreen(
                 "Quit?",
-                "A run is in progress: it will be cancelled and recorded so.",
-                yes="Quit",
-                no="Stay",
+                "A run is in progress. It can go on without this window: "
+                f"tui-bench attach {live.batch_id or ''} (or just tui-bench) follows it again.",
+                [("leave", "Leave running"), ("cancel", "Cancel & quit"), ("stay", "Stay")],
             ),
-            confirmed,
+            chosen,
         )
 
     async def _cancel_then_exit(self) -> None:
-        """Cancel the run and let ``execute`` record it as cancelled before leaving (bounded:
-        a stuck worker is killed by on_unmount and shows as interrupted at the next start)."""
+        """Cancel the run and wait (bounded) until its supervisor has recorded it."""
         live = self.live
         if live is not None and not live.done:
-            live.cancel_requested = True
-            if live.worker is not None:
-                live.worker.cancel()
+            self._request_stop(live)
             self.notify("cancelling the run before quitting…")
-            runs = [w for w in self.workers if w.group == "run" and w.is_running]
-            try:
-                await asyncio.wait_for(
-                    asyncio.gather(*(w.wait() for w in runs), return_exceptions=True),
-                    QUIT_WAIT_S,
-                )
-            except TimeoutError:
-                pass
+            deadline = asyncio.get_running_loop().time() + QUIT_WAIT_S
+            while not live.done and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.1)
+                live.drain()
         self.exit()
-
-    def on_unmount(self) -> None:
-        """Leaving with a run in progress: stop its worker group, never leave it orphaned."""
-        live = self.live
-        if live is None or live.done or live.worker is None:
-            return
-        live.cancel_requested = True
-        live.worker.cancel()
-        process = getattr(live.worker, "process", None)
-        if process is not None and process.poll() is None:
-            import signal
-
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def feed(self, event: dict[str, Any]) -> None:
         """Events from any source (runner thread, tests' seeded fake) enter here."""
@@ -580,7 +550,12 @@ class TuiBenchApp(App[None]):
 
 
 def run_app() -> int:
-    TuiBenchApp().run()
+    app = TuiBenchApp()
+    app.run()
+    if app.left_running:
+        from tui_bench.commands_runs import left_running_hint
+
+        print(f"{app.left_running} is still running; {left_running_hint(app.left_running)}")
     return 0
 
 

@@ -72,12 +72,14 @@ class LiveRun:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     sweep_left: int = 0  # (configuration, repeat) pairs without a finished run, at the end
     sweep_failed: dict[str, str] = field(default_factory=dict)  # config key -> why it stopped
+    batch_id: str | None = None  # the supervisor's batch this view follows
+    worker_pid: int | None = None  # the current run's worker process
+    lost: str | None = None  # the supervisor died without ending the batch: why
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: list[dict[str, Any]] = []
         self.epochs = self.spec.epochs
-        self.worker: Any = None  # runner.WorkerRun of the current run, for cancel
 
     # -- threads ----------------------------------------------------------------------------
     def push(self, event: dict[str, Any]) -> None:
@@ -101,6 +103,12 @@ class LiveRun:
             if self.run_id is not None and record.get("id") != self.run_id:
                 self._next_run()
             self.run_id = record.get("id")
+            if record.get("spec"):
+                try:
+                    self.spec = RunSpec.from_dict(record["spec"], validate=False)
+                    self.epochs = self.spec.epochs
+                except Exception:
+                    pass  # keep the previous spec on screen rather than fail the view
             if self.run_id and self.run_id not in self.run_ids:
                 self.run_ids.append(self.run_id)
             self.status = "running"
@@ -152,8 +160,19 @@ class LiveRun:
                 self.spec = RunSpec.from_dict(event["spec"], validate=False)
             except Exception:
                 pass  # keep the previous spec on screen rather than fail the view
+        elif kind == "plan":
+            self.runs_total = max(event.get("total") or 1, 1)
+            self.sweep_id = event.get("sweep_id") or self.sweep_id
+            self.skipped = [tuple(item) for item in event.get("skipped") or []]
+        elif kind == "worker":
+            self.worker_pid = event.get("pid")
         elif kind == "batch_done":
             self.done = True
+            self.sweep_left = event.get("sweep_left") or 0
+            self.sweep_failed = dict(event.get("not_run") or {})
+            self.lost = event.get("lost")
+            if event.get("error") and not self.results:
+                self.reason = event["error"]
 
     def _next_run(self) -> None:
         """A new run of the batch starts: per-run state resets, the batch's results stay."""

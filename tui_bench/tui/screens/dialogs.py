@@ -1,4 +1,5 @@
-"""Modal dialogs: confirm, prompt for a line of text, show a message, help."""
+"""Modal dialogs: confirm, choose one of several answers, prompt for a line of text, show a
+message, help."""
 
 from __future__ import annotations
 
@@ -37,6 +38,42 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_answer(self, value: bool) -> None:
         self.dismiss(value)
+
+
+class ChoiceScreen(ModalScreen[str | None]):
+    """A question with several answers. The first is the default (focused: enter picks it);
+    each answer's key is the first letter of its label; escape picks none (None)."""
+
+    BINDINGS = [Binding("escape", "choose('')", "Close", id="dialog_close")]
+
+    def __init__(self, title: str, detail: str, choices: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.title_text, self.detail, self.choices = title, detail, choices
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(self.title_text, classes="dialog-title")
+            yield Static(self.detail, classes="dialog-detail", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                for index, (value, label) in enumerate(self.choices):
+                    variant = "primary" if index == 0 else "default"
+                    yield Button(f"{label} ({label[0].lower()})", variant=variant, id=value)
+
+    def on_mount(self) -> None:
+        self.query_one(f"#{self.choices[0][0]}", Button).focus()
+
+    def on_key(self, event) -> None:
+        for value, label in self.choices:
+            if event.key == label[0].lower():
+                event.stop()
+                self.dismiss(value)
+                return
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id)
+
+    def action_choose(self, value: str) -> None:
+        self.dismiss(value or None)
 
 
 class _TextAnswerScreen(ModalScreen[str | None]):
@@ -136,7 +173,8 @@ class MessageScreen(ModalScreen[None]):
 
 
 HELP_TEXT = """\
-tui-bench trains models in worker processes and shows the run live.
+tui-bench trains models in worker processes owned by a run supervisor,
+not by this window: closing it, or losing the SSH link, never stops a run.
 
 F2 Setup    what to run; ctrl+r starts, F7 loads a preset, F8 saves one
 F3 Live     the running benchmark: loss, epoch times, CPU/RSS/GPU;
@@ -147,7 +185,8 @@ F5 Compare  marked runs side by side, ratios to the first, thread scaling
 F6 System   this machine and the framework runtimes
 ctrl+p      command palette: every action and the presets
 F9          next theme; ansi-dark works without truecolor; NO_COLOR is
-            honoured. ctrl+q quits; a run in progress is cancelled.
+            honoured. ctrl+q quits: a run in progress is left running
+            (or cancelled, if you choose); `tui-bench` reattaches.
 
 Remap any key in config.toml by binding id (listed below), e.g.
   [keys]

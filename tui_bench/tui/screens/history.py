@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from tui_bench.engine.history import History
+from tui_bench.engine.history import History, HistoryError
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.screens.dialogs import ConfirmScreen, PromptScreen
 from tui_bench.tui.screens.run_detail import RunDetailScreen
@@ -324,7 +324,11 @@ class HistoryScreen(Screen):
 
     @work(thread=True, exit_on_error=False, group="history-write")
     def _delete(self, ids: list[str]) -> None:
-        removed = History().delete(ids)
+        try:
+            removed = History().delete(ids)
+        except HistoryError as exc:  # a run in progress: nothing was deleted
+            self.app.call_from_thread(self.notify, str(exc), title="not deleted", severity="error")
+            return
         self.app.call_from_thread(self.notify, f"deleted {removed} run(s)")
         self.app.call_from_thread(self._after_delete, ids)
 

@@ -460,15 +460,13 @@ class SetupScreen(Screen):
         if self.problem:
             self.notify(self.problem, title="cannot start", severity="error")
             return
-        from tui_bench.tui.app import expand_batch
-
         spec, sweep = self.current()
         if sweep:
             from tui_bench.tui.presets_io import threads_sweep
 
             self.app.start_sweep(threads_sweep(spec, sweep))
         else:
-            self.app.start_batch(expand_batch(spec))
+            self.app.start_run(spec)
 
     def action_load_preset(self) -> None:
         def chosen(name_or_path: str | None) -> None:
