@@ -51,7 +51,9 @@ def test_real_pytorch_training_end_to_end():
     assert started["param_count"] == 1_669_002
     assert started["threads_effective"] == 1 and started["framework_version"].startswith("2.13")
     assert started["steps_per_epoch"] == 6 and started["train_samples"] == 800
-    kinds = [e["type"] for e in events if e["type"] not in ("steps", "sample")]
+    # The runner names the worker process first (a later look can end it if the supervisor dies).
+    assert events[0]["type"] == "worker" and events[0]["pid"] and events[0]["started"]
+    kinds = [e["type"] for e in events if e["type"] not in ("steps", "sample", "worker")]
     assert kinds == [
         "run_started",
         "epoch_started",

@@ -17,14 +17,15 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tui_bench.engine import runner
-from tui_bench.engine import sweep as sweep_module
 from tui_bench.engine.history import History, HistoryError, new_run_id, now_iso
 from tui_bench.engine.paths import data_home
-from tui_bench.engine.presets import Config
 from tui_bench.engine.spec import RunSpec
+
+if TYPE_CHECKING:  # viewers import this module for its paths: they never run workers
+    from tui_bench.engine import runner
+    from tui_bench.engine import sweep as sweep_module
 
 BatchEventCallback = Callable[[dict[str, Any]], None]
 
@@ -75,6 +76,9 @@ class BatchRequest:
 def plan(batch_id: str, request: BatchRequest) -> sweep_module.Sweep:
     """The sweep a batch runs: the named one, or one configuration's repeats (not saved: its
     runs are found by their group, the batch id)."""
+    from tui_bench.engine import sweep as sweep_module
+    from tui_bench.engine.presets import Config
+
     if request.sweep_id:
         sweep = sweep_module.find(request.sweep_id)
         if request.refresh:
@@ -142,6 +146,8 @@ def run_batch(
 ) -> sweep_module.SweepOutcome | None:
     """Run a batch to its end and report it through ``on_batch_event``. Never raises: a batch
     that cannot be planned ends with its reason in the ``batch_done`` event."""
+    from tui_bench.engine import sweep as sweep_module
+
     control = control or BatchControl()
     try:
         sweep = plan(batch_id, request)
@@ -158,7 +164,7 @@ def run_batch(
         }
     )
 
-    def before_run(config: Config, repeat: int, index: int, total: int) -> None:
+    def before_run(config: Any, repeat: int, index: int, total: int) -> None:
         if sweep.preset:
             on_batch_event(
                 {

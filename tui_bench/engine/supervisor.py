@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine import batch as batch_module
-from tui_bench.engine import procs, runner
+from tui_bench.engine import procs
 from tui_bench.engine.history import History, HistoryError, read_jsonl
 from tui_bench.engine.paths import data_home
 
@@ -198,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     request = batch_module.BatchRequest.from_dict(header["request"])
     control = batch_module.BatchControl()
     signal.signal(signal.SIGTERM, lambda signum, frame: control.cancel())
-    events = runner.SeriesWriter(batch_module.events_path(args.batch_id))
+    from tui_bench.engine.runner import SeriesWriter
+
+    events = SeriesWriter(batch_module.events_path(args.batch_id))
     events.write({"type": "supervisor", **procs.identity()})
     history = History()
     history.mark_interrupted()  # settle runs of supervisors that died before this one
