@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import json
 import os
 import pstats
 import statistics
@@ -38,54 +37,9 @@ sys.path.insert(0, str(REPO / "tests"))  # the seeded fake event source, shaped 
 
 def build_batch(home: Path, steps: int, supervisor_pid: int) -> tuple[str, str]:
     os.environ["TUI_BENCH_HOME"] = str(home)
-    from tui.fakes import fake_events
+    from tui.fakes import write_batch_in_progress
 
-    from tui_bench.engine import batch, procs
-    from tui_bench.engine.history import History
-    from tui_bench.engine.runner import SeriesWriter
-    from tui_bench.engine.spec import RunSpec
-
-    epochs = 20
-    per_epoch = steps // epochs
-    spec = RunSpec(epochs=epochs, threads=1)
-    history = History()
-    run_id = history.reserve_run_id()
-    request = batch.BatchRequest(spec=spec.to_dict())
-    batch_id = batch.create(request)
-    identity = procs.identity(supervisor_pid)
-    record = {
-        "id": run_id,
-        "status": "running",
-        "spec": spec.to_dict(),
-        "label": spec.label(),
-        "recorder_pid": identity["pid"],
-        "recorder_started": identity["started"],
-        "batch": batch_id,
-    }
-    history.add(record)
-    events = fake_events(spec, run_id, steps_per_epoch=per_epoch, finish=False)
-    # The worker sends at most 10 steps events a second: at 50 ms/step, 2 steps each.
-    with open(history.series_path(run_id), "w", encoding="utf-8") as handle:
-        for event in events:
-            if event["type"] == "record":
-                event = {"type": "record", "record": record}
-            if event["type"] == "steps":
-                losses = event["losses"]
-                for i in range(0, len(losses), 2):
-                    part = {
-                        **event,
-                        "first_step": event["first_step"] + i,
-                        "losses": losses[i : i + 2],
-                    }
-                    handle.write(json.dumps(part) + "\n")
-                continue
-            handle.write(json.dumps(event) + "\n")
-    log = SeriesWriter(batch.events_path(batch_id))
-    log.write({"type": "supervisor", **identity})
-    log.write({"type": "plan", "total": 1, "sweep_id": None, "skipped": []})
-    log.write({"type": "run", "run_id": run_id})
-    log.close()
-    return batch_id, run_id
+    return write_batch_in_progress(home, steps, supervisor_pid)
 
 
 def child_tui(steps: int) -> None:

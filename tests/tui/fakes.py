@@ -176,3 +176,48 @@ def write_fake_history(home: Path, runs: list[tuple[str, RunSpec, float]]) -> li
                 handle.write(json.dumps(event) + "\n")
         ids.append(run_id)
     return ids
+
+
+def write_batch_in_progress(
+    home: Path, steps: int, supervisor_pid: int, epochs: int = 20
+) -> tuple[str, str]:
+    """A batch whose one run has recorded ``steps`` steps (split into ``epochs``) and goes on,
+    owned by ``supervisor_pid`` (a live stand-in process): what a viewer finds when it attaches
+    late. Steps events carry two steps each, as the worker's 10-per-second limit gives at
+    50 ms/step. Returns (batch id, run id)."""
+    from tui_bench.engine import batch, procs
+    from tui_bench.engine.runner import SeriesWriter
+
+    spec = RunSpec(epochs=epochs, threads=1)
+    history = History(home)
+    run_id = history.reserve_run_id()
+    batch_id = batch.create(batch.BatchRequest(spec=spec.to_dict()))
+    identity = procs.identity(supervisor_pid)
+    record = {
+        "id": run_id,
+        "status": "running",
+        "spec": spec.to_dict(),
+        "label": spec.label(),
+        "recorder_pid": identity["pid"],
+        "recorder_started": identity["started"],
+        "batch": batch_id,
+    }
+    history.add(record)
+    series = SeriesWriter(history.series_path(run_id))
+    for event in fake_events(spec, run_id, steps_per_epoch=steps // epochs, finish=False):
+        if event["type"] == "record":
+            event = {"type": "record", "record": record}
+        if event["type"] == "steps":
+            losses = event["losses"]
+            for i in range(0, len(losses), 2):
+                first = event["first_step"] + i
+                series.write({**event, "first_step": first, "losses": losses[i : i + 2]})
+            continue
+        series.write(event)
+    series.close()
+    log = SeriesWriter(batch.events_path(batch_id))
+    log.write({"type": "supervisor", **identity})
+    log.write({"type": "plan", "total": 1, "sweep_id": None, "skipped": []})
+    log.write({"type": "run", "run_id": run_id})
+    log.close()
+    return batch_id, run_id

@@ -281,3 +281,29 @@ async def test_history_refuses_to_delete_a_run_in_progress(tui_home):
         assert "in progress: stop it first" in notes(app)
         assert [r["id"] for r in History().all()] == [run_id]
         assert History().series_path(run_id).exists()
+
+
+async def test_start_follows_the_newest_run_in_progress_and_the_palette_any_other(tui_home):
+    import subprocess
+
+    from tests.tui.fakes import write_batch_in_progress
+
+    stand_ins = [subprocess.Popen(["sleep", "120"]) for _ in range(2)]  # live "supervisors"
+    try:
+        older, older_run = write_batch_in_progress(tui_home, 400, stand_ins[0].pid)
+        newer, newer_run = write_batch_in_progress(tui_home, 200, stand_ins[1].pid)
+        app = TuiBenchApp()
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.live is not None, 10, "attach at start")
+            assert app.live.batch_id == newer and app.live.run_id == newer_run
+            assert len(app.live.losses) == 200  # the whole curve, from step 1
+            assert "1 more in progress" in notes(app)
+            await pilot.press("ctrl+p")
+            await pilot.press(*f"Follow {older[-8:]}")
+            await pilot.pause(0.5)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.live.batch_id == older, 10, "the older run")
+            assert app.live.run_id == older_run and len(app.live.losses) == 400
+    finally:
+        for process in stand_ins:
+            process.kill()

@@ -122,8 +122,10 @@ def all_batches() -> list[BatchState]:
 
 
 def in_progress() -> list[BatchState]:
-    """Batches whose supervisor is alive, oldest first."""
-    return [b for b in all_batches() if b.in_progress]
+    """Batches whose supervisor is alive, oldest first (by the supervisor's start: ids made in
+    the same second do not sort by time)."""
+    running = [b for b in all_batches() if b.in_progress]
+    return sorted(running, key=lambda b: (b.supervisor or {}).get("started") or 0.0)
 
 
 def find(token: str | None) -> BatchState:
