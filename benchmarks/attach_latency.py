@@ -54,8 +54,7 @@ def child_tui(steps: int) -> None:
     class Measured(TuiBenchApp):
         painted: float | None = None
 
-        def on_mount(self) -> None:
-            super().on_mount()
+        def on_mount(self) -> None:  # Textual also runs TuiBenchApp.on_mount: no super()
             if os.environ.get("BENCH_NO_RUN"):  # reference: the first frame with nothing to attach
                 self.call_after_refresh(self._painted)
 
@@ -170,9 +169,14 @@ def main() -> None:
             size = (Path(home) / "runs" / f"{run_id}.jsonl").stat().st_size
             print(f"batch {batch_id}: {args.steps} steps recorded, series file {size / 1e6:.1f} MB")
             env = {**os.environ, "TUI_BENCH_HOME": home}
+            empty = tempfile.mkdtemp()
             cases = (
                 ("tui", "TUI first painted Live frame with the whole curve", {}),
-                ("tui", "reference: TUI first frame, nothing to attach", {"BENCH_NO_RUN": "1"}),
+                (
+                    "tui",
+                    "reference: TUI first frame, nothing to attach",
+                    {"BENCH_NO_RUN": "1", "TUI_BENCH_HOME": empty},
+                ),
                 ("attach", "CLI attach replayed", {}),
             )
             for child, what, extra in cases:

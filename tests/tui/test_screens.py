@@ -285,10 +285,14 @@ async def test_history_refuses_to_delete_a_run_in_progress(tui_home):
 
 async def test_start_follows_the_newest_run_in_progress_and_the_palette_any_other(tui_home):
     import subprocess
+    import time
 
     from tests.tui.fakes import write_batch_in_progress
 
-    stand_ins = [subprocess.Popen(["sleep", "120"]) for _ in range(2)]  # live "supervisors"
+    stand_ins = []  # live "supervisors", started a clock tick apart (newest = started last)
+    for _ in range(2):
+        stand_ins.append(subprocess.Popen(["sleep", "120"]))
+        time.sleep(0.1)
     try:
         older, older_run = write_batch_in_progress(tui_home, 400, stand_ins[0].pid)
         newer, newer_run = write_batch_in_progress(tui_home, 200, stand_ins[1].pid)
@@ -297,7 +301,7 @@ async def test_start_follows_the_newest_run_in_progress_and_the_palette_any_othe
             await wait_for(pilot, lambda: app.live is not None, 10, "attach at start")
             assert app.live.batch_id == newer and app.live.run_id == newer_run
             assert len(app.live.losses) == 200  # the whole curve, from step 1
-            assert "1 more in progress" in notes(app)
+            assert "1 more in progress (ctrl+p: Follow)" in notes(app)
             await pilot.press("ctrl+p")
             await pilot.press(*f"Follow {older[-8:]}")
             await pilot.pause(0.5)

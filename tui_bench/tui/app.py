@@ -155,33 +155,36 @@ class TuiBenchApp(App[None]):
             self.notify(
                 self.config_error, title="config file ignored", severity="error", timeout=10
             )
-        # Background checks start after the first frame, not competing with it for the GIL.
+        # After the first frame: switching to Live while Setup still composes races with it.
         self.call_after_refresh(self.check_history)
 
     @work(thread=True, group="history", exit_on_error=False)
     def check_history(self) -> None:
-        """Runs left 'running' by a killed app become 'interrupted'; corrupt files are reported."""
+        """Open Live on the newest run in progress (a user reconnecting wants it on screen
+        first); then settle runs whose supervisor died and report corrupt history files."""
         from tui_bench.engine import supervisor
         from tui_bench.engine.history import History
 
-        history = History()
-        history.mark_interrupted()
-        for warning in history.warnings:
-            self.call_from_thread(
-                self.notify, warning, title="history", severity="warning", timeout=15
-            )
         running = supervisor.in_progress()
-        if running and self.live is None:
+        if running and self.live is None and not self.start_mode:
             newest = running[-1]
             self.call_from_thread(self.attach, newest.id)
             others = (
-                f"; {len(running) - 1} more in progress (tui-bench ps)" if len(running) > 1 else ""
+                f"; {len(running) - 1} more in progress (ctrl+p: Follow)"
+                if len(running) > 1
+                else ""
             )
             self.call_from_thread(
                 self.notify,
                 f"following {newest.label}{others}",
                 title="run in progress",
                 timeout=10,
+            )
+        history = History()
+        history.mark_interrupted()
+        for warning in history.warnings:
+            self.call_from_thread(
+                self.notify, warning, title="history", severity="warning", timeout=15
             )
 
     def get_system_commands(self, screen: Screen) -> Any:
@@ -291,6 +294,8 @@ class TuiBenchApp(App[None]):
         self._follow(live, follower)
 
     def _show_attached(self, live: LiveRun) -> None:
+        if self.return_code is not None:  # quit while the backlog loaded: nothing to show
+            return
         self.live = live
         self.switch_mode("live")
         self.redraw_live(force=True)

@@ -43,9 +43,9 @@ class LiveScreen(Screen):
             self.show(self.app.live)
 
     def show(self, run: LiveRun) -> None:
-        if not self.is_mounted:
-            return
-        self.query_one(RunView).show(run)
+        views = self.query(RunView)  # none yet while the screen composes: on_mount shows it
+        if self.is_mounted and views:
+            views.first().show(run)
 
     def action_toggle_log(self) -> None:
         pane = self.query_one(Collapsible)
