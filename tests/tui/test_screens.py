@@ -257,3 +257,27 @@ async def test_palette_lists_actions_and_loads_a_preset(tui_home):
         await wait_for(
             pilot, lambda: isinstance(app.screen, HistoryScreen), 5, "history via palette"
         )
+
+
+async def test_cntk_is_listed_disabled_with_its_reason(tui_home):
+    """CNTK has no runtime anywhere reachable: the Setup screen lists it, says why, and its
+    option cannot be picked."""
+    from textual.widgets import OptionList
+
+    from tui_bench.engine import catalog
+
+    app = TuiBenchApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30)
+        await pilot.pause()
+        select = setup.query_one("#framework", Select)
+        names = [value for _, value in select._options]
+        index = names.index("cntk")
+        label = str(select._options[index][0])
+        assert label.startswith("CNTK ✗") and "Python 2.7, 3.5 and 3.6" in label
+        assert catalog.framework("cntk").unavailable in label
+        overlay = select.query_one(OptionList)
+        assert overlay.get_option_at_index(index).disabled
+        assert not overlay.get_option_at_index(names.index("torch")).disabled
+
