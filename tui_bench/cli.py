@@ -520,6 +520,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tui_bench import runtime_cli  # issue 3: `tui-bench runtime list|setup`
 
     runtime_cli.add_parser(sub)
+    from tui_bench.commands_cards import add_commands as add_card_commands  # issue 13: cards
+
+    add_card_commands(sub)
     return parser
 
 

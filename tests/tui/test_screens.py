@@ -281,3 +281,27 @@ async def test_cntk_is_listed_disabled_with_its_reason(tui_home):
         assert overlay.get_option_at_index(index).disabled
         assert not overlay.get_option_at_index(names.index("torch")).disabled
 
+
+async def test_system_screen_shows_both_cards(tui_home, monkeypatch):
+    """The System screen shows the engine's framework card on open and the hardware card on m
+    (the cards' contents are tested in tests/test_cards.py; here: that they reach the screen)."""
+    from tui_bench.engine import cards
+
+    def framework_card(refresh=False):
+        return [cards.Card("theano", "Theano", {"license": "BSD (Theano)"})]
+
+    def hardware_card(machine):
+        return [cards.Card("cpu", f"cpu: {machine['cpu_model']}", {"latency": "1.23 ms median"})]
+
+    monkeypatch.setattr(cards, "framework_card", framework_card)
+    monkeypatch.setattr(cards, "hardware_card", hardware_card)
+    app = TuiBenchApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f6")
+        screen = app.screen
+        fw = screen.query_one("#framework-card", Static)
+        await wait_for(pilot, lambda: "BSD (Theano)" in str(fw.render()), 30, "framework card")
+        hw = screen.query_one("#hardware-card", Static)
+        assert "1.23 ms" not in str(hw.render())  # measured only when asked
+        await pilot.press("m")
+        await wait_for(pilot, lambda: "1.23 ms median" in str(hw.render()), 30, "hardware card")
