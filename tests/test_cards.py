@@ -94,6 +94,17 @@ def test_framework_card_cells_follow_the_probe_and_go_missing_without_it(tmp_pat
 
         return probe
 
+    history.add(
+        record(
+            "elsewhere",
+            "torch",
+            "eager",
+            "vgg16",
+            "cifar10",
+            "cpu",
+            env={"host": "another-box", "cpu_model": "X"},
+        )
+    )
     found = {c.subject: c for c in cards.framework_card(history, probe=probe_with("BSD-3-Clause"))}
     torch = found["torch"].cells
     if "problems" in torch:
@@ -103,6 +114,7 @@ def test_framework_card_cells_follow_the_probe_and_go_missing_without_it(tmp_pat
     assert "BLAS testblas" in torch["compatible hardware"]
     assert torch["multi-node support"] == "torch runtime, torch: gloo"
     assert torch["tested networks"].startswith("cnn (cpu; 1 run")
+    assert "vgg16" not in torch["tested networks"]  # recorded on another machine
     gone = {c.subject: c for c in cards.framework_card(history, probe=probe_with(None))}
     assert gone["torch"].cells["license"] == cards.MISSING
 

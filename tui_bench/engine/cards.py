@@ -144,11 +144,19 @@ def framework_card(
     history: History | None = None,
     refresh: bool = False,
     probe: Callable[[str, tuple[str, ...], bool], dict[str, Any]] | None = None,
+    host: str | None = None,
 ) -> list[Card]:
     """One card per catalog framework. ``probe(python, modules, refresh)`` reads a runtime
-    (default: ``probe_runtime``, a subprocess in that runtime)."""
+    (default: ``probe_runtime``, a subprocess in that runtime). Tested networks and datasets
+    count runs recorded on ``host`` (default: this machine's host name)."""
     probe = probe or probe_runtime
-    records = (history or History()).all()
+    if host is None:
+        import socket
+
+        host = socket.gethostname()
+    records = [
+        r for r in (history or History()).all() if (r.get("env") or {}).get("host", host) == host
+    ]
     cards = []
     for fw in catalog.FRAMEWORKS.values():
         core, interfaces = LANGUAGES.get(fw.name, (MISSING, MISSING))
