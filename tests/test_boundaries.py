@@ -10,7 +10,7 @@ import sys
 
 from conftest import REPO
 
-FRAMEWORKS = ("torch", "tensorflow", "keras", "mxnet", "jax")
+FRAMEWORKS = ("torch", "tensorflow", "keras", "mxnet", "jax", "theano", "cntk")
 
 WALK_ALL = """
 import importlib, json, pkgutil, sys

@@ -25,7 +25,9 @@ pytestmark = pytest.mark.slow
 # Where `tui-bench runtime setup` put the runtimes, read before any test redirects the data home.
 RUNTIMES_DIR = runtimes_home()
 REFERENCE_CNN_PARAMS = 1_669_002
-COMBOS = [(fw.name, api) for fw in catalog.FRAMEWORKS.values() for api in fw.apis]
+COMBOS = [
+    (fw.name, api) for fw in catalog.FRAMEWORKS.values() if not fw.unavailable for api in fw.apis
+]
 _RESULTS: dict[tuple, RunResult] = {}
 
 
@@ -121,6 +123,8 @@ BUILD_PATHS = [
     ("keras", "tensorflow"),  # JAX compiles VGG16 for ~90 s here; the model code is shared
     ("mxnet", "gluon"),
     ("mxnet", "module"),
+    ("theano", "theano"),
+    ("theano", "keras2"),
 ]
 TINY = {"batch_size": 8, "epochs": 1, "steps_per_epoch": 1, "warmup_steps": 0}
 
@@ -145,6 +149,8 @@ THREAD_MECHANISMS = [
     ("keras", "torch"),
     ("keras", "jax"),  # CPU affinity only
     ("mxnet", "gluon"),  # OMP_NUM_THREADS before import
+    ("theano", "theano"),  # OpenBLAS's pool + Theano's OpenMP flag, read back from both
+    ("theano", "keras2"),
 ]
 
 
@@ -160,7 +166,7 @@ def test_two_threads_take_effect_and_mlp_counts_match(bench_env, framework, api)
 
 # -- devices ---------------------------------------------------------------------------------------
 GPU_CHECKS = [("torch", "eager"), ("tensorflow", "eager"), ("keras", "torch"), ("keras", "jax")]
-GPU_CHECKS += [("mxnet", "gluon"), ("tensorflow", "estimator")]
+GPU_CHECKS += [("mxnet", "gluon"), ("tensorflow", "estimator"), ("theano", "theano")]
 
 
 @pytest.mark.parametrize(("framework", "api"), GPU_CHECKS)
@@ -174,3 +180,17 @@ def test_missing_gpu_is_a_clear_error_before_training(bench_env, framework, api)
     assert result.error["error_type"] == "DeviceError"
     assert "sees 0 GPUs" in result.reason and "installed build" in result.reason
     assert result.started is None and result.epochs == []  # refused before training started
+
+
+# -- Theano: what it is configured with at import, read back from the worker ------------------------
+def test_theano_compiles_into_the_tui_bench_cache_and_links_openblas(bench_env) -> None:
+    one = run(bench_env, "theano", "theano", model="mlp", threads=1, train_samples=160, **TINY)
+    extra = one.started["extra"]
+    assert extra["compiledir"].startswith(os.environ["TUI_BENCH_CACHE"])
+    assert "scipy_openblas" in extra["blas"] and extra["blas_threads"] == 1
+    assert extra["openmp"] is False  # one thread: no OpenMP loops compiled in
+    if (os.cpu_count() or 1) >= 2:
+        two = run(bench_env, "theano", "theano", model="mlp", threads=2, train_samples=160, **TINY)
+        extra = two.started["extra"]
+        assert extra["openmp"] is True
+        assert extra["openmp_threads"] == extra["blas_threads"] == 2

@@ -139,14 +139,14 @@ def test_unknown_framework_or_dataset_is_skipped_with_a_reason(workdir):
     preset = load(
         workdir,
         'dataset = ["synthetic-mnist", "imagenet-22k"]\n'
-        'matrix = [{framework = "torch", api = "eager"}, {framework = "theano", api = "gpu"}]\n',
+        'matrix = [{framework = "torch", api = "eager"}, {framework = "caffe", api = "gpu"}]\n',
     )
     configs = presets.expand(preset, probe=None)
     by_key = {(c.spec.dataset, c.spec.framework): c.skip_reason for c in configs}
     assert by_key[("synthetic-mnist", "torch")] is None
     assert (
-        "framework 'theano' is not available in this installation"
-        in by_key[("synthetic-mnist", "theano")]
+        "framework 'caffe' is not available in this installation"
+        in by_key[("synthetic-mnist", "caffe")]
     )
     assert "dataset 'imagenet-22k' is not available" in by_key[("imagenet-22k", "torch")]
     assert [c.spec.framework for c, _ in presets.interleave(configs, 1)] == ["torch"]
@@ -154,7 +154,7 @@ def test_unknown_framework_or_dataset_is_skipped_with_a_reason(workdir):
 
 def test_bad_values_are_errors_even_for_an_unknown_framework(workdir):
     # The skip for a framework this installation lacks must not hide a mistake in the file.
-    message = error_of(workdir, 'framework = "theano"\nthreads = 0\n')
+    message = error_of(workdir, 'framework = "caffe"\nthreads = 0\n')
     assert message == "presets/x.toml: threads: must be between 1 and 64, got 0"
 
 
@@ -245,6 +245,13 @@ def test_study_settings_are_the_studies():
     assert {s.threads for s in shatnawi if s.device == "cpu"} == {1, 2, 4, 8, 16, 32}
     assert {s.dataset for s in shatnawi} == {"mnist", "cifar10"}
     assert any(s.device == "gpu" for s in shatnawi)
+    # The study's stacks: Keras on TF, Keras 2 on Theano and on CNTK; PyTorch as the reference.
+    assert {(s.framework, s.api) for s in shatnawi} == {
+        ("tensorflow", "keras"),
+        ("theano", "keras2"),
+        ("cntk", "keras2"),
+        ("torch", "eager"),
+    }
 
     kabakus = specs("kabakus-2020")
     workloads = {(s.model, s.dataset, s.lr, s.batch_size, s.epochs) for s in kabakus}
@@ -273,3 +280,14 @@ def test_a_real_dataset_missing_from_the_cache_is_skipped_with_the_download_comm
     by_dataset = {c.spec.dataset: c.skip_reason for c in configs}
     assert by_dataset["synthetic-mnist"] is None
     assert "run `tui-bench data download mnist`" in by_dataset["mnist"]
+
+
+def test_shatnawi_cntk_configurations_are_skipped_with_the_reason():
+    from tui_bench.engine import catalog
+
+    preset = presets.load(REPO / "presets" / "shatnawi-2018-quick.toml")
+    configs = presets.expand(preset)
+    cntk = [c for c in configs if c.spec.framework == "cntk"]
+    assert cntk and all(c.skip_reason for c in cntk)
+    on_cpu = [c for c in cntk if c.spec.device == "cpu"]
+    assert on_cpu and all(catalog.framework("cntk").unavailable in c.skip_reason for c in on_cpu)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,6 +150,41 @@ def test_runtime_list_json_covers_every_framework_api(
     estimator = next(row for row in rows if row["api"] == "estimator")
     assert estimator["runtime"] == "tf-legacy" and not estimator["ok"]
     assert estimator["fix"] == "tui-bench runtime setup tf-legacy"
+    # CNTK is listed, unavailable with the reason, and no command claims to fix it.
+    cntk = next(row for row in rows if row["framework"] == "cntk")
+    assert not cntk["ok"] and cntk["fix"] is None and cntk["python"] is None
+    assert cntk["problem"] == catalog.framework("cntk").unavailable
+    assert "3.6" in cntk["problem"] and "registries" in cntk["problem"]
+
+
+def test_runtime_list_table_shows_cntk_unavailable_with_its_reason(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # one line per row: the reason is not folded
+    assert cli.main(["runtime", "list"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "cntk / keras2" in out and "Python 2.7, 3.5 and 3.6" in out
+    assert "runtime setup cntk" not in out
+
+
+def test_unavailable_framework_never_resolves_and_is_never_set_up() -> None:
+    with pytest.raises(runtimes.RuntimeUnavailable, match="CNTK cannot run here: CNTK's last"):
+        runtimes.resolve("cntk", "keras2")
+    assert "cntk" not in runtimes.needed_runtimes()
+    assert "cntk" not in runtimes.MANAGED
+
+
+def test_theano_runtime_plan_pins_the_stack_and_refuses_python_312(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    packages = runtimes.setup_plan("theano")[1]
+    for pin in ("theano==1.0.5", "keras==2.3.1", "numpy<1.24"):
+        assert pin in packages
+    assert any(p.startswith("scipy-openblas32==") for p in packages)
+    assert "theano" in runtimes.needed_runtimes() or runtimes.importlib.util.find_spec("theano")
+    monkeypatch.setattr(runtimes, "_python_version", lambda python: (3, 12, 1))
+    with pytest.raises(runtimes.RuntimeSetupError, match="runtime 'theano' needs Python <= 3.11"):
+        runtimes.setup_plan("theano")
 
 
 def test_runtime_setup_cli_reports_a_refusal_in_one_line(
@@ -176,6 +212,13 @@ def test_keras_backend_and_affinity_are_per_api() -> None:
     assert mxnet_env["OMP_NUM_THREADS"] == "2"
     tf_env = worker_environment(RunSpec(framework="tensorflow", api="xla", threads=2).validate())
     assert tf_env["TF_NUM_INTRAOP_THREADS"] == tf_env["TF_NUM_INTEROP_THREADS"] == "2"
+    theano_env = worker_environment(RunSpec(framework="theano", api="theano", threads=2).validate())
+    assert theano_env["OMP_NUM_THREADS"] == theano_env["OPENBLAS_NUM_THREADS"] == "2"
+    assert theano_env["KERAS_BACKEND"] == ""  # the plain Theano API does not import Keras
+    # Theano's compile cache goes under tui-bench's cache directory.
+    assert theano_env["TUI_BENCH_WORKER_CACHE"].startswith(os.environ["TUI_BENCH_CACHE"])
+    keras2_env = worker_environment(RunSpec(framework="theano", api="keras2").validate())
+    assert keras2_env["KERAS_BACKEND"] == "theano"
     assert catalog.runtime_for("tensorflow", "estimator") == "tf-legacy"
 
 
@@ -231,6 +274,8 @@ def test_bad_markers_name_the_line(source: str, problem: str) -> None:
 
 def test_every_framework_api_has_model_and_step_lines() -> None:
     for fw in catalog.FRAMEWORKS.values():
+        if fw.unavailable:
+            continue  # listed for the studies, no adapter
         for api in fw.apis:
             counts = loc.lines_of_code(fw.name, api)
             assert counts["loc_model"] > 10, (fw.name, api)

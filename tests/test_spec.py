@@ -38,9 +38,9 @@ def test_defaults_are_the_offline_reference_run():
         ({"threads": 65}, "threads", "threads must be between 1 and 64, got 65"),
         ({"threads": 2.5}, "threads", "threads must be a whole number, got 2.5"),
         (
-            {"framework": "theano"},
+            {"framework": "caffe"},
             "framework",
-            "framework 'theano' is not known (choose: torch, tensorflow, keras, mxnet)",
+            "framework 'caffe' is not known (choose: torch, tensorflow, keras, mxnet, theano, cntk)",
         ),
         ({"device": "cuda:0"}, "device", "device must be cpu, gpu or gpu:N, got 'cuda:0'"),
         ({"lr": 0}, "lr", "lr must be in (0.0, 10.0], got 0.0"),

@@ -507,6 +507,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tui_bench.commands_runs import add_commands as add_run_commands  # ps, attach, stop
 
     add_run_commands(sub)
+    from tui_bench.commands_cards import add_commands as add_card_commands  # frameworks, hardware
+
+    add_card_commands(sub)
     return parser
 
 

@@ -35,7 +35,9 @@ def cmd_runtime_list(args: argparse.Namespace) -> int:
     for row in rows:
         where = f"{row.python} ({row.source})" if row.python else "—"
         versions = row.probe.versions() if row.probe else "—"
-        status = "[green]available[/]" if row.ok else f"[red]{row.problem}[/]\nfix: {row.fix}"
+        status = "[green]available[/]" if row.ok else f"[red]{row.problem}[/]"
+        if row.fix:
+            status += f"\nfix: {row.fix}"
         table.add_row(f"{row.framework} / {row.api}", row.runtime, where, versions, status)
     Console(highlight=False).print(table)
     return 0

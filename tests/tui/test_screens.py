@@ -301,7 +301,7 @@ async def test_start_follows_the_newest_run_in_progress_and_the_palette_any_othe
             await wait_for(pilot, lambda: app.live is not None, 10, "attach at start")
             assert app.live.batch_id == newer and app.live.run_id == newer_run
             assert len(app.live.losses) == 200  # the whole curve, from step 1
-            assert "1 more in progress (ctrl+p: Follow)" in notes(app)
+            await wait_for(pilot, lambda: "1 more in progress (ctrl+p: Follow)" in notes(app), 5)
             await pilot.press("ctrl+p")
             await pilot.press(*f"Follow {older[-8:]}")
             await pilot.pause(0.5)
@@ -311,3 +311,51 @@ async def test_start_follows_the_newest_run_in_progress_and_the_palette_any_othe
     finally:
         for process in stand_ins:
             process.kill()
+
+
+async def test_cntk_is_listed_disabled_with_its_reason(tui_home):
+    """CNTK has no runtime anywhere reachable: the Setup screen lists it, says why, and its
+    option cannot be picked."""
+    from textual.widgets import OptionList
+
+    from tui_bench.engine import catalog
+
+    app = TuiBenchApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        setup = app.screen
+        await wait_for(pilot, lambda: setup.available is not None, 30)
+        await pilot.pause()
+        select = setup.query_one("#framework", Select)
+        names = [value for _, value in select._options]
+        index = names.index("cntk")
+        label = str(select._options[index][0])
+        assert label.startswith("CNTK ✗") and "Python 2.7, 3.5 and 3.6" in label
+        assert catalog.framework("cntk").unavailable in label
+        overlay = select.query_one(OptionList)
+        assert overlay.get_option_at_index(index).disabled
+        assert not overlay.get_option_at_index(names.index("torch")).disabled
+
+
+async def test_system_screen_shows_both_cards(tui_home, monkeypatch):
+    """The System screen shows the engine's framework card on open and the hardware card on m
+    (the cards' contents are tested in tests/test_cards.py; here: that they reach the screen)."""
+    from tui_bench.engine import cards
+
+    def framework_card(refresh=False):
+        return [cards.Card("theano", "Theano", {"license": "BSD (Theano)"})]
+
+    def hardware_card(machine):
+        return [cards.Card("cpu", f"cpu: {machine['cpu_model']}", {"latency": "1.23 ms median"})]
+
+    monkeypatch.setattr(cards, "framework_card", framework_card)
+    monkeypatch.setattr(cards, "hardware_card", hardware_card)
+    app = TuiBenchApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("f6")
+        screen = app.screen
+        fw = screen.query_one("#framework-card", Static)
+        await wait_for(pilot, lambda: "BSD (Theano)" in str(fw.render()), 30, "framework card")
+        hw = screen.query_one("#hardware-card", Static)
+        assert "1.23 ms" not in str(hw.render())  # measured only when asked
+        await pilot.press("m")
+        await wait_for(pilot, lambda: "1.23 ms median" in str(hw.render()), 30, "hardware card")

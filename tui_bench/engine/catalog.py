@@ -33,6 +33,8 @@ class Framework:
     api_pin_affinity: tuple[str, ...] = ()
     # Per-API modules a runtime must import, when they differ from ``import_name``.
     api_imports: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Why no runtime for it can exist here (listed for the studies that used it, never run).
+    unavailable: str | None = None
 
     def pins_affinity(self, api: str) -> bool:
         return self.pin_affinity or api in self.api_pin_affinity
@@ -116,6 +118,36 @@ FRAMEWORKS: dict[str, Framework] = {
             "hybrid": "Gluon, hybridized",
             "module": "symbolic Module API",
         },
+    ),
+    # -- issue 13: the stacks of Shatnawi et al. (2018) ------------------------------------------
+    "theano": Framework(
+        name="theano",
+        label="Theano",
+        apis=("theano", "keras2"),
+        adapter="theano_adapter",
+        runtime="theano",
+        import_name="theano",
+        # OpenBLAS and Theano's OpenMP loops size their pools from these at load time.
+        thread_env=_BLAS_THREADS,
+        # Keras 2 picks its backend at import; the plain Theano API does not import Keras at all.
+        api_env={"theano": {"KERAS_BACKEND": ""}, "keras2": {"KERAS_BACKEND": "theano"}},
+        api_imports={"keras2": ("theano", "keras")},
+        api_labels={
+            "theano": "Theano symbolic graph, theano.grad",
+            "keras2": "Keras 2.3.1 fit, Theano backend",
+        },
+    ),
+    "cntk": Framework(
+        name="cntk",
+        label="CNTK",
+        apis=("keras2",),
+        adapter="",
+        runtime="cntk",
+        import_name="cntk",
+        api_labels={"keras2": "Keras 2 fit, CNTK backend"},
+        unavailable="CNTK's last release (2.7.post2) ships wheels for Python 2.7, 3.5 and 3.6 only "
+        "(3.7 builds were on Microsoft's retired site); no such interpreter is reachable from the "
+        "package registries",
     ),
 }
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from tui_bench.engine import catalog, datasets, loc, procs, protocol, runtimes
 from tui_bench.engine.history import History, now_iso
-from tui_bench.engine.paths import adapters_dir
+from tui_bench.engine.paths import adapters_dir, cache_home
 from tui_bench.engine.sampler import ResourceSampler
 from tui_bench.engine.spec import RunSpec
 from tui_bench.engine.sysinfo import fingerprint
@@ -112,6 +112,8 @@ def worker_environment(spec: RunSpec) -> dict[str, str]:
         # TensorFlow and JAX place work on a visible GPU by default; a CPU run must not.
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Where frameworks that compile at run time (Theano) keep their cache: tui-bench's, not ~.
+    env["TUI_BENCH_WORKER_CACHE"] = str(cache_home() / "compiled")
     return env
 
 

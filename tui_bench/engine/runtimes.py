@@ -47,6 +47,8 @@ def managed_python(name: str) -> Path:
 
 def resolve(framework_name: str, api: str) -> Runtime:
     fw = catalog.framework(framework_name)
+    if fw.unavailable:
+        raise RuntimeUnavailable(f"{fw.label} cannot run here: {fw.unavailable}")
     name = catalog.runtime_for(framework_name, api)
     configured = load_config().get("runtimes", {}).get(name, {}).get("python")
     if configured:
@@ -130,6 +132,24 @@ MANAGED: dict[str, ManagedSpec] = {
             ("keras", "jax"),
             "Keras 3 on JAX 0.10 (CPU)",
             gpu_packages=("keras==3.15.1", "jax[cuda12]==0.10.2"),
+        ),
+        ManagedSpec(
+            "theano",
+            # Theano compiles C at run time and links a BLAS: scipy-openblas32 ships OpenBLAS as
+            # a linkable library (its symbols prefixed scipy_; the adapter maps Theano's names).
+            # numpy<1.24 keeps the aliases Theano and Keras 2 use; no numpy<1.24 wheels exist
+            # for Python 3.12.
+            (
+                "theano==1.0.5",
+                "keras==2.3.1",
+                "numpy<1.24",
+                "scipy-openblas32==0.3.34.481.3",
+            ),
+            ("theano", "keras"),
+            "Theano 1.0.5 + Keras 2.3.1 (CPU, OpenBLAS from scipy-openblas32)",
+            max_python=(3, 11),
+            gpu_note="Theano's GPU backend needs libgpuarray/pygpu built against an old CUDA; "
+            "install it yourself and point [runtimes.theano] python at it",
         ),
     )
 }
@@ -252,7 +272,17 @@ def gpu_info(name, module):
     if name == "jax":
         gpus = [d for d in module.devices() if d.platform == "gpu"]
         return {"build": "CUDA" if gpus else None, "gpus": len(gpus)}
+    if name == "theano":
+        import importlib.util
+        return {"build": "gpuarray" if importlib.util.find_spec("pygpu") else None, "gpus": 0}
     return None
+if "theano" in sys.argv[1:]:
+    # Keras 2.3.1 imports ABCs from collections (gone since Python 3.10); the theano adapter
+    # restores the aliases the same way before importing it.
+    import collections, collections.abc
+    for alias in collections.abc.__all__:
+        if not hasattr(collections, alias):
+            setattr(collections, alias, getattr(collections.abc, alias))
 for name in sys.argv[1:]:
     try:
         module = __import__(name)
@@ -334,6 +364,8 @@ def needed_runtimes() -> list[str]:
     modules the app's own interpreter lacks (checked without importing them)."""
     needed: dict[str, None] = {}
     for fw in catalog.FRAMEWORKS.values():
+        if fw.unavailable:
+            continue
         for api in fw.apis:
             if not all(importlib.util.find_spec(m) is not None for m in fw.imports_for(api)):
                 needed[catalog.runtime_for(fw.name, api)] = None
@@ -355,6 +387,13 @@ def probe(python: str, modules: tuple[str, ...] | str, refresh: bool = False) ->
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
         env["KERAS_BACKEND"] = _keras_backend_for(modules)  # not the user's: it may be absent
+        if "theano" in modules:
+            # Importing Theano compiles its C helpers into base_compiledir: tui-bench's cache,
+            # never ~/.theano. Its default BLAS probe crashes on current numpy; the probe links
+            # no BLAS code, so none is named here (the adapter names the real one).
+            env["THEANO_FLAGS"] = (
+                f"base_compiledir={cache_home() / 'compiled' / 'theano'},blas.ldflags="
+            )
         try:
             done = subprocess.run(
                 [python, "-I", "-c", _PROBE_SCRIPT, *modules],
@@ -396,7 +435,7 @@ def probe(python: str, modules: tuple[str, ...] | str, refresh: bool = False) ->
 
 def _keras_backend_for(modules: tuple[str, ...]) -> str:
     # Keras imports its backend at import time; probe it with a backend this runtime has.
-    for backend in ("jax", "torch", "tensorflow"):
+    for backend in ("jax", "torch", "theano", "tensorflow"):
         if backend in modules:
             return backend
     return "tensorflow"
@@ -430,6 +469,8 @@ def availability(framework_name: str, api: str, refresh: bool = False) -> Availa
     fw = catalog.framework(framework_name)
     name = catalog.runtime_for(framework_name, api)
     modules = fw.imports_for(api)
+    if fw.unavailable:
+        return Availability(framework_name, api, name, None, None, None, fw.unavailable, None)
     try:
         rt = resolve(framework_name, api)
     except (RuntimeUnavailable, ConfigError) as exc:

@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Input, Label, Select, Static
+from textual.widgets import Button, Footer, Input, Label, OptionList, Select, Static
 
 from tui_bench.engine import catalog, runtimes
 from tui_bench.engine.sampler import Nvml
@@ -129,6 +129,16 @@ def replace_options(select: Select, options: list[tuple[str, Any]], value: Any) 
     select.mutate_reactive(Select.value)
 
 
+def disable_unavailable(select: Select) -> None:
+    """Frameworks no runtime can exist for (CNTK) stay listed, with their reason, but cannot be
+    picked: their options in the drop-down are disabled."""
+    overlay = select.query_one(OptionList)
+    for index, (_, name) in enumerate(select._options):
+        fw = catalog.FRAMEWORKS.get(name)
+        if fw is not None and fw.unavailable:
+            overlay.disable_option_at_index(index)
+
+
 class SetupScreen(Screen):
     BINDINGS = [
         Binding("ctrl+r", "start", "Start", id="start_run"),
@@ -159,7 +169,10 @@ class SetupScreen(Screen):
             with Grid(id="setup-grid"):
                 yield Label("framework")
                 yield Select(
-                    [(f.label, f.name) for f in catalog.FRAMEWORKS.values()],
+                    [
+                        (f"{f.label} ✗ {f.unavailable}" if f.unavailable else f.label, f.name)
+                        for f in catalog.FRAMEWORKS.values()
+                    ],
                     value=fw.name,
                     allow_blank=False,
                     compact=True,
@@ -228,6 +241,7 @@ class SetupScreen(Screen):
 
     def on_mount(self) -> None:
         self._show_problem()
+        disable_unavailable(self.query_one("#framework", Select))
         self.call_after_refresh(self.probe)
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
@@ -297,9 +311,11 @@ class SetupScreen(Screen):
         options = []
         for fw in catalog.FRAMEWORKS.values():
             ok = any(avail.runtimes.get((fw.name, a)) is None for a in fw.apis)
-            options.append((f"{fw.label} {'✓' if ok else '✗ not installed'}", fw.name))
+            mark = "✓" if ok else f"✗ {fw.unavailable}" if fw.unavailable else "✗ not installed"
+            options.append((f"{fw.label} {mark}", fw.name))
         with self.prevent(Select.Changed):
             replace_options(fw_select, options, current_fw)
+        disable_unavailable(fw_select)
         self._set_api_options(str(current_fw), keep=self.query_one("#api", Select).value)
         device = self.query_one("#device", Select)
         current = device.value

@@ -1,4 +1,4 @@
-"""System: this machine and the framework runtimes."""
+"""System: this machine, the framework runtimes, and the framework and hardware cards."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui_bench.engine import catalog, runtimes, sysinfo
+from tui_bench.engine import cards, catalog, runtimes, sysinfo
 from tui_bench.engine.paths import data_home
 from tui_bench.tui.widgets.mode_bar import ModeBar
 
@@ -63,13 +63,33 @@ def system_report() -> str:
     return "\n".join(lines)
 
 
+def framework_card_report(refresh: bool = False) -> str:
+    found = cards.framework_card(refresh=refresh)
+    return "framework card (Dai & Berleant)\n\n" + cards.text(found, cards.FRAMEWORK_METRICS)
+
+
+def hardware_card_report() -> str:
+    found = cards.hardware_card(sysinfo.fingerprint())
+    return "hardware card (Dai & Berleant)\n\n" + cards.text(found, cards.HARDWARE_METRICS)
+
+
 class SystemScreen(Screen):
-    BINDINGS = [Binding("r", "refresh_info", "Refresh", id="system_refresh")]
+    BINDINGS = [
+        Binding("r", "refresh_info", "Refresh", id="system_refresh"),
+        Binding("m", "measure_hardware", "Measure hardware", id="system_measure"),
+    ]
 
     def compose(self) -> ComposeResult:
         yield ModeBar("system")
         with VerticalScroll():
             yield Static("probing the machine…", id="system-info", markup=False)
+            yield Static("framework card: probing each runtime…", id="framework-card", markup=False)
+            yield Static(
+                "hardware card: press m to measure this machine's devices (a few seconds of "
+                "matmul, convolution and batch-1 inference in the torch runtime)",
+                id="hardware-card",
+                markup=False,
+            )
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -78,7 +98,18 @@ class SystemScreen(Screen):
     def action_refresh_info(self) -> None:
         self._probe()
 
+    def action_measure_hardware(self) -> None:
+        self.query_one("#hardware-card", Static).update("hardware card: measuring…")
+        self._measure()
+
     @work(thread=True, exclusive=True, exit_on_error=False)
     def _probe(self) -> None:
         report: Any = system_report()
         self.app.call_from_thread(self.query_one("#system-info", Static).update, report)
+        card = framework_card_report()
+        self.app.call_from_thread(self.query_one("#framework-card", Static).update, card)
+
+    @work(thread=True, exclusive=True, group="hardware", exit_on_error=False)
+    def _measure(self) -> None:
+        card = hardware_card_report()
+        self.app.call_from_thread(self.query_one("#hardware-card", Static).update, card)

@@ -1,0 +1,134 @@
+"""Short measurements of one device, for the hardware card: run by the app as
+``python -I adapters/hardware_probe.py --device cpu|gpu:N --threads N`` in the torch runtime
+(stdlib + numpy + torch; never in the UI process). Prints one line, ``TUI_BENCH_HARDWARE {json}``.
+
+What it times, and says so in its output:
+- computing performance: a square matmul (2·n³ flops) per precision, and a 3×3 convolution
+  (2·N·C_out·H·W·C_in·9 flops) in float32; median of timed repeats after warm-up, device
+  synchronised; TFLOP/s = flops / median seconds;
+- latency: batch-1 inference of the reference CNN (the torch adapter's own ``build_model``, in
+  eval mode, no gradients), median over repeats after warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def _load_adapters_package() -> None:
+    """Load ``adapters`` by path, as the worker does (never from site-packages)."""
+    import importlib.util
+
+    here = Path(__file__).resolve().parent
+    spec = importlib.util.spec_from_file_location(
+        "adapters", here / "__init__.py", submodule_search_locations=[str(here)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["adapters"] = module
+    spec.loader.exec_module(module)
+
+
+def timed(run, sync, warmup: int, repeats: int) -> float:
+    """Median seconds of ``run`` over ``repeats`` after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        run()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def probe(device_name: str, threads: int, size: int, repeats: int) -> dict:
+    import torch
+
+    torch.set_num_threads(threads)
+    device = torch.device("cpu" if device_name == "cpu" else device_name.replace("gpu", "cuda"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"torch {torch.__version__} sees no GPU for {device_name}")
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    dtypes = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+    if device.type == "cuda":
+        dtypes["float16"] = torch.float16
+    results = []
+    for label, dtype in dtypes.items():
+        a = torch.randn(size, size, device=device, dtype=dtype)
+        b = torch.randn(size, size, device=device, dtype=dtype)
+        seconds = timed(lambda a=a, b=b: torch.mm(a, b), sync, 2, repeats)
+        results.append(
+            {
+                "kernel": "matmul",
+                "precision": label,
+                "shape": f"{size}×{size} @ {size}×{size}",
+                "flops": 2 * size**3,
+                "median_s": seconds,
+                "tflops": 2 * size**3 / seconds / 1e12,
+            }
+        )
+    n, c, hw = 8, 64, 56
+    x = torch.randn(n, c, hw, hw, device=device)
+    conv = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).to(device)
+    flops = 2 * n * c * hw * hw * c * 9
+    with torch.inference_mode():
+        seconds = timed(lambda: conv(x), sync, 2, repeats)
+    results.append(
+        {
+            "kernel": "conv2d 3×3",
+            "precision": "float32",
+            "shape": f"N{n} C{c} {hw}×{hw} → C{c}",
+            "flops": flops,
+            "median_s": seconds,
+            "tflops": flops / seconds / 1e12,
+        }
+    )
+
+    from adapters.torch_adapter import build_model
+
+    torch.manual_seed(0)
+    model = build_model("cnn", (28, 28, 1), 10, 0.25, 0).to(device).eval()
+    sample = torch.rand(1, 1, 28, 28, device=device)
+    latency_repeats = max(repeats * 5, 20)
+    with torch.inference_mode():
+        latency = timed(lambda: model(sample), sync, 5, latency_repeats)
+    return {
+        "device": device_name,
+        "framework": f"torch {torch.__version__}",
+        "threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "compute": results,
+        "latency": {
+            "what": "batch-1 inference of the reference CNN (28×28×1 → 10), eval mode, no grad",
+            "median_s": latency,
+            "repeats": latency_repeats,
+        },
+        "method": f"median of {repeats} timed calls after 2 warm-up calls, device-synchronised",
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tui-bench-hardware-probe")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    result = probe(args.device, args.threads, args.size, args.repeats)
+    print("TUI_BENCH_HARDWARE " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if "adapters" not in sys.modules:
+        _load_adapters_package()
+    sys.exit(main())

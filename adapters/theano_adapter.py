@@ -1,0 +1,530 @@
+"""Theano 1.0.5 adapter. APIs: ``theano`` (the model and the step written as Theano symbolic
+functions: gradients from ``theano.grad``, Adam written in Theano with Keras' formulation) and
+``keras2`` (Keras 2.3.1 ``fit`` on the Theano backend: the stack of Shatnawi et al. 2018).
+
+Same shape as ``torch_adapter``: ``make_backend(api, device, threads)`` returns a ``loop.Backend``;
+model and step code sit between ``# tui-bench:begin``/``# tui-bench:end`` markers (a marker naming
+APIs applies to those APIs only).
+
+Theano reads its configuration once, at import, from ``THEANO_FLAGS``; this module writes it
+before importing Theano (see ``theano_flags``):
+- ``blas.ldflags``: Theano's default probe reads ``numpy.distutils`` fields that numpy no longer
+  has, so the BLAS is named explicitly: the OpenBLAS of the ``scipy-openblas32`` wheel. That
+  build prefixes its symbols (``scipy_sgemm_``); ``-D`` flags map the Fortran names Theano's C
+  code calls onto them (Theano passes the non-``-l`` tokens of ``blas.ldflags`` to the compiler
+  of every BLAS-using op, and turns ``-L`` into an rpath).
+- ``base_compiledir``: the compile cache goes under tui-bench's cache directory (the runner
+  passes it in ``TUI_BENCH_WORKER_CACHE``), never ``~/.theano``.
+- ``openmp``: Theano's own OpenMP loops (convolutions over the batch, large elementwise ops) are
+  compiled in when more than one thread is asked for; their count is ``OMP_NUM_THREADS``.
+Threads: the worker sets ``OMP_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` before this module is
+imported; OpenBLAS sizes its pool from them when it is loaded, and both counts are read back
+from the libraries themselves.
+"""
+
+from __future__ import annotations
+
+import collections
+import collections.abc
+import ctypes
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+APIS = ("theano", "keras2")
+
+# Fortran BLAS routines Theano's C code declares; each one the library exports with the
+# ``scipy_`` prefix gets a ``-D`` alias.
+_BLAS_ROUTINES = tuple(
+    f"{kind}{name}_"
+    for kind in "sdcz"
+    for name in (
+        "gemm",
+        "gemv",
+        "ger",
+        "dot",
+        "axpy",
+        "scal",
+        "copy",
+        "swap",
+        "symm",
+        "syrk",
+        "trmm",
+        "trsm",
+    )
+) + ("openblas_set_num_threads", "openblas_get_num_threads")
+
+
+def blas_library() -> Path:
+    """The OpenBLAS shared library of the runtime's ``scipy-openblas32`` wheel."""
+    import scipy_openblas32
+
+    return Path(scipy_openblas32.get_lib_dir()) / scipy_openblas32.get_library(fullname=True)
+
+
+def compile_dir() -> Path:
+    """Theano's compile cache: under tui-bench's cache (from the runner), else the temp dir."""
+    root = os.environ.get("TUI_BENCH_WORKER_CACHE") or Path(tempfile.gettempdir()) / "tui-bench"
+    return Path(root) / "theano"
+
+
+def theano_flags(threads: int) -> str:
+    library = blas_library()
+    exported = ctypes.CDLL(str(library))
+    aliases = [
+        f"-D{name}=scipy_{name}" for name in _BLAS_ROUTINES if hasattr(exported, f"scipy_{name}")
+    ]
+    link_name = library.name.removeprefix("lib").removesuffix(".so")
+    ldflags = " ".join([f"-L{library.parent}", f"-l{link_name}", *aliases])
+    return ",".join(
+        [
+            "device=cpu",
+            "floatX=float32",
+            f"openmp={threads > 1}",
+            f"base_compiledir={compile_dir()}",
+            f"blas.ldflags={ldflags}",
+        ]
+    )
+
+
+def restore_collections_aliases() -> None:
+    """Keras 2.3.1 imports ABCs from ``collections`` (moved to ``collections.abc``, the aliases
+    removed in Python 3.10): put them back before it is imported."""
+    for name in collections.abc.__all__:
+        if not hasattr(collections, name):
+            setattr(collections, name, getattr(collections.abc, name))
+
+
+_THREADS = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+os.environ["THEANO_FLAGS"] = theano_flags(_THREADS)
+# Scan's C driver is Cython output from 2017 that no longer compiles against Python >= 3.11
+# headers (PyCode_New, frame internals). Theano falls back to its Python driver, which calls
+# the compiled inner step each time step, when that module cannot be imported: say so up front.
+sys.modules["theano.scan_module.scan_perform_ext"] = None  # type: ignore[assignment]
+
+import numpy as np  # noqa: E402
+import theano  # noqa: E402
+import theano.tensor as T  # noqa: E402, N812 - Theano's own convention
+from theano.sandbox.rng_mrg import MRG_RandomStreams  # noqa: E402
+from theano.tensor.nnet import conv2d  # noqa: E402
+from theano.tensor.signal.pool import pool_2d  # noqa: E402
+
+from adapters.loop import (  # noqa: E402
+    Backend,
+    DeviceError,
+    Hyper,
+    StepClock,
+    evaluate_in_batches,
+    logits_loss_correct,
+)
+
+# Keras 2 is imported only for its API (the runner sets KERAS_BACKEND=theano for it and clears
+# it for the plain Theano API), so its import time is counted where it is paid.
+if os.environ.get("KERAS_BACKEND") == "theano":
+    os.environ.setdefault("KERAS_HOME", str(compile_dir().parent / "keras2"))
+    restore_collections_aliases()
+    import keras  # noqa: E402
+else:
+    keras = None
+
+FLOATX = np.float32
+
+
+def openmp_threads() -> int | None:
+    """omp_get_max_threads() of the OpenMP runtime loaded into this process (Theano's compiled
+    ops link it when the ``openmp`` flag is on); None when none is loaded."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        libraries = {line.split()[-1] for line in maps if "omp" in line.rsplit("/", 1)[-1]}
+    for path in sorted(libraries):
+        try:
+            return int(ctypes.CDLL(path).omp_get_max_threads())
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def blas_threads() -> int:
+    return int(ctypes.CDLL(str(blas_library())).scipy_openblas_get_num_threads())
+
+
+def resolve_device(device: str) -> str:
+    if device == "cpu":
+        return "cpu"
+    gpu_backend = importlib.util.find_spec("pygpu") is not None
+    build = "has pygpu but was started for the CPU" if gpu_backend else "CPU-only (no pygpu)"
+    raise DeviceError(
+        f"theano runtime sees 0 GPUs; installed build {theano.__version__} is {build}"
+    )
+
+
+# -- initialisers: Keras' defaults, drawn from one seeded numpy generator ------------------------
+def glorot_uniform(rng: np.random.RandomState, shape: tuple[int, ...]) -> np.ndarray:
+    """Keras' Glorot-uniform: fans from a dense (in, out) or a conv (out, in, kh, kw) shape."""
+    if len(shape) == 2:
+        fan_in, fan_out = shape
+    else:
+        receptive = int(np.prod(shape[2:]))
+        fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
+    limit = np.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-limit, limit, shape).astype(FLOATX)
+
+
+def orthogonal(rng: np.random.RandomState, shape: tuple[int, int]) -> np.ndarray:
+    """Keras' Orthogonal(gain=1): QR of a normal matrix, signs fixed by R's diagonal."""
+    rows, cols = shape
+    flat = rng.normal(0.0, 1.0, (max(rows, cols), min(rows, cols)))
+    q, r = np.linalg.qr(flat)
+    q *= np.sign(np.diag(r))
+    return (q.T if rows < cols else q).astype(FLOATX)
+
+
+# tui-bench:begin model theano
+class Net:
+    """The network as Theano expressions over shared variables (the trainable parameters)."""
+
+    def __init__(
+        self, model: str, input_shape, classes: int, dropout: float, vocab: int, seed: int
+    ):
+        self.model, self.classes, self.dropout = model, classes, dropout
+        self.rng = np.random.RandomState(seed)
+        self.noise = MRG_RandomStreams(self.rng.randint(1, 2**30))  # dropout masks (seed > 0)
+        self.params: list[Any] = []
+        self.layers: list[tuple[str, tuple[Any, ...]]] = []
+        if model == "cnn":
+            h, w, c = input_shape
+            flat = 64 * (((h - 4) // 2 - 2) // 2) * (((w - 4) // 2 - 2) // 2)
+            self._conv(c, 32, 5, "valid")
+            self.layers.append(("pool", ()))
+            self._conv(32, 64, 3, "valid")
+            self.layers += [("pool", ()), ("flatten", ())]
+            self._dense(flat, 1024, relu=True)
+            self.layers.append(("dropout", ()))
+            self._dense(1024, classes)
+        elif model == "mlp":
+            self.layers.append(("flatten", ()))
+            self._dense(int(np.prod(input_shape)), 512, relu=True)
+            self.layers.append(("dropout", ()))
+            self._dense(512, 512, relu=True)
+            self.layers.append(("dropout", ()))
+            self._dense(512, classes)
+        elif model == "vgg16":
+            channels = input_shape[2]
+            for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+                for _ in range(repeats):
+                    self._conv(channels, width, 3, "half")
+                    channels = width
+                self.layers.append(("pool", ()))
+            side = input_shape[0] // 32
+            self.layers.append(("flatten", ()))
+            self._dense(512 * side * side, 512, relu=True)
+            self.layers.append(("dropout", ()))
+            self._dense(512, classes)
+        elif model == "lstm":
+            table = self._shared(self.rng.uniform(-0.05, 0.05, (vocab, 128)).astype(FLOATX))
+            kernel = self._shared(glorot_uniform(self.rng, (128, 4 * 128)))
+            recurrent = self._shared(orthogonal(self.rng, (128, 4 * 128)))
+            bias = np.zeros(4 * 128, FLOATX)
+            bias[128:256] = 1.0  # Keras' unit_forget_bias
+            self.layers += [("embed", (table,)), ("lstm", (kernel, recurrent, self._shared(bias)))]
+            self._dense(128, 1)
+        else:
+            raise ValueError(f"model {model!r} is not defined for theano")
+
+    def _shared(self, value: np.ndarray):
+        variable = theano.shared(value)
+        self.params.append(variable)
+        return variable
+
+    def _conv(self, cin: int, cout: int, k: int, border: str) -> None:
+        kernel = self._shared(glorot_uniform(self.rng, (cout, cin, k, k)))
+        self.layers.append(("conv", (kernel, self._shared(np.zeros(cout, FLOATX)), border)))
+
+    def _dense(self, fan_in: int, fan_out: int, relu: bool = False) -> None:
+        kernel = self._shared(glorot_uniform(self.rng, (fan_in, fan_out)))
+        self.layers.append(("dense", (kernel, self._shared(np.zeros(fan_out, FLOATX)), relu)))
+
+    def logits(self, x, train: bool):
+        """x: NHWC images (float32) or (batch, time) word ids; the logits of the last layer."""
+        h = x.dimshuffle(0, 3, 1, 2) if x.ndim == 4 else x  # NHWC (the data's layout) → NCHW
+        for kind, args in self.layers:
+            if kind == "conv":
+                kernel, bias, border = args
+                h = conv2d(h, kernel, border_mode=border, filter_flip=False)
+                h = T.nnet.relu(h + bias.dimshuffle("x", 0, "x", "x"))
+            elif kind == "pool":
+                h = pool_2d(h, ws=(2, 2), ignore_border=True, mode="max")
+            elif kind == "flatten":
+                h = h.flatten(2)
+            elif kind == "dense":
+                kernel, bias, relu = args
+                h = T.dot(h, kernel) + bias
+                h = T.nnet.relu(h) if relu else h
+            elif kind == "dropout" and train and self.dropout > 0:
+                keep = 1.0 - self.dropout
+                mask = self.noise.binomial(h.shape, p=keep, dtype="float32")
+                h = h * mask / np.float32(keep)
+            elif kind == "embed":
+                h = args[0][h]  # (batch, time, 128)
+            elif kind == "lstm":
+                h = self._lstm(h, *args)
+        return h.flatten() if self.model == "lstm" else h
+
+    @staticmethod
+    def _lstm(sequence, kernel, recurrent, bias):
+        """Keras' LSTM: gates i, f, c, o; sigmoid and tanh; the last step's output."""
+        inputs = (T.dot(sequence, kernel) + bias).dimshuffle(1, 0, 2)  # (time, batch, 4·128)
+
+        def step(x_t, h, c):
+            z = x_t + T.dot(h, recurrent)
+            i, f = T.nnet.sigmoid(z[:, :128]), T.nnet.sigmoid(z[:, 128:256])
+            g, o = T.tanh(z[:, 256:384]), T.nnet.sigmoid(z[:, 384:])
+            c = f * c + i * g
+            return o * T.tanh(c), c
+
+        zeros = T.zeros((sequence.shape[0], 128), dtype="float32")
+        (hs, _), _ = theano.scan(step, sequences=inputs, outputs_info=[zeros, zeros])
+        return hs[-1]
+
+
+# tui-bench:end model
+
+
+class TheanoBackend(Backend):
+    framework = "theano"
+
+    def __init__(self, api: str, device: str, threads: int) -> None:
+        self.api = api
+        self.device = resolve_device(device)
+        self.threads = threads
+        self.binary = False
+
+    def describe(self) -> dict[str, Any]:
+        omp = openmp_threads() if theano.config.openmp else None
+        blas = blas_threads()
+        extra = {
+            "blas": str(blas_library()),
+            "blas_threads": blas,
+            "openmp": bool(theano.config.openmp),
+            "openmp_threads": omp,
+            "compiledir": theano.config.compiledir,
+            "floatX": theano.config.floatX,
+            "scan_driver": "python",  # see the scan_perform_ext note at the imports
+        }
+        if self.api == "keras2":
+            extra["keras_version"] = keras.__version__
+            extra["backend"] = keras.backend.backend()
+        return {
+            "framework_version": theano.__version__,
+            "device": self.device,
+            "device_name": self.device,
+            # The most threads any of its pools (OpenBLAS, Theano's OpenMP loops) will run.
+            "threads_effective": max(blas, omp or 0),
+            "interop_threads": None,
+            "extra": extra,
+        }
+
+    def _inputs(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return x, (y.astype(FLOATX) if self.binary else y)
+
+    def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The arrays as the compiled function holds them: filtered by its input types."""
+        xb, yb = self._inputs(x, y)
+        return self.x_var.type.filter(xb), self.y_var.type.filter(yb)
+
+    def build(self, hyper: Hyper, dataset) -> None:
+        shape = dataset.shape
+        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.net = Net(
+            hyper.model,
+            shape.input_shape,
+            shape.num_classes,
+            hyper.dropout,
+            shape.vocab_size,
+            hyper.seed,
+        )
+        self.x_var = T.tensor4("x") if shape.kind == "image" else T.imatrix("x")
+        self.y_var = T.vector("y") if self.binary else T.lvector("y")
+        self._compile(hyper)
+
+    # tui-bench:begin step theano
+    def _loss(self, logits):
+        if self.binary:  # log(1 + e^z) - z·t: binary cross-entropy from logits
+            return T.mean(T.nnet.softplus(logits) - logits * self.y_var)
+        return T.mean(T.nnet.categorical_crossentropy(T.nnet.softmax(logits), self.y_var))
+
+    def _compile(self, hyper: Hyper) -> None:
+        params = self.net.params
+        loss = self._loss(self.net.logits(self.x_var, train=True))
+        grads = theano.grad(loss, params)
+        lr = np.float32(hyper.lr)
+        if hyper.optimizer == "adam":
+            b1, b2, eps = (np.float32(v) for v in (hyper.beta1, hyper.beta2, hyper.epsilon))
+            t = theano.shared(np.float32(0.0))
+            t_next = t + np.float32(1.0)
+            lr_t = lr * T.sqrt(np.float32(1.0) - b2**t_next) / (np.float32(1.0) - b1**t_next)
+            updates = [(t, t_next)]
+            for p, g in zip(params, grads, strict=True):
+                m = theano.shared(np.zeros_like(p.get_value()))
+                v = theano.shared(np.zeros_like(p.get_value()))
+                m_next = b1 * m + (np.float32(1.0) - b1) * g
+                v_next = b2 * v + (np.float32(1.0) - b2) * T.sqr(g)
+                updates += [(m, m_next), (v, v_next)]
+                updates.append((p, p - lr_t * m_next / (T.sqrt(v_next) + eps)))
+        else:
+            updates = [(p, p - lr * g) for p, g in zip(params, grads, strict=True)]
+        self.train_fn = theano.function([self.x_var, self.y_var], loss, updates=updates)
+        self.logits_fn = theano.function([self.x_var], self.net.logits(self.x_var, train=False))
+
+    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
+        return float(self.train_fn(*self._inputs(x, y)))
+
+    # tui-bench:end step
+
+    def param_count(self) -> int:
+        return int(sum(p.get_value(borrow=True).size for p in self.net.params))
+
+    def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
+        def predict(xb: np.ndarray, yb: np.ndarray) -> tuple[float, int]:
+            return logits_loss_correct(self.logits_fn(xb), yb, self.binary)
+
+        return evaluate_in_batches(predict, x, y, batch_size)
+
+
+# tui-bench:begin model keras2
+def build_keras2_model(model: str, input_shape, classes: int, dropout: float, vocab: int):
+    layers = keras.layers
+    if model == "cnn":
+        stack = [
+            layers.Conv2D(32, 5, activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Conv2D(64, 3, activation="relu"),
+            layers.MaxPooling2D(2),
+            layers.Flatten(),
+            layers.Dense(1024, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(classes),
+        ]
+    elif model == "mlp":
+        stack = [
+            layers.Flatten(),
+            layers.Dense(512, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(512, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(classes),
+        ]
+    elif model == "vgg16":
+        stack = []
+        for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+            stack += [
+                layers.Conv2D(width, 3, padding="same", activation="relu") for _ in range(repeats)
+            ]
+            stack.append(layers.MaxPooling2D(2))
+        stack += [
+            layers.Flatten(),
+            layers.Dense(512, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(classes),
+        ]
+    elif model == "lstm":
+        stack = [layers.Embedding(vocab, 128), layers.LSTM(128), layers.Dense(1)]
+    else:
+        raise ValueError(f"model {model!r} is not defined for keras2")
+    return keras.models.Sequential([layers.InputLayer(input_shape=input_shape), *stack])
+
+
+# tui-bench:end model
+
+
+class _ClockCallback(keras.callbacks.Callback if keras else object):
+    """Times each of ``fit``'s steps; Keras 2 logs each batch's own loss."""
+
+    def __init__(self, clock: StepClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        self.clock.begin()
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self.clock.end(float(logs["loss"]))
+
+
+class Keras2Backend(TheanoBackend):
+    """Keras 2.3.1 on the Theano backend; ``fit`` owns the loop."""
+
+    def __init__(self, api: str, device: str, threads: int) -> None:
+        if keras is None or keras.backend.backend() != "theano":
+            raise RuntimeError(
+                "keras2 needs Keras 2 imported on the Theano backend: KERAS_BACKEND=theano must "
+                "be set before the adapter is imported"
+            )
+        super().__init__(api, device, threads)
+
+    def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Keras 2 feeds numpy batches to its compiled Theano function, cast to floatX."""
+        xb = x if x.dtype.kind == "i" else keras.backend.cast_to_floatx(x)
+        return xb, y
+
+    def build(self, hyper: Hyper, dataset) -> None:
+        np.random.seed(hyper.seed)  # Keras 2 seeds its Theano random streams from numpy
+        keras.backend.set_image_data_format("channels_last")
+        shape = dataset.shape
+        self.hyper = hyper
+        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.model = build_keras2_model(
+            hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
+        )
+        self._compile(hyper)
+
+    # tui-bench:begin step keras2
+    def _compile(self, hyper: Hyper) -> None:
+        if hyper.optimizer == "adam":
+            optimizer = keras.optimizers.Adam(
+                learning_rate=hyper.lr,
+                beta_1=hyper.beta1,
+                beta_2=hyper.beta2,
+                epsilon=hyper.epsilon,
+            )
+        else:
+            optimizer = keras.optimizers.SGD(learning_rate=hyper.lr)
+        if self.binary:
+            loss = keras.losses.BinaryCrossentropy(from_logits=True)
+        else:
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.model.compile(optimizer=optimizer, loss=loss)
+
+    def train_epoch(self, x, y, batch_indices, clock: StepClock) -> None:
+        order = np.concatenate(batch_indices)
+        labels = y[order].astype(FLOATX) if self.binary else y[order]
+        self.model.fit(
+            x[order],
+            labels,
+            batch_size=self.hyper.batch_size,
+            epochs=1,
+            shuffle=False,
+            verbose=0,
+            callbacks=[_ClockCallback(clock)],
+        )
+
+    # tui-bench:end step
+
+    def param_count(self) -> int:
+        return int(sum(keras.backend.count_params(w) for w in self.model.trainable_weights))
+
+    def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
+        def predict(xb: np.ndarray, yb: np.ndarray) -> tuple[float, int]:
+            return logits_loss_correct(self.model.predict_on_batch(xb), yb, self.binary)
+
+        return evaluate_in_batches(predict, x, y, batch_size)
+
+
+def make_backend(api: str, device: str, threads: int) -> Backend:
+    if api not in APIS:
+        raise ValueError(f"theano adapter has no API {api!r} (choose: {', '.join(APIS)})")
+    if api == "keras2":
+        return Keras2Backend(api, device, threads)
+    return TheanoBackend(api, device, threads)

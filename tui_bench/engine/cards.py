@@ -1,0 +1,402 @@
+"""The framework card and the hardware card (after Dai & Berleant), filled from facts of this
+machine: probes that run in the frameworks' runtimes (subprocesses; the app never imports a
+framework) and the run history. Every cell says where it came from; a fact that is not there
+shows as missing, never as a default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tui_bench.engine import catalog, runtimes
+from tui_bench.engine.history import History
+from tui_bench.engine.paths import adapters_dir, cache_home
+
+MISSING = "—"
+PROBE_TIMEOUT_S = 180.0
+
+# The languages are properties of the projects, not of a runtime: stated from their docs.
+LANGUAGES: dict[str, tuple[str, str]] = {
+    "torch": ("C++, CUDA (ATen)", "Python, C++ (LibTorch)"),
+    "tensorflow": ("C++, CUDA", "Python, C++, Java, JavaScript (TF.js)"),
+    "keras": ("Python (runs on its backend's C++ core)", "Python"),
+    "mxnet": ("C++, CUDA", "Python, C++, Scala, Julia, R, Clojure, Perl"),
+    "theano": ("Python, C/C++ generated and compiled at run time", "Python"),
+    "cntk": ("C++, CUDA", "Python, C++, C#, BrainScript"),
+}
+
+FRAMEWORK_METRICS = (
+    "license",
+    "version",
+    "core language",
+    "interface languages",
+    "compatible hardware",
+    "multi-node support",
+    "tested networks",
+    "tested datasets",
+)
+
+
+@dataclass
+class Card:
+    """One column of a card: a subject (framework or device) and its metric → value cells."""
+
+    subject: str
+    label: str
+    cells: dict[str, str] = field(default_factory=dict)
+
+
+# -- probing runtimes ---------------------------------------------------------------------------
+def _cache_path() -> Path:
+    return cache_home() / "card-probes.json"
+
+
+def probe_runtime(python: str, modules: tuple[str, ...], refresh: bool = False) -> dict[str, Any]:
+    """Run ``adapters/card_probe.py`` in ``python``; cached by interpreter + site-packages mtimes
+    (a pip install changes the key). Returns ``{"error": ...}`` when the probe cannot run."""
+    key = f"{runtimes._probe_key(python)}|{','.join(modules)}"
+    try:
+        cache = json.loads(_cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cache = {}
+    if not refresh and key in cache:
+        return cache[key]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["KERAS_BACKEND"] = runtimes._keras_backend_for(modules)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if "theano" in modules:
+        env["THEANO_FLAGS"] = (
+            f"base_compiledir={cache_home() / 'compiled' / 'theano'},blas.ldflags="
+        )
+    try:
+        done = subprocess.run(
+            [python, "-I", str(adapters_dir() / "card_probe.py"), *modules],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=PROBE_TIMEOUT_S,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"card probe in {python} failed: {exc}"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("TUI_BENCH_CARD ")]
+    if not lines:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"card probe in {python} failed: {last}"}
+    result = json.loads(lines[-1].removeprefix("TUI_BENCH_CARD "))
+    cache[key] = result
+    path = _cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(cache, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+    return result
+
+
+def framework_runtimes(fw: catalog.Framework) -> dict[str, tuple[str, ...]]:
+    """Runtime name → modules the framework's APIs need there (e.g. keras: tensorflow runtime
+    needs keras + tensorflow, keras-torch needs keras + torch)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for api in fw.apis:
+        name = catalog.runtime_for(fw.name, api)
+        modules = found.get(name, ())
+        found[name] = modules + tuple(m for m in fw.imports_for(api) if m not in modules)
+    return found
+
+
+# -- history facts ------------------------------------------------------------------------------
+def tested(records: list[dict[str, Any]], framework: str, field_name: str) -> str:
+    """What finished here for this framework: ``model (devices, n runs, last date)`` per value."""
+    seen: dict[str, dict[str, Any]] = {}
+    for record in records:
+        spec = record.get("spec") or {}
+        if record.get("status") != "finished" or spec.get("framework") != framework:
+            continue
+        value = spec.get(field_name)
+        entry = seen.setdefault(value, {"devices": set(), "runs": 0, "last": ""})
+        entry["devices"].add(spec.get("device", "?"))
+        entry["runs"] += 1
+        entry["last"] = max(entry["last"], record.get("finished_at") or "")
+    if not seen:
+        return "none finished on this machine"
+    parts = []
+    for value, entry in sorted(seen.items()):
+        devices = ", ".join(sorted(entry["devices"]))
+        runs = f"{entry['runs']} run{'s' if entry['runs'] != 1 else ''}"
+        parts.append(f"{value} ({devices}; {runs}, last {entry['last'][:10]})")
+    return "; ".join(parts)
+
+
+# -- the framework card -------------------------------------------------------------------------
+def _join(values: list[str]) -> str:
+    distinct = list(dict.fromkeys(v for v in values if v))
+    return "; ".join(distinct) if distinct else MISSING
+
+
+def framework_card(
+    history: History | None = None,
+    refresh: bool = False,
+    probe: Callable[[str, tuple[str, ...], bool], dict[str, Any]] | None = None,
+    host: str | None = None,
+) -> list[Card]:
+    """One card per catalog framework. ``probe(python, modules, refresh)`` reads a runtime
+    (default: ``probe_runtime``, a subprocess in that runtime). Tested networks and datasets
+    count runs recorded on ``host`` (default: this machine's host name)."""
+    probe = probe or probe_runtime
+    if host is None:
+        import socket
+
+        host = socket.gethostname()
+    records = [
+        r for r in (history or History()).all() if (r.get("env") or {}).get("host", host) == host
+    ]
+    cards = []
+    for fw in catalog.FRAMEWORKS.values():
+        core, interfaces = LANGUAGES.get(fw.name, (MISSING, MISSING))
+        card = Card(fw.name, fw.label)
+        card.cells["core language"] = core
+        card.cells["interface languages"] = interfaces
+        card.cells["tested networks"] = tested(records, fw.name, "model")
+        card.cells["tested datasets"] = tested(records, fw.name, "dataset")
+        if fw.unavailable:
+            for metric in ("license", "version", "compatible hardware", "multi-node support"):
+                card.cells[metric] = "no runtime to read it from (see unavailable)"
+            card.cells["unavailable"] = fw.unavailable
+            cards.append(card)
+            continue
+        licenses, versions, hardware, multinode, problems = [], [], [], [], []
+        for runtime_name, modules in framework_runtimes(fw).items():
+            api = next(a for a in fw.apis if catalog.runtime_for(fw.name, a) == runtime_name)
+            try:
+                python = runtimes.resolve(fw.name, api).python
+            except runtimes.RuntimeUnavailable as exc:
+                problems.append(f"{runtime_name}: {exc}")
+                continue
+            facts = probe(python, modules, refresh)
+            if "error" in facts:
+                problems.append(f"{runtime_name}: {facts['error']}")
+                continue
+            mods = facts.get("modules", {})
+            own = mods.get(fw.import_name, {})
+            if own.get("license"):
+                licenses.append(f"{own['license']} ({own['distribution']})")
+            if own.get("version"):
+                versions.append(f"{own['distribution']} {own['version']} ({runtime_name} runtime)")
+            for name in modules:
+                info = mods.get(name, {})
+                if "error" in info:
+                    problems.append(f"{runtime_name}: {name}: {info['error']}")
+                if "build" not in info:
+                    continue  # keras itself: its hardware is its backend's
+                gpus = info.get("gpus", 0)
+                names = f" ({', '.join(info['gpu_names'])})" if info.get("gpu_names") else ""
+                cpu = ", ".join(info.get("cpu") or []) or "no CPU math library reported"
+                hardware.append(
+                    f"{runtime_name} runtime, {name} {info.get('version')}: {info['build']}, "
+                    f"{gpus} GPU{'s' if gpus != 1 else ''} seen{names}; CPU: {cpu}"
+                )
+                backends = ", ".join(info.get("multinode") or []) or "none found"
+                multinode.append(f"{runtime_name} runtime, {name}: {backends}")
+        card.cells["license"] = _join(licenses)
+        card.cells["version"] = _join(versions)
+        card.cells["compatible hardware"] = _join(hardware)
+        card.cells["multi-node support"] = _join(multinode)
+        if problems:
+            card.cells["problems"] = "; ".join(problems)
+        cards.append(card)
+    return cards
+
+
+# -- the hardware card --------------------------------------------------------------------------
+# Vendor-stated dense peaks (TFLOP/s) for the data-centre GPUs the project runs on (NVIDIA
+# datasheets: A100 SXM, H100 SXM, H200 SXM); "tf32"/"bf16"/"fp16" are tensor-core figures.
+VENDOR_PEAKS: dict[str, dict[str, float]] = {
+    "A100": {"float64": 9.7, "float32": 19.5, "tf32": 156.0, "bfloat16": 312.0, "float16": 312.0},
+    "H100": {"float64": 34.0, "float32": 67.0, "tf32": 494.7, "bfloat16": 989.4, "float16": 989.4},
+    "H200": {"float64": 34.0, "float32": 67.0, "tf32": 494.7, "bfloat16": 989.4, "float16": 989.4},
+}
+
+NOT_MEASURABLE = {
+    "scalability": "needs several devices or nodes; one machine shows one point",
+    "reliability": "needs failure data over a fleet and a long time",
+    "upgradability": "a property of the platform's roadmap",
+    "ubiquity": "market and cloud availability",
+    "chip price": "a market fact",
+    "research costs": "vendor-side development cost",
+    "research risks": "vendor-side",
+    "time-to-market": "vendor-side",
+}
+
+HARDWARE_METRICS = (
+    "computing performance",
+    "latency",
+    "energy efficiency",
+    "compatibility",
+    *NOT_MEASURABLE,
+)
+
+
+def _peak(device_name: str) -> dict[str, float]:
+    for model, peaks in VENDOR_PEAKS.items():
+        if model in device_name:
+            return peaks
+    return {}
+
+
+def run_hardware_probe(device: str, threads: int, size: int = 1024, repeats: int = 5) -> dict:
+    """The probe in the torch runtime (a subprocess); ``{"error": ...}`` when it cannot run."""
+    try:
+        python = runtimes.resolve("torch", "eager").python
+    except runtimes.RuntimeUnavailable as exc:
+        return {"error": f"the probe runs on torch: {exc}"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[name] = str(threads)
+    command = [python, "-I", str(adapters_dir() / "hardware_probe.py"), "--device", device]
+    command += ["--threads", str(threads), "--size", str(size), "--repeats", str(repeats)]
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=PROBE_TIMEOUT_S,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"hardware probe failed: {exc}"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("TUI_BENCH_HARDWARE ")]
+    if not lines:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"hardware probe failed: {last}"}
+    return json.loads(lines[-1].removeprefix("TUI_BENCH_HARDWARE "))
+
+
+def _on_device(record: dict[str, Any], kind: str, name: str) -> bool:
+    """Did this finished run happen on this device (by kind and model name)?"""
+    spec, env = record.get("spec") or {}, record.get("env") or {}
+    device = str(spec.get("device", ""))
+    if kind == "cpu":
+        return device == "cpu" and env.get("cpu_model") == name
+    if not device.startswith("gpu"):
+        return False
+    index = int(device.split(":")[1]) if ":" in device else 0
+    gpus = env.get("gpus") or []
+    return index < len(gpus) and gpus[index].get("name") == name
+
+
+def hardware_card(
+    machine: dict[str, Any],
+    history: History | None = None,
+    measure: Callable[[str, int], dict[str, Any]] | None = None,
+) -> list[Card]:
+    """One card per device of ``machine`` (a ``sysinfo.fingerprint()``). ``measure(device,
+    threads)`` runs the probe (default: in the torch runtime); pass ``None`` results through."""
+    measure = measure or (lambda device, threads: run_hardware_probe(device, threads))
+    records = [r for r in (history or History()).all() if r.get("status") == "finished"]
+    devices = [("cpu", "cpu", machine.get("cpu_model") or MISSING, machine.get("logical_cores"))]
+    for gpu in machine.get("gpus") or []:
+        devices.append(("gpu", f"gpu:{gpu['index']}", gpu.get("name") or MISSING, None))
+    cards = []
+    for kind, device, name, cores in devices:
+        card = Card(device, f"{device}: {name}")
+        threads = int(cores or 1)
+        load = os.getloadavg()[0]
+        measured = measure(device, threads)
+        if "error" in measured:
+            card.cells["computing performance"] = f"not measured: {measured['error']}"
+            card.cells["latency"] = f"not measured: {measured['error']}"
+        else:
+            peaks = _peak(name)
+            parts = []
+            for row in measured["compute"]:
+                peak = peaks.get(row["precision"])
+                vendor = f" of {peak:g} peak" if peak else ""
+                parts.append(
+                    f"{row['kernel']} {row['precision']} {row['tflops'] * 1000:.1f} GFLOP/s"
+                    f"{vendor} ({row['shape']})"
+                )
+            if not peaks:
+                parts.append(f"no vendor peak known to tui-bench for {name}")
+            where = f"{measured['framework']}, {measured.get('threads') or ''} threads".rstrip(", ")
+            card.cells["computing performance"] = (
+                "; ".join(parts) + f" — {measured['method']}, {where}"
+            )
+            lat = measured["latency"]
+            card.cells["latency"] = (
+                f"{lat['median_s'] * 1000:.2f} ms median — {lat['what']}, {lat['repeats']} runs"
+            )
+            card.cells["load while measured"] = (
+                f"{load:.1f} on {machine.get('logical_cores')} logical cores (1-min load average "
+                "before the probe; other work slows every figure above)"
+            )
+        mine = [r for r in records if _on_device(r, kind, name)]
+        joules = [
+            (r["metrics"]["samples_per_joule"], r)
+            for r in mine
+            if (r.get("metrics") or {}).get("samples_per_joule")
+        ]
+        if joules:
+            best = max(joules, key=lambda pair: pair[0])
+            spec = best[1]["spec"]
+            card.cells["energy efficiency"] = (
+                f"{best[0]:.1f} samples/J best of {len(joules)} runs with NVML energy "
+                f"({spec['framework']}/{spec['api']} {spec['model']} {spec['dataset']})"
+            )
+        elif kind == "cpu":
+            card.cells["energy efficiency"] = (
+                "not measured: NVML reads GPU energy only; no CPU energy counter is read"
+            )
+        else:
+            card.cells["energy efficiency"] = "no finished run with NVML energy on this GPU yet"
+        combos: dict[str, int] = {}
+        for record in mine:
+            key = f"{record['spec']['framework']}/{record['spec']['api']}"
+            combos[key] = combos.get(key, 0) + 1
+        card.cells["compatibility"] = (
+            ", ".join(f"{k} ({n} run{'s' if n != 1 else ''})" for k, n in sorted(combos.items()))
+            if combos
+            else "no finished run on this device yet"
+        )
+        for metric, why in NOT_MEASURABLE.items():
+            card.cells[metric] = f"not measurable on one machine: {why}"
+        cards.append(card)
+    return cards
+
+
+# -- rendering ----------------------------------------------------------------------------------
+def markdown(cards: list[Card], metrics: tuple[str, ...], title: str) -> str:
+    """A markdown table: one row per metric, one column per subject."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    extra = [m for card in cards for m in card.cells if m not in metrics]
+    rows = list(metrics) + list(dict.fromkeys(extra))
+    lines = [f"## {title}", "", "| metric | " + " | ".join(c.label for c in cards) + " |"]
+    lines.append("|---" * (len(cards) + 1) + "|")
+    for metric in rows:
+        values = [cell(card.cells.get(metric, MISSING)) for card in cards]
+        lines.append(f"| {metric} | " + " | ".join(values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def text(cards: list[Card], metrics: tuple[str, ...]) -> str:
+    """Plain text, one block per subject (fits a narrow terminal or the System screen)."""
+    blocks = []
+    for card in cards:
+        extra = [m for m in card.cells if m not in metrics]
+        lines = [card.label]
+        for metric in list(metrics) + extra:
+            lines.append(f"  {metric:<22} {card.cells.get(metric, MISSING)}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
