@@ -75,6 +75,11 @@ _SPEC_FLAGS = {
     "test_samples": int,
     "target_accuracy": float,
     "data_dir": str,
+    "precision": str,
+    "autotune": str,
+    "input": str,
+    "timing": str,
+    "timing_window": int,
 }
 
 
@@ -461,6 +466,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--target-accuracy", type=float, help="stop once validation accuracy reaches it"
     )
     run.add_argument("--data-dir", help="directory with dataset files")
+    run.add_argument(
+        "--precision",
+        help=f"{', '.join(catalog.PRECISIONS)} (default fp32: strict, TF32 off everywhere)",
+    )
+    run.add_argument("--autotune", help="cuDNN/XLA algorithm autotuning: on or off (default on)")
+    run.add_argument(
+        "--input",
+        help="host: gather + copy each batch inside the timed step (default); device: the "
+        "split is resident on the device",
+    )
+    run.add_argument(
+        "--timing",
+        help="synced: sync around every step (default); pipelined: no per-step sync, one "
+        "sync per --timing-window steps",
+    )
+    run.add_argument("--timing-window", type=int, help="steps per pipelined window (default 10)")
     run.add_argument(
         "--preset",
         metavar="NAME|FILE",

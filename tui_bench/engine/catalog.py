@@ -8,6 +8,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# -- run settings that decide a number (issue 10): what each one means is in docs/gpu.md ----------
+PRECISIONS = ("fp32", "tf32", "amp-fp16", "bf16")
+INPUTS = ("host", "device")
+TIMINGS = ("synced", "pipelined")
+AUTOTUNE = ("on", "off")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one framework/API can run. A combination outside these is refused before any
+    process starts, with the reason (``setting_problem``)."""
+
+    precisions_cpu: tuple[str, ...] = ("fp32", "bf16")
+    precisions_gpu: tuple[str, ...] = PRECISIONS
+    inputs: tuple[str, ...] = INPUTS
+    timings: tuple[str, ...] = TIMINGS
+    # How the API compiles, stated, never "auto": the worker records the value it resolved.
+    compiles: str = "no (eager)"
+    # Why a setting is missing, for the one-line refusal: {"precision": "...", "input": "..."}.
+    why_not: dict[str, str] = field(default_factory=dict)
+
 
 @dataclass(frozen=True)
 class Framework:
@@ -33,6 +54,11 @@ class Framework:
     api_pin_affinity: tuple[str, ...] = ()
     # Per-API modules a runtime must import, when they differ from ``import_name``.
     api_imports: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Per-API capabilities (precision, input path, timing, compilation); missing: the defaults.
+    capabilities: dict[str, Capabilities] = field(default_factory=dict)
+
+    def capabilities_for(self, api: str) -> Capabilities:
+        return self.capabilities.get(api, Capabilities())
 
     def pins_affinity(self, api: str) -> bool:
         return self.pin_affinity or api in self.api_pin_affinity
@@ -54,6 +80,10 @@ FRAMEWORKS: dict[str, Framework] = {
         import_name="torch",
         thread_env=_BLAS_THREADS,
         api_labels={"eager": "eager nn.Module", "compile": "torch.compile (inductor)"},
+        capabilities={
+            "eager": Capabilities(compiles="no (eager)"),
+            "compile": Capabilities(compiles="yes (torch.compile, inductor)"),
+        },
     ),
     # -- issue 3: TensorFlow, Keras 3, MXNet ---------------------------------------------------
     "tensorflow": Framework(
@@ -79,6 +109,24 @@ FRAMEWORKS: dict[str, Framework] = {
             "xla": "tf.function(jit_compile=True)",
             "estimator": "tf.estimator, custom model_fn (TF 2.15)",
         },
+        capabilities={
+            "keras": Capabilities(compiles="graph (tf.function), XLA off (jit_compile=False)"),
+            "eager": Capabilities(compiles="no (eager)"),
+            "graph": Capabilities(compiles="graph (tf.function), XLA off"),
+            "xla": Capabilities(compiles="XLA (tf.function(jit_compile=True))"),
+            "estimator": Capabilities(
+                precisions_cpu=("fp32",),
+                precisions_gpu=("fp32", "tf32"),
+                inputs=("host",),
+                timings=("synced",),
+                compiles="graph (TF1 session), XLA off",
+                why_not={
+                    "precision": "the Estimator's TF1 graph has no mixed-precision policy here",
+                    "input": "the Estimator reads batches through its input_fn, on the host",
+                    "timing": "every Estimator step is a session.run that returns its loss",
+                },
+            ),
+        },
     ),
     "keras": Framework(
         name="keras",
@@ -101,6 +149,17 @@ FRAMEWORKS: dict[str, Framework] = {
             "torch": "Keras fit, PyTorch backend",
             "jax": "Keras fit, JAX backend",
         },
+        capabilities={
+            "tensorflow": Capabilities(compiles="graph (tf.function), XLA off (jit_compile=False)"),
+            "torch": Capabilities(compiles="no (eager torch, jit_compile=False)"),
+            "jax": Capabilities(
+                compiles="XLA (jax.jit, jit_compile=True)",
+                inputs=("host",),
+                why_not={
+                    "input": "Keras' JAX data adapter converts every batch back through numpy",
+                },
+            ),
+        },
     ),
     "mxnet": Framework(
         name="mxnet",
@@ -115,6 +174,24 @@ FRAMEWORKS: dict[str, Framework] = {
             "gluon": "Gluon, imperative",
             "hybrid": "Gluon, hybridized",
             "module": "symbolic Module API",
+        },
+        capabilities={
+            api: Capabilities(
+                precisions_cpu=("fp32",),
+                precisions_gpu=("fp32", "tf32")
+                if api == "module"
+                else ("fp32", "tf32", "amp-fp16"),
+                compiles=compiles,
+                why_not={
+                    "precision": "MXNet 1.9 has AMP float16 for Gluon on a GPU only, no bfloat16"
+                    + ("; the Module API has no AMP here" if api == "module" else ""),
+                },
+            )
+            for api, compiles in (
+                ("gluon", "no (imperative)"),
+                ("hybrid", "graph (hybridize static_alloc/static_shape)"),
+                ("module", "graph (symbolic Module)"),
+            )
         },
     ),
 }
@@ -227,6 +304,30 @@ def framework(name: str) -> Framework:
 def runtime_for(framework_name: str, api: str) -> str:
     fw = FRAMEWORKS[framework_name]
     return fw.api_runtimes.get(api, fw.runtime)
+
+
+def setting_problem(
+    framework_name: str, api: str, device: str, precision: str, input_path: str, timing: str
+) -> tuple[str, str] | None:
+    """(field, why) when this framework/API cannot run these settings on this device, or None."""
+    fw = FRAMEWORKS[framework_name]
+    caps = fw.capabilities_for(api)
+    where = "cpu" if device == "cpu" else "gpu"
+    precisions = caps.precisions_cpu if where == "cpu" else caps.precisions_gpu
+    checks = (
+        ("precision", precision, precisions),
+        ("input", input_path, caps.inputs),
+        ("timing", timing, caps.timings),
+    )
+    for name, value, allowed in checks:
+        if value not in allowed:
+            why = caps.why_not.get(name)
+            on = f" on {where}" if name == "precision" else ""
+            return name, (
+                f"{name} '{value}' is not available for {fw.name}/{api}{on} "
+                f"(choose: {', '.join(allowed)})" + (f": {why}" if why else "")
+            )
+    return None
 
 
 def combination_problem(framework_name: str, api: str, model: str, dataset: str) -> str | None:
