@@ -141,6 +141,11 @@ class Backend:
         """The framework allocator's peak, labelled: {"allocator_peak_mib", "allocator"}."""
         return {}
 
+    def run_facts(self) -> dict[str, Any]:
+        """Figures the framework's own machinery cost outside the timed steps (e.g. the
+        Estimator's graph rebuilds and checkpoints), reported apart in the summary."""
+        return {}
+
     def close(self) -> None:
         """Remove what the run left behind (temporary model dirs)."""
 
@@ -442,6 +447,7 @@ def run_training(
         "input": settings.input,
         "input_upload_s": input_upload_s,
         **hook("memory_stats")(),
+        **hook("run_facts")(),
         "epochs_run": len(epoch_records),
         "train_wall_s": train_wall,
         "warmup_s": clock.warmup_s,

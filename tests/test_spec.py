@@ -144,10 +144,10 @@ def test_gpu_rule_defaults_are_strict_fp32_host_input_synced():
             "Estimator step is a session.run that returns its loss",
         ),
         (
-            {"framework": "keras", "api": "jax", "input": "device"},
+            {"framework": "keras", "api": "tensorflow", "input": "device"},
             "input",
-            "input 'device' is not available for keras/jax (choose: host): Keras' JAX data "
-            "adapter converts every batch back through numpy",
+            "input 'device' is not available for keras/tensorflow (choose: host): Keras fit on "
+            "TensorFlow reads its batches through tf.data, on the host",
         ),
         ({"autotune": "yes"}, "autotune", "autotune 'yes' is not known (choose: on, off)"),
         (

@@ -18,14 +18,15 @@ AUTOTUNE = ("on", "off")
 @dataclass(frozen=True)
 class Capabilities:
     """What one framework/API can run. A combination outside these is refused before any
-    process starts, with the reason (``setting_problem``)."""
+    process starts, with the reason (``setting_problem``). The defaults are what an adapter
+    without the optional settings hooks runs (fp32, host input): a new framework starts there."""
 
-    precisions_cpu: tuple[str, ...] = ("fp32", "bf16")
-    precisions_gpu: tuple[str, ...] = PRECISIONS
-    inputs: tuple[str, ...] = INPUTS
+    precisions_cpu: tuple[str, ...] = ("fp32",)
+    precisions_gpu: tuple[str, ...] = ("fp32",)
+    inputs: tuple[str, ...] = ("host",)
     timings: tuple[str, ...] = TIMINGS
     # How the API compiles, stated, never "auto": the worker records the value it resolved.
-    compiles: str = "no (eager)"
+    compiles: str = "not stated"
     # Why a setting is missing, for the one-line refusal: {"precision": "...", "input": "..."}.
     why_not: dict[str, str] = field(default_factory=dict)
 
@@ -67,6 +68,7 @@ class Framework:
         return self.api_imports.get(api, (self.import_name,))
 
 
+_TF_DATA_ON_HOST = "Keras fit on TensorFlow reads its batches through tf.data, on the host"
 _BLAS_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _TF_THREADS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
@@ -81,8 +83,18 @@ FRAMEWORKS: dict[str, Framework] = {
         thread_env=_BLAS_THREADS,
         api_labels={"eager": "eager nn.Module", "compile": "torch.compile (inductor)"},
         capabilities={
-            "eager": Capabilities(compiles="no (eager)"),
-            "compile": Capabilities(compiles="yes (torch.compile, inductor)"),
+            "eager": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="no (eager)",
+            ),
+            "compile": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="yes (torch.compile, inductor)",
+            ),
         },
     ),
     # -- issue 3: TensorFlow, Keras 3, MXNet ---------------------------------------------------
@@ -110,10 +122,30 @@ FRAMEWORKS: dict[str, Framework] = {
             "estimator": "tf.estimator, custom model_fn (TF 2.15)",
         },
         capabilities={
-            "keras": Capabilities(compiles="graph (tf.function), XLA off (jit_compile=False)"),
-            "eager": Capabilities(compiles="no (eager)"),
-            "graph": Capabilities(compiles="graph (tf.function), XLA off"),
-            "xla": Capabilities(compiles="XLA (tf.function(jit_compile=True))"),
+            "keras": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                compiles="graph (tf.function), XLA off (jit_compile=False)",
+                why_not={"input": _TF_DATA_ON_HOST},
+            ),
+            "eager": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="no (eager)",
+            ),
+            "graph": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="graph (tf.function), XLA off",
+            ),
+            "xla": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="XLA (tf.function(jit_compile=True))",
+            ),
             "estimator": Capabilities(
                 precisions_cpu=("fp32",),
                 precisions_gpu=("fp32", "tf32"),
@@ -150,14 +182,23 @@ FRAMEWORKS: dict[str, Framework] = {
             "jax": "Keras fit, JAX backend",
         },
         capabilities={
-            "tensorflow": Capabilities(compiles="graph (tf.function), XLA off (jit_compile=False)"),
-            "torch": Capabilities(compiles="no (eager torch, jit_compile=False)"),
+            "tensorflow": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                compiles="graph (tf.function), XLA off (jit_compile=False)",
+                why_not={"input": _TF_DATA_ON_HOST},
+            ),
+            "torch": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="no (eager torch, jit_compile=False)",
+            ),
             "jax": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
                 compiles="XLA (jax.jit, jit_compile=True)",
-                inputs=("host",),
-                why_not={
-                    "input": "Keras' JAX data adapter converts every batch back through numpy",
-                },
             ),
         },
     ),
