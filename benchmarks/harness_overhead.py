@@ -294,6 +294,8 @@ def make_spec(framework: str, api: str, args: argparse.Namespace):
         warmup_steps=args.warmup,
         train_samples=max(args.batch_size * (args.steps + args.warmup) * 5 // 4 + 1, 2000),
         test_samples=args.batch_size,
+        timing=args.timing,
+        timing_window=args.steps,
     ).validate()
 
 
@@ -347,6 +349,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60, help="steady-state steps per measurement")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3, help="A/B pairs per API")
+    parser.add_argument(
+        "--timing",
+        default="synced",
+        choices=("synced", "pipelined"),
+        help="tui-bench's timing mode (pipelined: one window of all steady steps, like the bare "
+        "loop's one-sync-at-the-end throughput; the bare loop is the same either way)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     from tui_bench.engine import runtimes
@@ -355,7 +364,8 @@ def main() -> None:
     rows = []
     print(
         f"reference CNN, batch {args.batch_size}, {args.threads} thread(s), {args.steps} steady "
-        f"steps after {args.warmup} warm-up, {args.rounds} A/B rounds per API"
+        f"steps after {args.warmup} warm-up, {args.rounds} A/B rounds per API, tui-bench "
+        f"timing {args.timing}"
     )
     # Resolve runtimes first (from the real data home), then keep this run's history apart.
     found = {combo: runtimes.availability(*combo) for combo in combos}

@@ -275,3 +275,13 @@ def test_mxnet_evaluation_keeps_the_training_batch_shape(bench_env) -> None:
     for api in ("hybrid", "module"):
         assert shapes[api]["shapes"] == [32, 32, 32]  # 70 samples: 32, 32, 6 padded to 32
         assert 0 <= shapes[api]["acc"] <= 1
+
+
+def test_estimator_removes_its_model_dir(bench_env) -> None:
+    import glob
+    import tempfile
+
+    pattern = f"{tempfile.gettempdir()}/tui-bench-estimator-*"
+    before = set(glob.glob(pattern))
+    run(bench_env, "tensorflow", "estimator", train_samples=160, **TINY)
+    assert set(glob.glob(pattern)) - before == set()
