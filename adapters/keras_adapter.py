@@ -16,9 +16,12 @@ from typing import Any
 import keras
 import numpy as np
 
-from adapters.loop import Backend, DeviceError, Hyper, StepClock, logits_loss_correct
+from adapters.loop import Backend, DeviceError, Hyper, Settings, StepClock, logits_loss_correct
 
 APIS = ("tensorflow", "torch", "jax")
+# Stated per backend, never "auto" (which turns XLA on for TF when a GPU is visible): Keras on TF
+# and tensorflow/keras are then the same graph code, and JAX is always jitted.
+JIT_COMPILE = {"tensorflow": False, "torch": False, "jax": True}
 
 
 def _apply_threads(backend: str, threads: int) -> dict[str, Any]:
@@ -135,9 +138,10 @@ class _ClockCallback(keras.callbacks.Callback):
     """Times each of ``fit``'s steps. Keras logs the epoch's running mean loss; the batch's own
     loss is recovered from consecutive means (all batches have the same size)."""
 
-    def __init__(self, clock: StepClock) -> None:
+    def __init__(self, clock: StepClock, backend: KerasBackend) -> None:
         super().__init__()
         self.clock = clock
+        self.backend = backend
         self.seen = 0
         self.mean = 0.0
 
@@ -145,10 +149,97 @@ class _ClockCallback(keras.callbacks.Callback):
         self.clock.begin()
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        mean = float(np.asarray(logs["loss"]))  # blocks until the step's loss exists
-        loss = mean * (self.seen + 1) - self.mean * self.seen
-        self.seen, self.mean = self.seen + 1, mean
-        self.clock.end(loss)
+        # Read by the clock: every step (synced) or once per window (pipelined), in order.
+        self.backend.last_output = logs["loss"]
+        self.clock.end(_BatchLoss(self, logs["loss"]))
+
+
+class _BatchLoss:
+    """A step's loss recovered from ``fit``'s running mean when it is read (blocks until the
+    step's loss exists); reads happen in step order."""
+
+    def __init__(self, callback: Any, running_mean: Any) -> None:
+        self.callback = callback
+        self.running_mean = running_mean
+
+    def __float__(self) -> float:
+        cb = self.callback
+        mean = float(np.asarray(self.running_mean))
+        loss = mean * (cb.seen + 1) - cb.mean * cb.seen
+        cb.seen, cb.mean = cb.seen + 1, mean
+        return loss
+
+
+class _Batches(keras.utils.PyDataset):
+    """``fit``'s input: each batch is gathered when ``fit`` asks for it, inside the timed step,
+    from numpy (input="host") or from the device-resident split (input="device"). No worker
+    threads, no queue (workers=1, no multiprocessing: Keras then iterates in the step)."""
+
+    def __init__(self, backend: KerasBackend, x: Any, y: Any, batch_indices: list) -> None:
+        super().__init__(workers=1, use_multiprocessing=False)
+        self.backend, self.x, self.y, self.batch_indices = backend, x, y, batch_indices
+
+    def __len__(self) -> int:
+        return len(self.batch_indices)
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        return self.backend.take(self.x, self.y, self.batch_indices[index])
+
+
+def _tf_host_batches(x: np.ndarray, y: np.ndarray, batch_indices, threads: int, labels) -> Any:
+    """Keras on TF turns a PyDataset into tf.data with AUTOTUNE prefetch; build the pipeline
+    here instead: gather on request, no prefetch (explicit or injected), the private thread pool
+    bounded by the run's thread count (same as tensorflow_adapter.host_batches)."""
+    import tensorflow as tf
+
+    def batches():
+        for idx in batch_indices:
+            yield x[idx], labels(y[idx])
+
+    first = labels(y[batch_indices[0][:1]])
+    dataset = tf.data.Dataset.from_generator(
+        batches,
+        output_signature=(
+            tf.TensorSpec((None, *x.shape[1:]), tf.as_dtype(x.dtype)),
+            tf.TensorSpec((None, *first.shape[1:]), tf.as_dtype(first.dtype)),
+        ),
+    )
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    options.experimental_optimization.inject_prefetch = False
+    options.threading.private_threadpool_size = threads
+    options.threading.max_intra_op_parallelism = 1
+    return dataset.with_options(options)
+
+
+def _apply_precision(backend: str, precision: str) -> dict[str, Any]:
+    """Strict fp32 (TF32 off) unless tf32 is asked for, in the backend's own switch; a Keras
+    mixed policy for amp-fp16 / bf16 (fit wraps the optimizer in a LossScaleOptimizer for
+    mixed_float16). Runs before the model is built."""
+    tf32 = precision == "tf32"
+    out: dict[str, Any] = {"precision": precision}
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+        out["tf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
+    elif backend == "torch":
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        out["tf32"] = torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    else:
+        import jax
+
+        jax.config.update("jax_default_matmul_precision", "tensorfloat32" if tf32 else "float32")
+        out["tf32"] = jax.config.jax_default_matmul_precision
+    policy = {"amp-fp16": "mixed_float16", "bf16": "mixed_bfloat16"}.get(precision)
+    if policy:
+        keras.mixed_precision.set_dtype_policy(policy)
+    out["policy"] = keras.mixed_precision.dtype_policy().name
+    return out
 
 
 class KerasBackend(Backend):
@@ -162,9 +253,36 @@ class KerasBackend(Backend):
                 "before keras is imported"
             )
         self.api = api
+        self.thread_count = threads
         self.threads = _apply_threads(api, threads)
         self.device = resolve_device(api, device)
         self.binary = False
+        self.settings = Settings()
+        self.applied: dict[str, Any] = {}
+        self.last_output: Any = None
+
+    def apply_settings(self, settings: Settings) -> dict[str, Any]:
+        self.settings = settings
+        gpu = self.device.startswith("gpu")
+        autotune = "not applicable on cpu"
+        if gpu and self.api == "torch":
+            import torch
+
+            torch.backends.cudnn.benchmark = settings.autotune == "on"
+            autotune = f"cudnn.benchmark={torch.backends.cudnn.benchmark}"
+        elif gpu and self.api == "tensorflow":
+            autotune = f"TF_CUDNN_USE_AUTOTUNE={os.environ.get('TF_CUDNN_USE_AUTOTUNE')}"
+        elif gpu:
+            autotune = f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} (level 0 = off)"
+        self.applied = {
+            **_apply_precision(self.api, settings.precision),
+            "autotune": autotune,
+            "input": settings.input,
+            "timing": settings.timing,
+            "compile": f"jit_compile={JIT_COMPILE[self.api]}",
+            "tf_data_threads": self.thread_count if self.api == "tensorflow" else None,
+        }
+        return self.applied
 
     def describe(self) -> dict[str, Any]:
         backend_module = {"tensorflow": "tensorflow", "torch": "torch", "jax": "jax"}[self.api]
@@ -191,20 +309,72 @@ class KerasBackend(Backend):
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
             self._compile(hyper)
+        # What Keras resolved, read back from the compiled model.
+        self.applied["compile"] = f"jit_compile={self.model.jit_compile}"
 
     def param_count(self) -> int:
         return int(sum(math.prod(v.shape) for v in self.model.trainable_weights))
+
+    def _index(self) -> int:
+        return int(self.device.split(":")[1]) if ":" in self.device else 0
 
     def sync(self) -> None:
         if self.device.startswith("gpu") and self.api == "torch":
             import torch
 
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(torch.device("cuda", self._index()))  # the run's GPU
         elif self.device.startswith("gpu") and self.api == "tensorflow":
             import tensorflow as tf
 
             tf.test.experimental.sync_devices()
-        # JAX: the loss read in each step blocks until the step is done.
+        elif self.api == "jax" and self.last_output is not None:
+            import jax
+
+            # JAX dispatches asynchronously (CPU too). Inside fit the model's variables are
+            # not the live state; the last step's loss is an output of the same jitted step.
+            jax.block_until_ready(self.last_output)
+
+    def to_device(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+        with keras.device(self.device):
+            return keras.ops.convert_to_tensor(x), keras.ops.convert_to_tensor(self._labels(y))
+
+    def take(self, x: Any, y: Any, idx: np.ndarray) -> tuple[Any, Any]:
+        if isinstance(x, np.ndarray):
+            xb, yb = x[idx], self._labels(y[idx])
+            if self.api == "jax" and self.device.startswith("gpu"):
+                # Keras/JAX starts a batch's copy one step ahead on a GPU; copying here,
+                # to completion, keeps one whole gather + copy in every timed step.
+                import jax
+
+                xb, yb = jax.block_until_ready(jax.device_put((xb, yb)))
+            return xb, yb
+        with keras.device(self.device):  # input="device": gather on the device
+            where = keras.ops.convert_to_tensor(idx)
+            return keras.ops.take(x, where, axis=0), keras.ops.take(y, where, axis=0)
+
+    def memory_stats(self) -> dict[str, Any]:
+        if not self.device.startswith("gpu"):
+            return {}
+        if self.api == "torch":
+            import torch
+
+            peak = torch.cuda.max_memory_allocated(torch.device("cuda", self._index()))
+            label = "torch caching allocator, max_memory_allocated"
+        elif self.api == "tensorflow":
+            import tensorflow as tf
+
+            peak = tf.config.experimental.get_memory_info(f"GPU:{self._index()}")["peak"]
+            label = "TF BFC allocator, get_memory_info peak"
+        else:
+            import jax
+
+            gpus = [d for d in jax.devices() if d.platform == "gpu"]
+            stats = gpus[self._index()].memory_stats() or {}
+            peak = stats.get("peak_bytes_in_use")
+            label = "XLA allocator, memory_stats peak_bytes_in_use"
+        if peak is None:
+            return {}
+        return {"allocator_peak_mib": peak / 2**20, "allocator": label}
 
     def _labels(self, y: np.ndarray) -> np.ndarray:
         return y.astype(np.float32).reshape(-1, 1) if self.binary else y
@@ -230,22 +400,15 @@ class KerasBackend(Backend):
             loss = keras.losses.BinaryCrossentropy(from_logits=True)
         else:
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        # Each backend's own default: "auto" compiles with jax.jit on JAX, runs TF graphs without
-        # XLA on CPU and torch eagerly; the resolved value is recorded in describe().
-        self.model.compile(optimizer=optimizer, loss=loss, jit_compile="auto")
+        self.model.compile(optimizer=optimizer, loss=loss, jit_compile=JIT_COMPILE[self.api])
 
     def train_epoch(self, x, y, batch_indices, clock: StepClock) -> None:
-        order = np.concatenate(batch_indices)
+        if self.api == "tensorflow":
+            batches = _tf_host_batches(x, y, batch_indices, self.thread_count, self._labels)
+        else:
+            batches = _Batches(self, x, y, batch_indices)
         with keras.device(self.device):
-            self.model.fit(
-                x[order],
-                self._labels(y[order]),
-                batch_size=self.hyper.batch_size,
-                epochs=1,
-                shuffle=False,
-                verbose=0,
-                callbacks=[_ClockCallback(clock)],
-            )
+            self.model.fit(batches, epochs=1, verbose=0, callbacks=[_ClockCallback(clock, self)])
 
     # tui-bench:end step
 

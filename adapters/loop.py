@@ -1,10 +1,17 @@
 """The one timed training loop. Frameworks plug in through ``Backend``; nothing here is per-framework.
 
-What is timed, and how:
-- Every clock read is ``time.perf_counter()`` taken right after ``backend.sync()``, so queued
-  device work is finished before the clock is read.
-- A *step* is: gather the batch from the epoch's order, hand it to the framework (layout/dtype
-  conversion and host→device copy included), forward, backward, optimizer update, read the loss.
+What is timed, and how (the run's ``Settings`` choose; docs/gpu.md has the rules):
+- ``timing="synced"`` (default): every clock read is ``time.perf_counter()`` taken right after
+  ``backend.sync()``, so queued device work is finished before the clock is read; each step is
+  timed on its own.
+- ``timing="pipelined"``: no host sync inside a window of ``timing_window`` steps. The clock (one
+  sync) is read at the window's bounds and the losses are read back then; each step's time is the
+  window's mean, or, where the backend has device events (CUDA events in torch), the time between
+  the step's own events.
+- ``input="host"`` (default): a *step* is: gather the batch from the epoch's order, hand it to the
+  framework (layout/dtype conversion and host→device copy included), forward, backward, optimizer
+  update, read the loss. ``input="device"``: the whole training split is put on the device once,
+  before timing (``input_upload_s``); batches are gathered there, inside the step.
 - The first ``warmup_steps`` steps of the run are warm-up: their time (tracing, compilation,
   allocator growth) is reported as ``warmup_s`` and ``first_step_s`` and kept out of every
   steady-state figure (step median/IQR, samples/s).
@@ -44,8 +51,28 @@ class Hyper:
     epsilon: float = 1e-7
 
 
+@dataclass(frozen=True)
+class Settings:
+    """The run's rules (spec fields precision, autotune, input, timing, timing_window)."""
+
+    precision: str = "fp32"
+    autotune: str = "on"
+    input: str = "host"
+    timing: str = "synced"
+    timing_window: int = 10
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> Settings:
+        defaults = cls()
+        return cls(**{k: spec.get(k, getattr(defaults, k)) for k in defaults.__dict__})
+
+
 class Backend:
-    """What a framework adapter supplies. One subclass per framework × API family."""
+    """What a framework adapter supplies. One subclass per framework × API family.
+
+    Required: describe, build, param_count, train_step, evaluate. Everything else is optional
+    with a safe default, so an adapter that implements none of it runs as fp32 / host input /
+    synced timing (``apply_settings`` refuses anything else for it)."""
 
     framework: str = ""
 
@@ -79,18 +106,71 @@ class Backend:
         from the framework's own per-step hooks."""
         for idx in batch_indices:
             clock.begin()
-            loss = self.train_step(x[idx], y[idx])
+            xb, yb = self.take(x, y, idx)
+            loss = self.train_step(xb, yb)
             clock.end(loss)
 
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         """(mean loss, accuracy) over all of x in batches, no dropout, no update."""
         raise NotImplementedError
 
+    # -- optional hooks (issue 10) -------------------------------------------------------------
+    def apply_settings(self, settings: Settings) -> dict[str, Any]:
+        """Apply precision / autotune / input / timing before ``build``; return what is in
+        effect, read back from the framework where it can say (recorded as ``settings``)."""
+        return default_settings(self, settings)
+
+    def to_device(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+        """``input="device"``: the whole split resident on the device, before timing."""
+        return x, y
+
+    def take(self, x: Any, y: Any, idx: np.ndarray) -> tuple[Any, Any]:
+        """One batch from the (host or device) split; runs inside the timed step."""
+        return x[idx], y[idx]
+
+    def loss_value(self, loss: Any) -> float:
+        """The loss ``train_step`` returned (a float or a framework scalar) as a float."""
+        return float(loss)
+
+    def device_timer(self) -> Any:
+        """An object with ``start()``, ``stop()`` and ``times()`` (seconds per step, read after a
+        sync) timing steps on the device without a host sync, or None."""
+        return None
+
+    def memory_stats(self) -> dict[str, Any]:
+        """The framework allocator's peak, labelled: {"allocator_peak_mib", "allocator"}."""
+        return {}
+
+    def run_facts(self) -> dict[str, Any]:
+        """Figures the framework's own machinery cost outside the timed steps (e.g. the
+        Estimator's graph rebuilds and checkpoints), reported apart in the summary."""
+        return {}
+
+    def close(self) -> None:
+        """Remove what the run left behind (temporary model dirs)."""
+
     def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A batch as the framework receives it in ``train_step``, converted back to numpy in the
         data's own layout (NHWC). Lets the equity tests check every framework trains on the same
         bytes; called once per run, outside any timed region."""
         return x, y
+
+
+def default_settings(backend: Any, settings: Settings) -> dict[str, Any]:
+    """What a backend without its own ``apply_settings`` runs: fp32, host input; refuses more."""
+    for name, plain in (("precision", "fp32"), ("input", "host")):
+        if getattr(settings, name) != plain:
+            raise RuntimeError(
+                f"{type(backend).__name__} cannot apply {name}={getattr(settings, name)!r} "
+                f"(it implements {name}={plain!r} only)"
+            )
+    return {
+        "precision": "fp32",
+        "input": "host",
+        "timing": settings.timing,
+        "autotune": "not applicable",
+        "compile": "unknown",
+    }
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -104,7 +184,8 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 class StepClock:
-    """Times each step (device-synchronised), separates warm-up, and coalesces loss events."""
+    """Times each step (``synced``) or each window of steps (``pipelined``), separates warm-up,
+    marks the steady-state window (for energy) and coalesces loss events."""
 
     def __init__(
         self,
@@ -113,18 +194,38 @@ class StepClock:
         warmup_steps: int,
         batch_size: int,
         now: Callable[[], float] = time.perf_counter,
+        loss_value: Callable[[Any], float] = float,
+        timing: str = "synced",
+        window: int = 10,
+        device_timer: Any = None,
     ) -> None:
         self._sync = sync
         self._emit = emit
         self._now = now
+        self._loss_value = loss_value
+        self.timing = timing
+        self.window = max(1, window)
+        self._timer = device_timer
         self.warmup_remaining = warmup_steps
         self.batch_size = batch_size
         self.first_step_s: float | None = None
         self.warmup_s = 0.0
         self.steady_times: list[float] = []  # whole run
+        self.windows = 0  # pipelined windows closed (each: one sync, one clock read)
+        self.in_steady = False
         self._start = 0.0
+        self._window_start = 0.0
+        self._window: list[Any] = []  # loss handles of the open pipelined window
         self._flush_interval = 1.0 / protocol.MAX_STEP_MESSAGES_PER_S
         self.new_epoch(0)
+
+    @property
+    def step_source(self) -> str:
+        if self.timing == "synced":
+            return "per step, device-synchronised"
+        if self._timer is not None:
+            return "device events per step, one sync per window"
+        return f"windows of {self.window} steps, one sync per window"
 
     def new_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -135,11 +236,32 @@ class StepClock:
         self._pending_first = 0
         self._last_flush = self._now()
 
+    def _pipelined(self) -> bool:
+        return self.timing == "pipelined" and self.warmup_remaining == 0
+
     def begin(self) -> None:
+        if self.warmup_remaining == 0 and not self.in_steady:
+            self.in_steady = True
+            self._emit("steady", edge="begin", epoch=self.epoch)
+        if self._pipelined():
+            if not self._window:
+                self._sync()
+                self._window_start = self._now()
+            if self._timer is not None:
+                self._timer.start()
+            return
         self._sync()
         self._start = self._now()
 
-    def end(self, loss: float) -> None:
+    def end(self, loss: Any) -> None:
+        if self._pipelined():
+            if self._timer is not None:
+                self._timer.stop()
+            self._window.append(loss)
+            if len(self._window) >= self.window:
+                self.close_window()
+            return
+        value = self._loss_value(loss)  # reading the loss is part of the step
         self._sync()
         elapsed = self._now() - self._start
         if self.first_step_s is None:
@@ -151,14 +273,43 @@ class StepClock:
         else:
             self.epoch_steady.append(elapsed)
             self.steady_times.append(elapsed)
-        if not self._pending:
-            self._pending_first = len(self.epoch_losses)
-        loss = float(loss)
-        self.epoch_losses.append(loss)
-        self._pending.append(loss)
+        self._record_loss(value)
         # Reading the clock here is cheap and outside the timed region.
         if self._start + elapsed - self._last_flush >= self._flush_interval:
             self.flush()
+
+    def close_window(self) -> None:
+        """End the open pipelined window: one sync, one clock read, then read its losses."""
+        if not self._window:
+            return
+        self._sync()
+        total = self._now() - self._window_start
+        steps = len(self._window)
+        times = self._timer.times() if self._timer is not None else []
+        if len(times) != steps:
+            times = [total / steps] * steps
+        self.windows += 1
+        self.epoch_steady.extend(times)
+        self.steady_times.extend(times)
+        for loss in self._window:
+            self._record_loss(self._loss_value(loss))
+        self._window = []
+        self.flush()
+
+    def end_epoch(self) -> None:
+        """After the epoch's last step: close a partial window and the steady-state mark."""
+        self.close_window()
+        if self.in_steady:
+            self._sync()
+            self.in_steady = False
+            self._emit("steady", edge="end", epoch=self.epoch)
+
+    def _record_loss(self, value: float) -> None:
+        if not self._pending:
+            self._pending_first = len(self.epoch_losses)
+        value = float(value)
+        self.epoch_losses.append(value)
+        self._pending.append(value)
 
     def flush(self) -> None:
         if self._pending:
@@ -197,11 +348,34 @@ def run_training(
     emit: Callable[..., None],
     target_accuracy: float | None = None,
     fault: Callable[[str, int], None] | None = None,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
-    """Train, validate each epoch, test once; emit events; return the run summary."""
+    """Train, validate each epoch, test once; emit events; return the run summary.
+
+    ``backend`` may be any object with the required ``Backend`` methods; the optional hooks
+    fall back to ``Backend``'s defaults."""
+    settings = settings or Settings()
     now = time.perf_counter
-    clock = StepClock(backend.sync, emit, warmup_steps, hyper.batch_size)
+    hook = _optional_hooks(backend)
+    clock = StepClock(
+        backend.sync,
+        emit,
+        warmup_steps,
+        hyper.batch_size,
+        loss_value=hook("loss_value"),
+        timing=settings.timing,
+        window=settings.timing_window,
+        device_timer=hook("device_timer")() if settings.timing == "pipelined" else None,
+    )
     n_train = len(dataset.x_train)
+    x_train, y_train = dataset.x_train, dataset.y_train
+    input_upload_s = None
+    if settings.input == "device":
+        backend.sync()
+        t0 = now()
+        x_train, y_train = hook("to_device")(x_train, y_train)
+        backend.sync()
+        input_upload_s = now() - t0
     epoch_records: list[dict[str, Any]] = []
     reached: dict[str, Any] | None = None
     train_wall = 0.0
@@ -215,7 +389,8 @@ def run_training(
             fault("epoch", epoch)
         backend.sync()
         epoch_start = now()
-        backend.train_epoch(dataset.x_train, dataset.y_train, batch_indices, clock)
+        backend.train_epoch(x_train, y_train, batch_indices, clock)
+        clock.end_epoch()
         backend.sync()
         wall = now() - epoch_start
         clock.flush()
@@ -265,6 +440,14 @@ def run_training(
     )
     overall = step_stats(clock.steady_times, hyper.batch_size)
     return {
+        "timing": settings.timing,
+        "timing_window": settings.timing_window if settings.timing == "pipelined" else None,
+        "step_source": clock.step_source,
+        "pipelined_windows": clock.windows if settings.timing == "pipelined" else None,
+        "input": settings.input,
+        "input_upload_s": input_upload_s,
+        **hook("memory_stats")(),
+        **hook("run_facts")(),
         "epochs_run": len(epoch_records),
         "train_wall_s": train_wall,
         "warmup_s": clock.warmup_s,
@@ -280,6 +463,18 @@ def run_training(
         "target_reached_epoch": reached["epoch"] if reached else None,
         "target_reached_s": reached["train_wall_s"] if reached else None,
     }
+
+
+def _optional_hooks(backend: Any) -> Callable[[str], Callable[..., Any]]:
+    """The backend's own optional hook, or ``Backend``'s default bound to it."""
+
+    def hook(name: str) -> Callable[..., Any]:
+        own = getattr(backend, name, None)
+        if own is not None:
+            return own
+        return getattr(Backend, name).__get__(backend)
+
+    return hook
 
 
 def evaluate_in_batches(

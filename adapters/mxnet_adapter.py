@@ -11,6 +11,7 @@ effective count is read back from the OpenMP runtime MXNet loaded.
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any
 
 import mxnet as mx
@@ -18,7 +19,7 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 from mxnet.gluon import nn, rnn
 
-from adapters.loop import Backend, DeviceError, Hyper, logits_loss_correct
+from adapters.loop import Backend, DeviceError, Hyper, Settings, logits_loss_correct
 
 APIS = ("gluon", "hybrid", "module")
 
@@ -170,6 +171,49 @@ class GluonBackend(Backend):
         self.api = api
         self.ctx = resolve_device(device)
         self.binary = False
+        self.amp = False
+
+    def apply_settings(self, settings: Settings) -> dict[str, Any]:
+        gpu = self.ctx.device_type == "gpu"
+        if settings.precision == "amp-fp16":
+            from mxnet.contrib import amp
+
+            amp.init()  # before the network is built: casts lists of ops to float16
+            self.amp = True
+        compiles = {
+            "gluon": "no (imperative)",
+            "hybrid": "graph (hybridize static_alloc/static_shape)",
+            "module": "graph (symbolic Module)",
+        }[self.api]
+        return {
+            "precision": settings.precision,
+            # TF32 in cuBLAS/cuDNN follows NVIDIA_TF32_OVERRIDE (set to 0 for strict fp32)
+            "tf32": None if not gpu else os.environ.get("NVIDIA_TF32_OVERRIDE") != "0",
+            "amp": self.amp,
+            "autotune": "not applicable on cpu"
+            if not gpu
+            else f"MXNET_CUDNN_AUTOTUNE_DEFAULT={os.environ.get('MXNET_CUDNN_AUTOTUNE_DEFAULT')}",
+            "input": settings.input,
+            "timing": settings.timing,
+            "compile": compiles,
+        }
+
+    def to_device(self, x: np.ndarray, y: np.ndarray) -> tuple[nd.NDArray, nd.NDArray]:
+        return self._arrays(x, y)
+
+    def take(self, x: Any, y: Any, idx: np.ndarray) -> tuple[Any, Any]:
+        if isinstance(x, nd.NDArray):  # input="device": gather on the device
+            where = nd.array(idx, ctx=self.ctx, dtype=np.int64)
+            return nd.take(x, where, axis=0), nd.take(y, where, axis=0)
+        return x[idx], y[idx]
+
+    def loss_value(self, loss: Any) -> float:
+        return float(loss.asscalar()) if isinstance(loss, nd.NDArray) else float(loss)
+
+    def memory_stats(self) -> dict[str, Any]:
+        if self.ctx.device_type != "gpu":
+            return {}
+        return {"allocator_peak_mib": None, "allocator": "MXNet 1.9 reports no allocator peak"}
 
     def describe(self) -> dict[str, Any]:
         features = mx.runtime.Features()
@@ -186,7 +230,9 @@ class GluonBackend(Backend):
             },
         }
 
-    def _arrays(self, x: np.ndarray, y: np.ndarray) -> tuple[nd.NDArray, nd.NDArray]:
+    def _arrays(self, x: Any, y: Any) -> tuple[nd.NDArray, nd.NDArray]:
+        if isinstance(x, nd.NDArray):
+            return x, y  # input="device": already there, in NCHW
         xb = nd.array(x, ctx=self.ctx, dtype=np.float32)
         if self.images:
             xb = xb.transpose(axes=(0, 3, 1, 2))  # NHWC (the data's layout) → NCHW
@@ -231,6 +277,10 @@ class GluonBackend(Backend):
         if hyper.optimizer == "adam":
             params.update(beta1=hyper.beta1, beta2=hyper.beta2, epsilon=hyper.epsilon)
         self.trainer = gluon.Trainer(self.net.collect_params(), hyper.optimizer, params)
+        if self.amp:
+            from mxnet.contrib import amp
+
+            amp.init_trainer(self.trainer)  # dynamic loss scaling
         if self.binary:
             self.loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
         else:
@@ -243,13 +293,19 @@ class GluonBackend(Backend):
         )
 
     # tui-bench:begin step gluon hybrid
-    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
+    def train_step(self, x: Any, y: Any) -> nd.NDArray:
         xb, yb = self._arrays(x, y)
         with autograd.record():
             loss = self.loss_fn(self.net(xb), yb)
-        loss.backward()
+            if self.amp:
+                from mxnet.contrib import amp
+
+                with amp.scale_loss(loss, self.trainer) as scaled:
+                    autograd.backward(scaled)
+        if not self.amp:
+            loss.backward()
         self.trainer.step(xb.shape[0])  # the summed gradient / batch = the mean loss's gradient
-        return float(loss.mean().asscalar())
+        return loss.mean()  # read back by the loop (loss_value)
 
     # tui-bench:end step
 
@@ -259,9 +315,18 @@ class GluonBackend(Backend):
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         total_loss, correct = 0.0, 0
         for start in range(0, len(x), batch_size):
-            xb, _ = self._arrays(x[start : start + batch_size], y[start : start + batch_size])
+            xs, ys = x[start : start + batch_size], y[start : start + batch_size]
+            real = len(xs)
+            if real < batch_size:
+                # A hybridized block (static_shape) and a bound Module re-plan for a new batch
+                # shape, and re-plan again at the next training step, which then lands in
+                # steady state. Pad the last batch to the training shape; score the real rows.
+                pad = np.resize(np.arange(real), batch_size - real)
+                xs = np.concatenate([xs, xs[pad]])
+                ys = np.concatenate([ys, ys[pad]])
+            xb, _ = self._arrays(xs, ys)
             loss, right = logits_loss_correct(
-                self._logits(xb), y[start : start + batch_size], self.binary
+                self._logits(xb)[:real], y[start : start + real], self.binary
             )
             total_loss, correct = total_loss + loss, correct + right
         n = max(len(x), 1)
@@ -301,7 +366,7 @@ class ModuleBackend(GluonBackend):
         module.init_optimizer(optimizer=hyper.optimizer, optimizer_params=params)
         return module
 
-    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
+    def train_step(self, x: Any, y: Any) -> nd.NDArray:
         xb, yb = self._arrays(x, y)
         self.module.forward_backward(mx.io.DataBatch([xb], [yb]))
         self.module.update()
@@ -311,7 +376,7 @@ class ModuleBackend(GluonBackend):
             loss = nd.relu(z) - z * yb + nd.log1p(nd.exp(-nd.abs(z)))
         else:
             loss = -nd.pick(nd.log_softmax(logits), yb)
-        return float(loss.mean().asscalar())
+        return loss.mean()  # read back by the loop (loss_value)
 
     # tui-bench:end step
 

@@ -12,7 +12,9 @@ worker started, ``time.perf_counter`` based). Types and their fields:
     device_name, threads_requested, threads_effective (read back from the framework),
     interop_threads (or null), param_count, python, numpy_version, extra (framework facts),
     import_s (framework import time), data_s (dataset load time), build_s (model build time),
-    steps_per_epoch, train_samples, val_samples, test_samples.
+    steps_per_epoch, train_samples, val_samples, test_samples, settings (precision, compile,
+    autotune, input, timing as applied and read back), threads_configured, perf_env
+    (performance-relevant environment variables that were set).
 ``epoch_started``
     epoch (1-based), epochs, steps.
 ``steps``
@@ -26,6 +28,9 @@ worker started, ``time.perf_counter`` based). Types and their fields:
     test_s (inference over the test set, synchronised), test_loss, test_accuracy, test_samples.
 ``heartbeat``
     nothing else; proves a long step or compile is alive.
+``steady``
+    edge (``begin`` or ``end``), epoch: the bounds of steady-state training within an epoch
+    (warm-up and validation outside), so the app can read the GPU energy counter at them.
 ``finished``
     summary: the run's overall figures (see ``adapters.loop.summarise``).
 ``error``
@@ -48,6 +53,7 @@ EVENT_TYPES = frozenset(
         "epoch_finished",
         "test_finished",
         "heartbeat",
+        "steady",
         "finished",
         "error",
     }

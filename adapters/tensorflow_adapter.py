@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import tempfile
+import time
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from adapters.loop import Backend, DeviceError, Hyper, StepClock, logits_loss_correct
+from adapters.loop import Backend, DeviceError, Hyper, Settings, StepClock, logits_loss_correct
 
 APIS = ("keras", "eager", "graph", "xla", "estimator")
 
@@ -31,6 +33,51 @@ def _apply_threads(threads: int) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(threads)
     except RuntimeError:
         pass  # already initialised: the environment variables set before import still apply
+
+
+def apply_precision(settings: Settings) -> dict[str, Any]:
+    """TF32 off unless asked for (TF turns it on by default on Ampere/Hopper); a Keras mixed
+    policy for amp-fp16 / bf16. Must run before the model is built."""
+    tf.config.experimental.enable_tensor_float_32_execution(settings.precision == "tf32")
+    policy = {"amp-fp16": "mixed_float16", "bf16": "mixed_bfloat16"}.get(settings.precision)
+    if policy:
+        tf.keras.mixed_precision.set_global_policy(policy)
+    return {
+        "precision": settings.precision,
+        "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
+        "policy": tf.keras.mixed_precision.global_policy().name,
+    }
+
+
+def autotune_readback(gpu: bool) -> str:
+    if not gpu:
+        return "not applicable on cpu"
+    return f"TF_CUDNN_USE_AUTOTUNE={os.environ.get('TF_CUDNN_USE_AUTOTUNE', 'unset (on)')}"
+
+
+def host_batches(x: np.ndarray, y: np.ndarray, batch_indices, threads: int, labels) -> Any:
+    """A tf.data pipeline that gathers each batch from numpy when the step asks for it: no
+    prefetch (neither explicit nor injected), no autotuned parallelism, its private thread pool
+    bounded by the run's thread count. The gather and copy stay inside the timed step."""
+
+    def batches():
+        for idx in batch_indices:
+            yield x[idx], labels(y[idx])
+
+    first = labels(y[batch_indices[0][:1]])
+    dataset = tf.data.Dataset.from_generator(
+        batches,
+        output_signature=(
+            tf.TensorSpec((None, *x.shape[1:]), tf.as_dtype(x.dtype)),
+            tf.TensorSpec((None, *first.shape[1:]), tf.as_dtype(first.dtype)),
+        ),
+    )
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    options.experimental_optimization.inject_prefetch = False
+    options.threading.private_threadpool_size = threads
+    options.threading.max_intra_op_parallelism = 1
+    return dataset.with_options(options)
 
 
 def resolve_device(device: str) -> str:
@@ -133,10 +180,24 @@ class _ClockCallback(tf.keras.callbacks.Callback):
         self.clock.begin()
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        mean = float(np.asarray(logs["loss"]))  # blocks until the step's loss exists
-        loss = mean * (self.seen + 1) - self.mean * self.seen
-        self.seen, self.mean = self.seen + 1, mean
-        self.clock.end(loss)
+        # Read by the clock: every step (synced) or once per window (pipelined), in order.
+        self.clock.end(_BatchLoss(self, logs["loss"]))
+
+
+class _BatchLoss:
+    """A step's loss recovered from ``fit``'s running mean when it is read (blocks until the
+    step's loss exists); reads happen in step order."""
+
+    def __init__(self, callback: Any, running_mean: Any) -> None:
+        self.callback = callback
+        self.running_mean = running_mean
+
+    def __float__(self) -> float:
+        cb = self.callback
+        mean = float(np.asarray(self.running_mean))
+        loss = mean * (cb.seen + 1) - cb.mean * cb.seen
+        cb.seen, cb.mean = cb.seen + 1, mean
+        return loss
 
 
 class TensorFlowBackend(Backend):
@@ -148,6 +209,49 @@ class TensorFlowBackend(Backend):
         _apply_threads(threads)
         self.device = resolve_device(device)
         self.binary = False
+        self.settings = Settings()
+
+    def apply_settings(self, settings: Settings) -> dict[str, Any]:
+        self.settings = settings
+        compiles = {
+            "keras": "graph (tf.function), XLA off (jit_compile=False)",
+            "eager": "no (eager)",
+            "graph": "graph (tf.function), XLA off",
+            "xla": "XLA (tf.function(jit_compile=True))",
+        }[self.api]
+        return {
+            **apply_precision(settings),
+            "autotune": autotune_readback(self.device.startswith("/GPU")),
+            "input": settings.input,
+            "timing": settings.timing,
+            "compile": compiles,
+            "tf_data_threads": self.threads if self.api == "keras" else None,
+        }
+
+    def to_device(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
+        with tf.device(self.device):
+            return tf.identity(tf.convert_to_tensor(x)), tf.identity(
+                tf.convert_to_tensor(self._labels(y))
+            )
+
+    def take(self, x: Any, y: Any, idx: np.ndarray) -> tuple[Any, Any]:
+        if isinstance(x, tf.Tensor):  # input="device": gather on the device
+            with tf.device(self.device):
+                where = tf.convert_to_tensor(idx)
+                return tf.gather(x, where), tf.gather(y, where)
+        return x[idx], y[idx]
+
+    def loss_value(self, loss: Any) -> float:
+        return float(loss.numpy()) if isinstance(loss, tf.Tensor) else float(loss)
+
+    def memory_stats(self) -> dict[str, Any]:
+        if not self.device.startswith("/GPU"):
+            return {}
+        info = tf.config.experimental.get_memory_info(self.device.lstrip("/"))
+        return {
+            "allocator_peak_mib": info["peak"] / 2**20,
+            "allocator": "TF BFC allocator, get_memory_info peak",
+        }
 
     def describe(self) -> dict[str, Any]:
         details = tf.sysconfig.get_build_info()
@@ -187,6 +291,10 @@ class TensorFlowBackend(Backend):
                 self.model.compile(optimizer=self.optimizer, loss=self.loss_fn, jit_compile=False)
                 # tui-bench:end step
             else:
+                if self.settings.precision == "amp-fp16":
+                    # tui-bench:begin step eager graph xla
+                    self.optimizer = tf.keras.optimizers.LossScaleOptimizer(self.optimizer)
+                    # tui-bench:end step
                 self.optimizer.build(self.model.trainable_variables)
         self.step = self._step
         if self.api == "graph":
@@ -209,7 +317,9 @@ class TensorFlowBackend(Backend):
     def _labels(self, y: np.ndarray) -> np.ndarray:
         return y.astype(np.float32).reshape(-1, 1) if self.binary else y
 
-    def _tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[tf.Tensor, tf.Tensor]:
+    def _tensors(self, x: Any, y: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        if isinstance(x, tf.Tensor):
+            return x, y  # input="device": already there
         with tf.device(self.device):
             return tf.convert_to_tensor(x), tf.convert_to_tensor(self._labels(y))
 
@@ -219,17 +329,20 @@ class TensorFlowBackend(Backend):
 
     # tui-bench:begin step eager graph xla
     def _step(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        scaled = hasattr(self.optimizer, "scale_loss")  # amp-fp16: a LossScaleOptimizer
         with tf.GradientTape() as tape:
-            logits = self.model(x, training=True)
+            logits = tf.cast(self.model(x, training=True), tf.float32)
             loss = self.loss_fn(y, logits)
+            target = self.optimizer.scale_loss(loss) if scaled else loss
         variables = self.model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+        grads = tape.gradient(target, variables)
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
         return loss
 
-    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
+    def train_step(self, x: Any, y: Any) -> tf.Tensor:
         xt, yt = self._tensors(x, y)
         with tf.device(self.device):
-            return float(self.step(xt, yt))
+            return self.step(xt, yt)  # read back by the loop (loss_value)
 
     # tui-bench:end step
 
@@ -237,17 +350,9 @@ class TensorFlowBackend(Backend):
     def train_epoch(self, x, y, batch_indices, clock: StepClock) -> None:
         if self.api != "keras":
             return super().train_epoch(x, y, batch_indices, clock)
-        order = np.concatenate(batch_indices)
+        batches = host_batches(x, y, batch_indices, self.threads, self._labels)
         with tf.device(self.device):
-            self.model.fit(
-                x[order],
-                self._labels(y[order]),
-                batch_size=self.hyper.batch_size,
-                epochs=1,
-                shuffle=False,
-                verbose=0,
-                callbacks=[_ClockCallback(clock)],
-            )
+            self.model.fit(batches, epochs=1, verbose=0, callbacks=[_ClockCallback(clock)])
 
     # tui-bench:end step
 
@@ -295,6 +400,32 @@ class EstimatorBackend(Backend):
         _apply_threads(threads)
         self.device = resolve_device(device)
         self.clock: StepClock | None = None
+        self.model_dir: str | None = None
+        self.session_overhead_s = 0.0
+        self.sessions = 0
+
+    def apply_settings(self, settings: Settings) -> dict[str, Any]:
+        return {
+            **apply_precision(settings),
+            "autotune": autotune_readback(self.device.startswith("/GPU")),
+            "input": settings.input,
+            "timing": settings.timing,
+            "compile": "graph (TF1 session), XLA off",
+            "tf_data_threads": self.threads,
+        }
+
+    def run_facts(self) -> dict[str, Any]:
+        """Each ``train()`` rebuilds the graph, restores and writes a checkpoint: that time is
+        outside every timed step and reported here, apart."""
+        return {
+            "estimator_sessions": self.sessions,
+            "estimator_session_overhead_s": self.session_overhead_s,
+        }
+
+    def close(self) -> None:
+        if self.model_dir:
+            shutil.rmtree(self.model_dir, ignore_errors=True)
+            self.model_dir = None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -366,22 +497,21 @@ class EstimatorBackend(Backend):
         return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=hooks)
 
     def _input_fn(self, x: np.ndarray, y: np.ndarray, batch_indices: list[np.ndarray]):
-        def batches():
-            for idx in batch_indices:
-                yield x[idx], self._labels(y[idx])
-
-        label_shape = (None, 1) if self.binary else (None,)
-        return tf.data.Dataset.from_generator(
-            batches,
-            output_signature=(
-                tf.TensorSpec((None, *x.shape[1:]), tf.as_dtype(x.dtype)),
-                tf.TensorSpec(label_shape, tf.float32 if self.binary else tf.int64),
-            ),
-        )
+        return host_batches(x, y, batch_indices, self.threads, self._labels)
 
     def train_epoch(self, x, y, batch_indices, clock: StepClock) -> None:
         self.clock = clock
+        # Every train() opens a new session on a rebuilt graph: its first step pays for the
+        # session's lazy set-up, so it is warm-up, whatever warm-up is left of the run.
+        clock.warmup_remaining = max(clock.warmup_remaining, 1)
+        steps_before = len(clock.steady_times)
+        warmup_before = clock.warmup_s
+        t0 = time.perf_counter()
         self.estimator.train(lambda: self._input_fn(x, y, batch_indices))
+        wall = time.perf_counter() - t0
+        timed = sum(clock.steady_times[steps_before:]) + clock.warmup_s - warmup_before
+        self.session_overhead_s += max(0.0, wall - timed)
+        self.sessions += 1
         self.clock = None
 
     # tui-bench:end step

@@ -8,6 +8,7 @@ before this module is imported.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from adapters.loop import Backend, DeviceError, Hyper, evaluate_in_batches
+from adapters.loop import Backend, DeviceError, Hyper, Settings, evaluate_in_batches
 
 APIS = ("eager", "compile")
 
@@ -33,8 +34,10 @@ def _init_like_keras(module: nn.Module) -> None:
         elif isinstance(layer, nn.LSTM):
             hidden = layer.hidden_size
             nn.init.xavier_uniform_(layer.weight_ih_l0)
-            for gate in range(4):
-                nn.init.orthogonal_(layer.weight_hh_l0.data[gate * hidden : (gate + 1) * hidden])
+            # Keras' recurrent kernel (hidden × 4·hidden) is orthogonal as a whole, as is
+            # MXNet's; torch holds its transpose, so one orthogonal_ over the whole matrix
+            # (not per gate block, which would give each gate 2× Keras' scale).
+            nn.init.orthogonal_(layer.weight_hh_l0)
             with torch.no_grad():
                 layer.bias_ih_l0.zero_()
                 layer.bias_ih_l0[hidden : 2 * hidden] = 1.0
@@ -128,6 +131,31 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(f"cuda:{index}")
 
 
+class CudaEventTimer:
+    """Per-step CUDA events, read after the pipelined window's one sync (TorchBench's method)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.pairs: list[tuple[Any, Any]] = []
+
+    def _event(self) -> Any:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self.device))
+        return event
+
+    def start(self) -> None:
+        self.pairs.append((self._event(), None))
+
+    def stop(self) -> None:
+        begin, _ = self.pairs[-1]
+        self.pairs[-1] = (begin, self._event())
+
+    def times(self) -> list[float]:
+        out = [begin.elapsed_time(end) / 1000.0 for begin, end in self.pairs if end is not None]
+        self.pairs = []
+        return out
+
+
 class TorchBackend(Backend):
     framework = "torch"
 
@@ -140,6 +168,69 @@ class TorchBackend(Backend):
         except RuntimeError:
             pass  # only settable before the first parallel work; the effective value is recorded
         self.binary = False
+        self.settings = Settings()
+        self.autocast_dtype: torch.dtype | None = None
+        self.scaler: Any = None
+
+    def apply_settings(self, settings: Settings) -> dict[str, Any]:
+        cuda = self.device.type == "cuda"
+        self.settings = settings
+        # Strict fp32 unless TF32 is asked for: torch's own default is TF32 for cuDNN
+        # convolutions but not for matmuls; both are set explicitly, on CPU too (no effect).
+        tf32 = settings.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        if settings.precision == "amp-fp16":
+            self.autocast_dtype = torch.float16
+            self.scaler = torch.amp.GradScaler(self.device.type)
+        elif settings.precision == "bf16":
+            self.autocast_dtype = torch.bfloat16
+        torch.backends.cudnn.benchmark = cuda and settings.autotune == "on"
+        return {
+            "precision": settings.precision,
+            "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "autocast": str(self.autocast_dtype).replace("torch.", "")
+            if self.autocast_dtype
+            else None,
+            "loss_scaling": self.scaler is not None,
+            "autotune": f"cudnn.benchmark={torch.backends.cudnn.benchmark}"
+            if cuda
+            else "not applicable on cpu",
+            "input": settings.input,
+            "timing": settings.timing,
+            "compile": "yes (torch.compile, inductor)" if self.api == "compile" else "no (eager)",
+        }
+
+    def _autocast(self) -> Any:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    def to_device(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._tensors(x, y)
+
+    def take(self, x: Any, y: Any, idx: np.ndarray) -> tuple[Any, Any]:
+        if isinstance(x, torch.Tensor):  # input="device": gather on the device
+            where = torch.from_numpy(idx).to(self.device)
+            return x.index_select(0, where), y.index_select(0, where)
+        return x[idx], y[idx]
+
+    def loss_value(self, loss: Any) -> float:
+        return float(loss.item()) if isinstance(loss, torch.Tensor) else float(loss)
+
+    def device_timer(self) -> Any:
+        return CudaEventTimer(self.device) if self.device.type == "cuda" else None
+
+    def memory_stats(self) -> dict[str, Any]:
+        if self.device.type != "cuda":
+            return {}
+        return {
+            "allocator_peak_mib": torch.cuda.max_memory_allocated(self.device) / 2**20,
+            "allocator": "torch caching allocator, max_memory_allocated",
+        }
 
     def describe(self) -> dict[str, Any]:
         cuda = self.device.type == "cuda"
@@ -189,7 +280,9 @@ class TorchBackend(Backend):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def _tensors(self, x: Any, y: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(x, torch.Tensor):
+            return x, y  # already on the device in the framework's layout (input="device")
         xt = torch.from_numpy(x)
         if self.images:
             xt = xt.permute(0, 3, 1, 2)  # NHWC (the data's layout) → NCHW
@@ -204,15 +297,21 @@ class TorchBackend(Backend):
         return xt.cpu().numpy(), yt.cpu().numpy()
 
     # tui-bench:begin step
-    def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
+    def train_step(self, x: Any, y: Any) -> torch.Tensor:
         xt, yt = self._tensors(x, y)
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        logits = self.forward(xt)
-        loss = self.loss_fn(logits.squeeze(1) if self.binary else logits, yt)
-        loss.backward()
-        self.optimizer.step()
-        return loss.item()
+        with self._autocast():
+            logits = self.forward(xt)
+            loss = self.loss_fn(logits.squeeze(1) if self.binary else logits, yt)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        return loss.detach()  # read back by the loop: every step (synced) or per window
 
     # tui-bench:end step
 
@@ -221,8 +320,8 @@ class TorchBackend(Backend):
 
         def predict(xb: np.ndarray, yb: np.ndarray) -> tuple[float, int]:
             xt, yt = self._tensors(xb, yb)
-            with torch.inference_mode():
-                logits = self.forward(xt)
+            with torch.inference_mode(), self._autocast():
+                logits = self.forward(xt).float()
                 if self.binary:
                     logits = logits.squeeze(1)
                     loss = nn.functional.binary_cross_entropy_with_logits(

@@ -75,10 +75,45 @@ def _heartbeat(channel: EventChannel, parent: int) -> None:
         channel.emit("heartbeat")
 
 
+# Environment variables that change performance: recorded with every run when they are set.
+PERF_ENV_PREFIXES = (
+    "XLA_",
+    "TF_XLA_FLAGS",
+    "TF_CUDNN",
+    "TF_FORCE_GPU",
+    "TF_ENABLE_ONEDNN",
+    "TORCHINDUCTOR_",
+    "OMP_",
+    "KMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "CUDA_",
+    "NVIDIA_TF32",
+    "MXNET_",
+    "JAX_",
+)
+
+
+def performance_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The performance-relevant variables this worker runs with (see docs/gpu.md)."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(PERF_ENV_PREFIXES)}
+
+
+def fault_text(environ: dict[str, str] | None = None) -> str:
+    """``TUI_BENCH_FAULT`` only counts where the test-suite also set ``TUI_BENCH_TESTING=1``: a
+    stray variable in a user's shell must never break a real run."""
+    environ = os.environ if environ is None else environ
+    if environ.get("TUI_BENCH_TESTING") != "1":
+        return ""
+    return environ.get("TUI_BENCH_FAULT", "")
+
+
 class Faults:
     """Test-only failure injection, from ``TUI_BENCH_FAULT`` (e.g. ``crash@epoch:2``,
     ``hang@epoch:1``, ``exit@import``, ``garbage@import``, ``chatter@epoch:1``, ``segv@epoch:1``).
-    Used by the test-suite to prove that crashes, hangs and noise become honest results."""
+    Used by the test-suite to prove that crashes, hangs and noise become honest results; only
+    active with ``TUI_BENCH_TESTING=1`` (``fault_text``)."""
 
     def __init__(self, text: str, channel: EventChannel) -> None:
         self.rules = []
@@ -117,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--affinity", default="", help="comma-separated CPU ids to pin to")
     args = parser.parse_args(argv)
     channel = EventChannel(args.events_fd)
-    faults = Faults(os.environ.get("TUI_BENCH_FAULT", ""), channel)
+    faults = Faults(fault_text(), channel)
     threading.Thread(target=_heartbeat, args=(channel, os.getppid()), daemon=True).start()
     spec = json.loads(args.spec_json)
     phase = "import"
+    backend = None
     try:
         if args.affinity:
             os.sched_setaffinity(0, {int(c) for c in args.affinity.split(",")})
@@ -131,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         from adapters import data, loop
 
         backend = adapter.make_backend(spec["api"], spec["device"], spec["threads"])
+        settings = loop.Settings.from_spec(spec)
+        apply_settings = getattr(backend, "apply_settings", None)
+        if apply_settings is not None:
+            applied = apply_settings(settings)
+        else:
+            applied = loop.default_settings(backend, settings)
         phase = "data"
         faults("data")
         t0 = time.perf_counter()
@@ -190,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             test_samples=len(dataset.x_test),
             dataset_notes=dataset.notes,
             first_batch_sha256=digest,
+            settings=applied,
+            threads_configured=spec["threads"],
+            perf_env=performance_environment(),
         )
         phase = "train"
         summary = loop.run_training(
@@ -202,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             emit=channel.emit,
             target_accuracy=spec.get("target_accuracy"),
             fault=faults,
+            settings=settings,
         )
         channel.emit("finished", summary=summary)
         return 0
@@ -214,6 +260,13 @@ def main(argv: list[str] | None = None) -> int:
             phase=phase,
         )
         return 1
+    finally:
+        close = getattr(backend, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001 - cleanup must not hide the run's own outcome
+                pass
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("TUI_BENCH_RUNTIMES_DIR", str(INSTALLED_RUNTIMES))
     monkeypatch.delenv("TUI_BENCH_FAULT", raising=False)
+    # Fault injection (TUI_BENCH_FAULT) only works where the test-suite says so.
+    monkeypatch.setenv("TUI_BENCH_TESTING", "1")
     yield home
     _stop_batches_left_running(home)
 

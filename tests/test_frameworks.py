@@ -110,7 +110,21 @@ def test_reference_cnn_trains_identically_everywhere(bench_env, framework: str, 
     assert started["threads_effective"] == 1
     metrics = result.metrics()
     assert metrics["loc_model"] > 0 and metrics["loc_step"] > 0
-    assert metrics["steady_steps"] == 2 * 6 - 1
+    if api == "estimator":
+        # Each epoch's train() is a new session: its first step is warm-up, and the graph
+        # rebuild + checkpoint time is reported apart, outside every timed step.
+        assert metrics["steady_steps"] == 2 * 6 - 2
+        assert metrics["estimator_sessions"] == 2 and metrics["estimator_session_overhead_s"] > 0
+    else:
+        assert metrics["steady_steps"] == 2 * 6 - 1
+    # Every API states and records its precision, compilation and input path.
+    settings = started["settings"]
+    assert settings["precision"] == "fp32" and settings["input"] == "host"
+    expected = catalog.framework(framework).capabilities_for(api).compiles
+    if framework == "keras":
+        assert settings["compile"] == f"jit_compile={api == 'jax'}"  # resolved, never "auto"
+    else:
+        assert settings["compile"] == expected
 
 
 # -- the other models: equal parameter counts across frameworks -----------------------------------
@@ -194,3 +208,100 @@ def test_theano_compiles_into_the_tui_bench_cache_and_links_openblas(bench_env) 
         extra = two.started["extra"]
         assert extra["openmp"] is True
         assert extra["openmp_threads"] == extra["blas_threads"] == 2
+
+
+# -- the run's rules on a CPU: bf16 where the catalog lists it, pipelined timing, device input -----
+SETTINGS_CHECKS = [
+    ("torch", "compile"),
+    ("tensorflow", "keras"),
+    ("tensorflow", "graph"),
+    ("tensorflow", "xla"),
+    ("keras", "tensorflow"),
+    ("keras", "torch"),
+    ("keras", "jax"),
+    ("mxnet", "hybrid"),
+    ("mxnet", "module"),
+]
+
+
+@pytest.mark.parametrize(("framework", "api"), SETTINGS_CHECKS)
+def test_cpu_settings_are_applied_and_read_back(bench_env, framework, api) -> None:
+    caps = catalog.framework(framework).capabilities_for(api)
+    precision = "bf16" if "bf16" in caps.precisions_cpu else "fp32"
+    input_path = "device" if "device" in caps.inputs else "host"
+    result = run(
+        bench_env,
+        framework,
+        api,
+        precision=precision,
+        input=input_path,
+        timing="pipelined",
+        timing_window=4,
+        epochs=1,
+        steps_per_epoch=9,
+    )
+    settings = result.started["settings"]
+    assert settings["precision"] == precision and settings["input"] == input_path
+    assert settings["timing"] == "pipelined" and settings["autotune"] == "not applicable on cpu"
+    if precision == "bf16" and framework != "torch":
+        assert settings["policy"] == "mixed_bfloat16"
+    if framework == "torch":
+        assert settings["autocast"] == "bfloat16"
+    summary = result.summary
+    assert summary["steady_steps"] == 8 and summary["pipelined_windows"] == 2
+    assert summary["input"] == input_path
+    assert all(loss > 0 for loss in (e["loss"] for e in result.epochs))
+
+
+MXNET_EVAL_SHAPES = r"""
+import importlib.util, json, sys
+here = sys.argv[1]
+spec = importlib.util.spec_from_file_location("adapters", here + "/__init__.py",
+                                              submodule_search_locations=[here])
+package = importlib.util.module_from_spec(spec); sys.modules["adapters"] = package
+spec.loader.exec_module(package)
+from adapters import data, loop, mxnet_adapter
+dataset = data.load("synthetic-mnist", train_samples=400, test_samples=70)
+shapes = {}
+for api in ("hybrid", "module"):
+    backend = mxnet_adapter.make_backend(api, "cpu", 1)
+    backend.build(loop.Hyper("cnn", 32, 1e-3, "adam", 0.0, 0), dataset)
+    seen, inner = [], backend._logits
+    backend._logits = lambda xb, inner=inner, seen=seen: (seen.append(xb.shape[0]), inner(xb))[1]
+    loss, acc = backend.evaluate(dataset.x_test, dataset.y_test, 32)
+    shapes[api] = {"shapes": seen, "acc": acc}
+print(json.dumps(shapes))
+"""
+
+
+def test_mxnet_evaluation_keeps_the_training_batch_shape(bench_env) -> None:
+    """An odd last evaluation batch made hybridized blocks and Modules re-plan, and re-plan
+    again at the next training step, inside steady state."""
+    import json
+    import subprocess
+
+    from conftest import REPO
+
+    runtime = runtime_for("mxnet", "hybrid")
+    out = subprocess.run(
+        [runtime.python, "-I", "-c", MXNET_EVAL_SHAPES, str(REPO / "adapters")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    shapes = json.loads(out.stdout.strip().splitlines()[-1])
+    for api in ("hybrid", "module"):
+        assert shapes[api]["shapes"] == [32, 32, 32]  # 70 samples: 32, 32, 6 padded to 32
+        assert 0 <= shapes[api]["acc"] <= 1
+
+
+def test_estimator_removes_its_model_dir(bench_env) -> None:
+    import glob
+    import tempfile
+
+    pattern = f"{tempfile.gettempdir()}/tui-bench-estimator-*"
+    before = set(glob.glob(pattern))
+    run(bench_env, "tensorflow", "estimator", train_samples=160, **TINY)
+    assert set(glob.glob(pattern)) - before == set()

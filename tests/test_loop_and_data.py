@@ -96,7 +96,7 @@ def test_warm_up_steps_stay_out_of_steady_state(loop, data):
 
 def test_event_order_and_every_loss_reported(loop, data):
     _, events, _ = run(loop, data, NumpyBackend(), epochs=2, steps=5)
-    kinds = [k for k, _ in events if k != "steps"]
+    kinds = [k for k, _ in events if k not in ("steps", "steady")]
     assert kinds == ["epoch_started", "epoch_finished"] * 2 + ["test_finished"]
     losses = [loss for k, f in events if k == "steps" for loss in f["losses"]]
     assert len(losses) == 10
@@ -138,7 +138,11 @@ def test_step_losses_are_coalesced_to_ten_messages_per_second(loop):
     now = [0.0]
     emitted = []
     clock = loop.StepClock(
-        lambda: None, lambda kind, **f: emitted.append(f), 0, 32, now=lambda: now[0]
+        lambda: None,
+        lambda kind, **f: emitted.append(f) if kind == "steps" else None,
+        0,
+        32,
+        now=lambda: now[0],
     )
     clock.new_epoch(1)
     for _ in range(1000):  # 1000 steps of 1 ms = 1 s
@@ -211,3 +215,163 @@ def test_epoch_order_is_a_seeded_permutation(data):
     assert not np.array_equal(a, data.epoch_order(1000, seed=2, epoch=1))
     assert [len(b) for b in data.batches(1000, 128, 1, 1)] == [128] * 7  # partial batch dropped
     assert len(data.batches(1000, 128, 1, 1, max_steps=3)) == 3
+
+
+# -- timing modes, input paths, steady-state marks (issue 10) -----------------------------------
+class LazyLoss:
+    """A loss the backend has not read back yet (like a device tensor); counts reads."""
+
+    reads = 0
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __float__(self) -> float:
+        LazyLoss.reads += 1
+        return self.value
+
+
+def test_pipelined_clock_syncs_once_per_window_and_reads_losses_then(loop):
+    now, syncs, reads_at_end = [0.0], [0], []
+    events = []
+
+    def sync():
+        syncs[0] += 1
+
+    clock = loop.StepClock(
+        sync,
+        lambda kind, **f: events.append((kind, f)),
+        warmup_steps=2,
+        batch_size=8,
+        now=lambda: now[0],
+        timing="pipelined",
+        window=5,
+    )
+    clock.new_epoch(1)
+    LazyLoss.reads = 0
+    for step in range(12):
+        clock.begin()
+        now[0] += 0.01 if step >= 2 else 1.0  # warm-up steps are slow
+        clock.end(LazyLoss(float(step)))
+        reads_at_end.append(LazyLoss.reads)
+    warmup_syncs = syncs[0]
+    clock.end_epoch()
+    # warm-up: synced per step (2 syncs each); steady: 10 steps in 2 windows, 2 syncs each
+    assert warmup_syncs == 2 * 2 + 2 * 2
+    assert reads_at_end[2:] == [2, 2, 2, 2, 7, 7, 7, 7, 7, 12]  # losses read per window only
+    assert clock.windows == 2 and clock.steady_times == pytest.approx([0.01] * 10)
+    assert clock.warmup_s == pytest.approx(2.0)
+    losses = [x for kind, f in events if kind == "steps" for x in f["losses"]]
+    assert losses == [float(i) for i in range(12)]
+    marks = [f["edge"] for kind, f in events if kind == "steady"]
+    assert marks == ["begin", "end"]
+
+
+def test_synced_clock_syncs_around_every_step(loop):
+    syncs = [0]
+    clock = loop.StepClock(lambda: syncs.__setitem__(0, syncs[0] + 1), lambda k, **f: None, 0, 8)
+    clock.new_epoch(1)
+    for _ in range(10):
+        clock.begin()
+        clock.end(1.0)
+    assert syncs[0] == 20 and clock.windows == 0
+
+
+def test_pipelined_uses_device_event_times_when_the_backend_has_them(loop):
+    class Events:
+        def __init__(self):
+            self.started = self.stopped = 0
+
+        def start(self):
+            self.started += 1
+
+        def stop(self):
+            self.stopped += 1
+
+        def times(self):
+            n, self.started, self.stopped = self.stopped, 0, 0
+            return [0.001 * (i + 1) for i in range(n)]
+
+    now = [0.0]
+    clock = loop.StepClock(
+        lambda: None,
+        lambda k, **f: None,
+        0,
+        8,
+        now=lambda: now[0],
+        timing="pipelined",
+        window=3,
+        device_timer=Events(),
+    )
+    clock.new_epoch(1)
+    for _ in range(4):
+        clock.begin()
+        now[0] += 1.0
+        clock.end(0.5)
+    clock.end_epoch()  # closes the partial window of 1 step
+    assert clock.steady_times == pytest.approx([0.001, 0.002, 0.003, 0.001])
+    assert "device events" in clock.step_source
+
+
+class DeviceNumpyBackend(NumpyBackend):
+    """Marks arrays that went through ``to_device`` and gathers from them in ``take``."""
+
+    def __init__(self):
+        super().__init__()
+        self.uploads = 0
+        self.takes = 0
+
+    def to_device(self, x, y):
+        self.uploads += 1
+        return x.copy(), y.copy()
+
+    def take(self, x, y, idx):
+        self.takes += 1
+        return x[idx], y[idx]
+
+    def train_epoch(self, x, y, batch_indices, clock):
+        self.device_x = x
+        for idx in batch_indices:
+            clock.begin()
+            xb, yb = self.take(x, y, idx)
+            clock.end(self.train_step(xb, yb))
+
+
+def test_device_input_uploads_once_and_gathers_inside_each_step(loop, data):
+    backend = DeviceNumpyBackend()
+    dataset = data.load("synthetic-mnist", train_samples=2000, test_samples=500)
+    hyper = loop.Hyper(model="cnn", batch_size=64, lr=0.1, optimizer="sgd", dropout=0.0, seed=0)
+    backend.build(hyper, dataset)
+    settings = loop.Settings(input="device", timing="pipelined", timing_window=4)
+    summary = loop.run_training(
+        backend, dataset, hyper, 2, 5, 1, lambda kind, **f: None, settings=settings
+    )
+    assert backend.uploads == 1 and backend.takes == 10
+    assert backend.device_x is not dataset.x_train  # trained from the uploaded copy
+    assert summary["input"] == "device" and summary["input_upload_s"] >= 0
+    assert summary["timing"] == "pipelined" and summary["timing_window"] == 4
+    assert summary["pipelined_windows"] == 3  # 4 steady steps, then 4 + a partial 1
+    assert summary["steady_steps"] == 9
+
+
+def test_host_input_is_the_default_and_records_itself(loop, data):
+    _, events, summary = run(loop, data, NumpyBackend(), epochs=2, steps=5, warmup=2)
+    assert summary["input"] == "host" and summary["input_upload_s"] is None
+    assert summary["timing"] == "synced" and summary["pipelined_windows"] is None
+    marks = [(f["edge"], f["epoch"]) for kind, f in events if kind == "steady"]
+    assert marks == [("begin", 1), ("end", 1), ("begin", 2), ("end", 2)]
+
+
+def test_a_backend_without_settings_hooks_refuses_what_it_cannot_do(loop):
+    plain = loop.Backend()
+    applied = plain.apply_settings(loop.Settings(timing="pipelined"))
+    assert applied["precision"] == "fp32" and applied["timing"] == "pipelined"
+    with pytest.raises(RuntimeError, match="cannot apply precision='bf16'"):
+        plain.apply_settings(loop.Settings(precision="bf16"))
+    with pytest.raises(RuntimeError, match="cannot apply input='device'"):
+        loop.default_settings(NumpyBackend(), loop.Settings(input="device"))
+
+
+def test_settings_come_from_the_spec_with_defaults_for_old_specs(loop):
+    assert loop.Settings.from_spec({"framework": "torch"}) == loop.Settings()
+    assert loop.Settings.from_spec({"precision": "bf16", "timing_window": 3}).timing_window == 3

@@ -153,3 +153,86 @@ def test_csv_and_markdown_exports():
         "| device | — | device=gpu | device=cpu | 0.2469 | 4.05 | significant (p=0.00794"
         in markdown
     )
+
+
+# -- seeds and the fairness card (issue 10) --------------------------------------------------------
+def accuracy_runs(prefix, values, seeds, **spec_fields):
+    out = []
+    for i, (value, seed) in enumerate(zip(values, seeds, strict=True)):
+        r = record(f"{prefix}{i}", 0.01, seed=seed, **spec_fields)
+        r["metrics"]["test_accuracy"] = value
+        out.append(r)
+    return out
+
+
+def test_accuracy_significance_is_refused_when_every_run_used_one_seed():
+    same = accuracy_runs("e", [0.90, 0.91, 0.92, 0.93, 0.94], [0] * 5, api="eager")
+    same += accuracy_runs("c", [0.80, 0.81, 0.82, 0.83, 0.84], [0] * 5, api="compile")
+    (row,) = rows_as_dicts(table(report.build(same, metric="test_accuracy"), "comparisons"))
+    assert row["significance"].startswith("no test: every run used seed 0")
+    # step time does not come from the seed: the test stands
+    (row,) = rows_as_dicts(table(report.build(same), "comparisons"))
+    assert row["significance"].startswith("not significant") or "p=" in row["significance"]
+
+
+def test_accuracy_significance_is_tested_when_repeats_vary_the_seed():
+    varied = accuracy_runs("e", [0.90, 0.91, 0.92, 0.93, 0.94], range(5), api="eager")
+    varied += accuracy_runs("c", [0.80, 0.81, 0.82, 0.83, 0.84], range(5), api="compile")
+    tables = report.build(varied, metric="test_accuracy")
+    (summary_row,) = [
+        r for r in rows_as_dicts(table(tables, "summary")) if "eager" in r["configuration"]
+    ]
+    assert summary_row["n"] == 5  # seeds of repeats do not split a configuration
+    (row,) = rows_as_dicts(table(tables, "comparisons"))
+    assert row["significance"].startswith("significant (p=0.00794")
+
+
+def with_worker(records, **settings):
+    for r in records:
+        r["worker"] = {"settings": settings, "framework_version": "2.13.0"}
+    return records
+
+
+def test_fairness_card_shows_only_the_settings_that_differ():
+    a = with_worker(runs("a", [1.0, 1.1], api="eager", device="gpu"), compile="no (eager)")
+    b = with_worker(
+        runs("b", [0.8, 0.9], api="compile", device="gpu", precision="tf32"),
+        compile="yes (torch.compile, inductor)",
+    )
+    for r in a:
+        r["load_at_start"] = {"loadavg_1m": 0.1, "logical_cores": 2, "busy": False}
+    for r in b:
+        r["load_at_start"] = {"loadavg_1m": 3.9, "logical_cores": 2, "busy": True}
+    card = table(report.build(a + b), "fairness")
+    rows = {row[0]: row[1:] for row in card.rows}
+    assert set(rows) == {"compilation", "machine load"}  # precision is what varies: in labels
+    assert rows["compilation"] == ["no (eager)", "yes (torch.compile, inductor)"]
+    assert rows["machine load"] == ["quiet (load ≈0 on 2)", "busy (load ≈4 on 2)"]
+    assert card.columns[0] == "setting" and len(card.columns) == 3
+
+
+def test_fairness_card_names_a_hidden_difference_and_the_thread_flag():
+    a = runs("a", [1.0], framework="torch", api="eager")
+    b = runs("b", [2.0], framework="tensorflow", api="graph", timing="pipelined")
+    b[0]["metrics"]["threads_flag"] = "used 1.9 cores with 1 thread(s) configured"
+    b[0]["metrics"]["cores_observed"] = 1.9
+    a[0]["metrics"]["cores_observed"] = 1.02
+    rows = {row[0]: row[1:] for row in table(report.build(a + b), "fairness").rows}
+    assert "timing mode" not in rows  # varies on purpose: the labels say it
+    assert rows["threads observed"] == ["≈1 cores", "≈2 cores"]
+    assert rows["thread flag"] == ["", "used more cores than configured"]
+
+
+def test_no_fairness_card_when_nothing_else_differs():
+    records = runs("a", [1.0, 1.1], api="eager") + runs("b", [2.0, 2.1], api="compile")
+    assert "fairness" not in [t.name for t in report.build(records)]
+
+
+def test_old_records_without_the_new_spec_fields_group_with_defaults():
+    old = runs("o", [1.0, 1.1], api="eager")
+    for r in old:
+        for key in ("precision", "autotune", "input", "timing", "timing_window"):
+            r["spec"].pop(key)
+    new = runs("n", [1.2, 1.3], api="eager")
+    (row,) = rows_as_dicts(table(report.build(old + new), "summary"))
+    assert row["n"] == 4

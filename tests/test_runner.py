@@ -53,7 +53,7 @@ def test_real_pytorch_training_end_to_end():
     assert started["steps_per_epoch"] == 6 and started["train_samples"] == 800
     # The runner names the worker process first (a later look can end it if the supervisor dies).
     assert events[0]["type"] == "worker" and events[0]["pid"] and events[0]["started"]
-    kinds = [e["type"] for e in events if e["type"] not in ("steps", "sample", "worker")]
+    kinds = [e["type"] for e in events if e["type"] not in ("steps", "sample", "steady", "worker")]
     assert kinds == [
         "run_started",
         "epoch_started",
@@ -188,3 +188,98 @@ def test_machine_load_is_recorded_with_every_run():
     load = history.get(result.run_id)["load_at_start"]
     assert load["logical_cores"] == os.cpu_count()
     assert load["loadavg_1m"] >= 0 and isinstance(load["busy"], bool)
+
+
+# -- environment, faults, steady energy, threads observed (issue 10) --------------------------------
+from tui_bench.engine.runner import RunResult, thread_observation, worker_environment  # noqa: E402
+
+
+def test_worker_environment_is_an_allow_list(monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nope")
+    monkeypatch.setenv("PYTHONPATH", "/somewhere")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
+    monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")
+    monkeypatch.setenv("KMP_BLOCKTIME", "0")
+    env = worker_environment(tiny_spec())
+    assert "AWS_SECRET_ACCESS_KEY" not in env and "PYTHONPATH" not in env
+    assert env["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=true"
+    assert env["TORCHINDUCTOR_MAX_AUTOTUNE"] == "1" and env["KMP_BLOCKTIME"] == "0"
+    assert env["OMP_NUM_THREADS"] == "1" and env["PATH"] == os.environ["PATH"]
+
+
+def test_gpu_rules_reach_the_environment_before_import(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+    strict = worker_environment(tiny_spec(device="gpu", autotune="off"))
+    assert strict["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
+    assert strict["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert strict["NVIDIA_TF32_OVERRIDE"] == "0" and strict["TF_CUDNN_USE_AUTOTUNE"] == "0"
+    assert strict["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_gpu_autotune_level=0"
+    assert strict["MXNET_CUDNN_AUTOTUNE_DEFAULT"] == "0"
+    tf32 = worker_environment(tiny_spec(device="gpu", precision="tf32"))
+    assert "NVIDIA_TF32_OVERRIDE" not in tf32  # the user's override would undo the choice
+    assert tf32["JAX_DEFAULT_MATMUL_PRECISION"] == "tensorfloat32"
+    assert tf32["TF_CUDNN_USE_AUTOTUNE"] == "1"
+    cpu = worker_environment(tiny_spec())
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in cpu and cpu["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_fault_injection_needs_the_test_switch(monkeypatch):
+    monkeypatch.delenv("TUI_BENCH_TESTING")
+    _, _, result = run(tiny_spec(epochs=1, steps_per_epoch=2), fault="exit@import")
+    assert result.status == "finished", result.reason  # the fault was ignored
+
+
+def test_the_run_records_settings_and_performance_environment(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
+    history, _, result = run(tiny_spec(epochs=1, steps_per_epoch=4, timing="pipelined"))
+    assert result.status == "finished", result.reason
+    settings = result.started["settings"]
+    assert settings["precision"] == "fp32" and settings["timing"] == "pipelined"
+    assert settings["input"] == "host" and settings["compile"] == "no (eager)"
+    perf = result.started["perf_env"]
+    assert perf["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=true" and perf["OMP_NUM_THREADS"] == "1"
+    metrics = history.get(result.run_id)["metrics"]
+    assert metrics["setting_precision"] == "fp32" and metrics["threads_configured"] == 1
+    assert result.summary["timing"] == "pipelined" and result.summary["pipelined_windows"] >= 1
+
+
+def test_samples_per_joule_uses_steady_window_energy_only():
+    result = RunResult("r", tiny_spec(batch_size=32), "finished")
+    result.summary = {"steady_steps": 10}
+    result.resources = {"energy_j": 5000.0, "steady_energy_j": 40.0}
+    assert result.metrics()["samples_per_joule"] == pytest.approx(320 / 40.0)
+    result.resources = {"energy_j": 5000.0}  # no steady marks: no figure rather than a wrong one
+    assert "samples_per_joule" not in result.metrics()
+
+
+def test_a_one_thread_run_that_used_two_cores_is_flagged():
+    flagged = thread_observation(1, {"mean_cpu_pct": 60.0, "steady_mean_cpu_pct": 195.0})
+    assert flagged["cores_observed"] == pytest.approx(1.95)
+    assert "used 1.9 cores with 1 thread(s) configured" in flagged["threads_flag"]
+    assert thread_observation(1, {"steady_mean_cpu_pct": 98.0})["threads_flag"] is None
+    assert thread_observation(2, {"steady_mean_cpu_pct": 199.0})["threads_flag"] is None
+    result = RunResult("r", tiny_spec(), "finished")
+    result.resources = {"steady_mean_cpu_pct": 190.0, "steady_busy_threads": 2.0}
+    metrics = result.metrics()
+    assert metrics["threads_flag"] and metrics["busy_threads_observed"] == 2.0
+
+
+def test_bf16_with_device_input_trains_on_cpu():
+    _, _, result = run(tiny_spec(epochs=1, precision="bf16", input="device"))
+    assert result.status == "finished", result.reason
+    assert result.started["settings"]["autocast"] == "bfloat16"
+    assert result.summary["input"] == "device" and result.summary["input_upload_s"] >= 0
+    assert result.summary["steady_steps"] == 4
+
+
+def test_synced_and_pipelined_agree_on_a_cpu():
+    """No device queue on a CPU: the two timing modes measure the same steps (within the noise
+    of a shared machine)."""
+    spec = dict(epochs=1, steps_per_epoch=30, train_samples=1500, warmup_steps=3)
+    _, _, synced = run(tiny_spec(**spec))
+    _, _, pipelined = run(tiny_spec(**spec, timing="pipelined", timing_window=9))
+    assert synced.ok and pipelined.ok
+    assert pipelined.summary["pipelined_windows"] == 3
+    ratio = pipelined.summary["samples_per_s"] / synced.summary["samples_per_s"]
+    assert 0.65 < ratio < 1.5, ratio

@@ -47,3 +47,63 @@ def test_energy_from_counter_or_integrated_power():
     summary = sampler.summarise(power)
     assert summary.energy_j == pytest.approx(300.0 + 200.0)
     assert summary.energy_source == "integrated power"
+
+
+class FakeNvml:
+    """An NVML with one GPU whose energy counter rises 10 J per read (time passes between)."""
+
+    available = True
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.handles = [object()]
+        self.counter = start
+
+    def energy_j(self, index: int) -> float:
+        self.counter += 10.0
+        return self.counter
+
+    def sample(self, index: int) -> dict[str, float]:
+        return {"gpu_energy_j": self.energy_j(index), "gpu_util": 50.0}
+
+
+def test_energy_counter_is_read_at_the_steady_window_bounds():
+    nvml = FakeNvml()
+    s = sampler.ResourceSampler(pid=1, gpu_indices=[0], nvml=nvml)
+    s.mark("begin")  # 1010
+    nvml.counter += 500.0  # steady training
+    s.mark("end")  # 1520
+    nvml.counter += 3000.0  # validation, a second epoch's warm-up...
+    s.mark("begin")  # 4530
+    nvml.counter += 200.0
+    s.mark("end")  # 4740
+    whole = [{"t": 0.0, "gpu_energy_j": 0.0}, {"t": 9.0, "gpu_energy_j": 6000.0}]
+    summary = sampler.summarise(whole, s.marks)
+    assert summary.steady_windows == 2
+    assert summary.steady_energy_j == pytest.approx(510.0 + 210.0)
+    assert summary.energy_j == 6000.0  # the process-wide figure stays, labelled apart
+
+
+def test_unpaired_marks_and_no_gpu_give_no_steady_energy():
+    marks = [{"t": 1.0, "edge": "begin"}, {"t": 2.0, "edge": "end"}, {"t": 3.0, "edge": "begin"}]
+    samples = [
+        {"t": 0.5, "cpu_pct": 10.0, "busy_threads": 0.0},
+        {"t": 1.5, "cpu_pct": 190.0, "busy_threads": 2.0},
+        {"t": 3.5, "cpu_pct": 50.0},
+    ]
+    summary = sampler.summarise(samples, marks)
+    assert summary.steady_windows == 1 and summary.steady_s == pytest.approx(1.0)
+    assert summary.steady_energy_j is None
+    assert summary.steady_mean_cpu_pct == 190.0 and summary.steady_busy_threads == 2.0
+    assert summary.mean_cpu_pct == pytest.approx(250.0 / 3)
+
+
+def test_busy_threads_counts_threads_that_ran_most_of_the_interval():
+    code = "import time\nt=time.time()\nwhile time.time()-t<3: pass"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    s = sampler.ResourceSampler(proc.pid, interval=0.5)
+    s.start()
+    proc.wait()
+    s.stop()
+    busy = [x["busy_threads"] for x in s.samples if "busy_threads" in x]
+    assert busy and max(busy) >= 1  # one spinning thread
+    assert max(busy) <= 2

@@ -105,3 +105,74 @@ def test_bad_toml_is_one_line():
         RunSpec.from_toml("threads = [1, 2")
     assert info.value.field == "toml"
     assert "\n" not in str(info.value)
+
+
+# -- the settings that decide a GPU number (issue 10) -----------------------------------------------
+def test_gpu_rule_defaults_are_strict_fp32_host_input_synced():
+    spec = RunSpec().validate()
+    assert (spec.precision, spec.autotune, spec.input, spec.timing) == (
+        "fp32",
+        "on",
+        "host",
+        "synced",
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        (
+            {"precision": "fp16"},
+            "precision",
+            "precision 'fp16' is not known (choose: fp32, tf32, amp-fp16, bf16)",
+        ),
+        (
+            {"precision": "amp-fp16"},
+            "precision",
+            "precision 'amp-fp16' is not available for torch/eager on cpu (choose: fp32, bf16)",
+        ),
+        (
+            {"framework": "mxnet", "api": "gluon", "precision": "bf16"},
+            "precision",
+            "precision 'bf16' is not available for mxnet/gluon on cpu (choose: fp32): MXNet 1.9 "
+            "has AMP float16 for Gluon on a GPU only, no bfloat16",
+        ),
+        (
+            {"framework": "tensorflow", "api": "estimator", "timing": "pipelined"},
+            "timing",
+            "timing 'pipelined' is not available for tensorflow/estimator (choose: synced): every "
+            "Estimator step is a session.run that returns its loss",
+        ),
+        (
+            {"framework": "keras", "api": "tensorflow", "input": "device"},
+            "input",
+            "input 'device' is not available for keras/tensorflow (choose: host): Keras fit on "
+            "TensorFlow reads its batches through tf.data, on the host",
+        ),
+        ({"autotune": "yes"}, "autotune", "autotune 'yes' is not known (choose: on, off)"),
+        (
+            {"timing_window": 0},
+            "timing_window",
+            "timing_window must be between 1 and 100000, got 0",
+        ),
+    ],
+)
+def test_impossible_settings_are_one_field_named_line(fields, field, message):
+    error = error_of(**fields)
+    assert error.field == field
+    assert str(error) == message
+
+
+def test_gpu_accepts_every_precision_the_catalog_lists():
+    for precision in ("fp32", "tf32", "amp-fp16", "bf16"):
+        RunSpec(device="gpu", precision=precision).validate()
+    RunSpec(framework="mxnet", api="hybrid", device="gpu:0", precision="amp-fp16").validate()
+    with pytest.raises(SpecError) as info:
+        RunSpec(framework="mxnet", api="module", device="gpu", precision="amp-fp16").validate()
+    assert info.value.field == "precision"
+
+
+def test_gpu_settings_round_trip_through_toml_and_json():
+    spec = RunSpec(device="gpu", precision="bf16", input="device", timing="pipelined").validate()
+    assert RunSpec.from_toml(spec.to_toml()) == spec
+    assert RunSpec.from_json(spec.to_json()) == spec

@@ -73,6 +73,11 @@ _SPEC_FLAGS = {
     "test_samples": int,
     "target_accuracy": float,
     "data_dir": str,
+    "precision": str,
+    "autotune": str,
+    "input": str,
+    "timing": str,
+    "timing_window": int,
 }
 
 
@@ -181,12 +186,17 @@ SUMMARY_ROWS: list[tuple[str, str, float, int, str]] = [
     ("test s", "test_s", 1, 2, "inference over the test set"),
     ("test accuracy", "test_accuracy", 1, 4, ""),
     ("threads", "threads_effective", 1, 0, "read back from the framework"),
+    ("cores observed", "cores_observed", 1, 1, "steady-state CPU use of the worker (sampler)"),
+    ("busy threads", "busy_threads_observed", 1, 1, "OS threads busy ≥ half the time (sampler)"),
     ("parameters", "param_count", 1, 0, "trainable"),
     ("peak RSS MiB", "res_peak_rss_mib", 1, 0, "worker process tree"),
     ("CPU %", "res_mean_cpu_pct", 1, 0, "mean; 100 % = one core"),
     ("GPU util %", "res_mean_gpu_util", 1, 0, "mean"),
-    ("GPU mem MiB", "res_peak_gpu_mem_mib", 1, 0, "peak"),
-    ("energy J", "res_energy_j", 1, 0, "GPU"),
+    ("GPU mem MiB", "res_peak_gpu_mem_mib", 1, 0, "peak, device-wide (NVML)"),
+    ("allocator MiB", "allocator_peak_mib", 1, 0, "peak of the framework's own allocator"),
+    ("energy J", "res_energy_j", 1, 0, "GPU, whole process"),
+    ("steady energy J", "res_steady_energy_j", 1, 0, "GPU, steady-state windows (NVML counter)"),
+    ("samples/J", "samples_per_joule", 1, 1, "steady samples / steady energy"),
 ]
 
 
@@ -439,6 +449,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--target-accuracy", type=float, help="stop once validation accuracy reaches it"
     )
     run.add_argument("--data-dir", help="directory with dataset files")
+    run.add_argument(
+        "--precision",
+        help=f"{', '.join(catalog.PRECISIONS)} (default fp32: strict, TF32 off everywhere)",
+    )
+    run.add_argument("--autotune", help="cuDNN/XLA algorithm autotuning: on or off (default on)")
+    run.add_argument(
+        "--input",
+        help="host: gather + copy each batch inside the timed step (default); device: the "
+        "split is resident on the device",
+    )
+    run.add_argument(
+        "--timing",
+        help="synced: sync around every step (default); pipelined: no per-step sync, one "
+        "sync per --timing-window steps",
+    )
+    run.add_argument("--timing-window", type=int, help="steps per pipelined window (default 10)")
     run.add_argument(
         "--preset",
         metavar="NAME|FILE",

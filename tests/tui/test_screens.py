@@ -359,3 +359,33 @@ async def test_system_screen_shows_both_cards(tui_home, monkeypatch):
         assert "1.23 ms" not in str(hw.render())  # measured only when asked
         await pilot.press("m")
         await wait_for(pilot, lambda: "1.23 ms median" in str(hw.render()), 30, "hardware card")
+
+
+async def test_compare_shows_the_fairness_card_beside_the_tables(tui_home):
+    """Two runs that differ in framework/api and, unseen in their names, in compilation: the
+    screen's note says so and the fairness tab lists exactly that."""
+    records = []
+    for run_id, api, compiles in (("r-eager", "eager", "no (eager)"), ("r-comp", "compile", "yes")):
+        records.append(
+            {
+                "id": run_id,
+                "status": "finished",
+                "spec": RunSpec(api=api).to_dict(),
+                "label": api,
+                "worker": {"settings": {"compile": compiles}},
+                "metrics": {"step_median_s": 0.05},
+            }
+        )
+    app = TuiBenchApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.switch_mode("compare")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        screen.show(records, source="two runs")
+        await pilot.pause()
+        card = screen.query_one("#table-fairness", DataTable)
+        assert card.row_count == 1
+        assert [str(c) for c in card.get_row_at(0)] == ["compilation", "no (eager)", "yes"]
+        note = str(screen.query_one("#compare-note", Static).render())
+        assert "also differs: compilation" in note

@@ -8,6 +8,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# -- run settings that decide a number (issue 10): what each one means is in docs/gpu.md ----------
+PRECISIONS = ("fp32", "tf32", "amp-fp16", "bf16")
+INPUTS = ("host", "device")
+TIMINGS = ("synced", "pipelined")
+AUTOTUNE = ("on", "off")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What one framework/API can run. A combination outside these is refused before any
+    process starts, with the reason (``setting_problem``). The defaults are what an adapter
+    without the optional settings hooks runs (fp32, host input): a new framework starts there."""
+
+    precisions_cpu: tuple[str, ...] = ("fp32",)
+    precisions_gpu: tuple[str, ...] = ("fp32",)
+    inputs: tuple[str, ...] = ("host",)
+    timings: tuple[str, ...] = TIMINGS
+    # How the API compiles, stated, never "auto": the worker records the value it resolved.
+    compiles: str = "not stated"
+    # Why a setting is missing, for the one-line refusal: {"precision": "...", "input": "..."}.
+    why_not: dict[str, str] = field(default_factory=dict)
+
 
 @dataclass(frozen=True)
 class Framework:
@@ -35,6 +57,11 @@ class Framework:
     api_imports: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Why no runtime for it can exist here (listed for the studies that used it, never run).
     unavailable: str | None = None
+    # Per-API capabilities (precision, input path, timing, compilation); missing: the defaults.
+    capabilities: dict[str, Capabilities] = field(default_factory=dict)
+
+    def capabilities_for(self, api: str) -> Capabilities:
+        return self.capabilities.get(api, Capabilities())
 
     def pins_affinity(self, api: str) -> bool:
         return self.pin_affinity or api in self.api_pin_affinity
@@ -43,6 +70,7 @@ class Framework:
         return self.api_imports.get(api, (self.import_name,))
 
 
+_TF_DATA_ON_HOST = "Keras fit on TensorFlow reads its batches through tf.data, on the host"
 _BLAS_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _TF_THREADS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
@@ -56,6 +84,20 @@ FRAMEWORKS: dict[str, Framework] = {
         import_name="torch",
         thread_env=_BLAS_THREADS,
         api_labels={"eager": "eager nn.Module", "compile": "torch.compile (inductor)"},
+        capabilities={
+            "eager": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="no (eager)",
+            ),
+            "compile": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="yes (torch.compile, inductor)",
+            ),
+        },
     ),
     # -- issue 3: TensorFlow, Keras 3, MXNet ---------------------------------------------------
     "tensorflow": Framework(
@@ -81,6 +123,44 @@ FRAMEWORKS: dict[str, Framework] = {
             "xla": "tf.function(jit_compile=True)",
             "estimator": "tf.estimator, custom model_fn (TF 2.15)",
         },
+        capabilities={
+            "keras": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                compiles="graph (tf.function), XLA off (jit_compile=False)",
+                why_not={"input": _TF_DATA_ON_HOST},
+            ),
+            "eager": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="no (eager)",
+            ),
+            "graph": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="graph (tf.function), XLA off",
+            ),
+            "xla": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="XLA (tf.function(jit_compile=True))",
+            ),
+            "estimator": Capabilities(
+                precisions_cpu=("fp32",),
+                precisions_gpu=("fp32", "tf32"),
+                inputs=("host",),
+                timings=("synced",),
+                compiles="graph (TF1 session), XLA off",
+                why_not={
+                    "precision": "the Estimator's TF1 graph has no mixed-precision policy here",
+                    "input": "the Estimator reads batches through its input_fn, on the host",
+                    "timing": "every Estimator step is a session.run that returns its loss",
+                },
+            ),
+        },
     ),
     "keras": Framework(
         name="keras",
@@ -103,6 +183,26 @@ FRAMEWORKS: dict[str, Framework] = {
             "torch": "Keras fit, PyTorch backend",
             "jax": "Keras fit, JAX backend",
         },
+        capabilities={
+            "tensorflow": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                compiles="graph (tf.function), XLA off (jit_compile=False)",
+                why_not={"input": _TF_DATA_ON_HOST},
+            ),
+            "torch": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="no (eager torch, jit_compile=False)",
+            ),
+            "jax": Capabilities(
+                precisions_cpu=("fp32", "bf16"),
+                precisions_gpu=PRECISIONS,
+                inputs=INPUTS,
+                compiles="XLA (jax.jit, jit_compile=True)",
+            ),
+        },
     ),
     "mxnet": Framework(
         name="mxnet",
@@ -117,6 +217,24 @@ FRAMEWORKS: dict[str, Framework] = {
             "gluon": "Gluon, imperative",
             "hybrid": "Gluon, hybridized",
             "module": "symbolic Module API",
+        },
+        capabilities={
+            api: Capabilities(
+                precisions_cpu=("fp32",),
+                precisions_gpu=("fp32", "tf32")
+                if api == "module"
+                else ("fp32", "tf32", "amp-fp16"),
+                compiles=compiles,
+                why_not={
+                    "precision": "MXNet 1.9 has AMP float16 for Gluon on a GPU only, no bfloat16"
+                    + ("; the Module API has no AMP here" if api == "module" else ""),
+                },
+            )
+            for api, compiles in (
+                ("gluon", "no (imperative)"),
+                ("hybrid", "graph (hybridize static_alloc/static_shape)"),
+                ("module", "graph (symbolic Module)"),
+            )
         },
     ),
     # -- issue 13: the stacks of Shatnawi et al. (2018) ------------------------------------------
@@ -259,6 +377,30 @@ def framework(name: str) -> Framework:
 def runtime_for(framework_name: str, api: str) -> str:
     fw = FRAMEWORKS[framework_name]
     return fw.api_runtimes.get(api, fw.runtime)
+
+
+def setting_problem(
+    framework_name: str, api: str, device: str, precision: str, input_path: str, timing: str
+) -> tuple[str, str] | None:
+    """(field, why) when this framework/API cannot run these settings on this device, or None."""
+    fw = FRAMEWORKS[framework_name]
+    caps = fw.capabilities_for(api)
+    where = "cpu" if device == "cpu" else "gpu"
+    precisions = caps.precisions_cpu if where == "cpu" else caps.precisions_gpu
+    checks = (
+        ("precision", precision, precisions),
+        ("input", input_path, caps.inputs),
+        ("timing", timing, caps.timings),
+    )
+    for name, value, allowed in checks:
+        if value not in allowed:
+            why = caps.why_not.get(name)
+            on = f" on {where}" if name == "precision" else ""
+            return name, (
+                f"{name} '{value}' is not available for {fw.name}/{api}{on} "
+                f"(choose: {', '.join(allowed)})" + (f": {why}" if why else "")
+            )
+    return None
 
 
 def combination_problem(framework_name: str, api: str, model: str, dataset: str) -> str | None:

@@ -35,9 +35,16 @@ METRICS: dict[str, tuple[str, bool]] = {
     "warmup_s": ("warm-up time s", True),
     "target_reached_s": ("training time to the target accuracy s", True),
 }
-# Repeats of one configuration differ in their seed (seed + repeat index): not a configuration.
-REPLICATE_FIELDS = ("repeats", "seed")
-SPEC_FIELDS = [f for f in RunSpec.__dataclass_fields__ if f not in REPLICATE_FIELDS]
+# Repeats of one configuration differ in their seed (seed + repeat index), so the seed is not
+# part of what names a configuration; the accuracy rule below reads it per run.
+NOT_CONFIGURATION = ("repeats", "seed")
+SPEC_FIELDS = [f for f in RunSpec.__dataclass_fields__ if f not in NOT_CONFIGURATION]
+SPEC_DEFAULTS = {
+    f: getattr(RunSpec, f) for f in ("precision", "autotune", "input", "timing", "timing_window")
+}
+# Metrics whose spread over repeats comes from the seed (initialisation, shuffling, dropout):
+# repeats with one seed are not replicates of them.
+SEED_DEPENDENT = ("test_accuracy", "val_accuracy", "target_reached_s")
 
 
 @dataclass
@@ -94,7 +101,9 @@ def group_runs(records: Sequence[dict[str, Any]]) -> tuple[list[Group], list[str
     """Groups in first-seen order, and the spec fields that differ between them."""
     by_spec: dict[str, Group] = {}
     for record in records:
-        spec = {k: v for k, v in (record.get("spec") or {}).items() if k not in REPLICATE_FIELDS}
+        # Runs recorded before a spec field existed ran with its default.
+        spec = {**SPEC_DEFAULTS, **(record.get("spec") or {})}
+        spec = {k: v for k, v in spec.items() if k not in NOT_CONFIGURATION}
         key = repr(sorted(spec.items()))
         by_spec.setdefault(key, Group("", spec)).runs.append(record)
     groups = list(by_spec.values())
@@ -253,6 +262,13 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                     )
                     continue
                 c = stats.compare_pair(g.label, values, base.label, base_values)
+                verdict = c.significance.text
+                same_seed = _single_seed(g, base) if metric in SEED_DEPENDENT else None
+                if same_seed is not None:
+                    verdict = (
+                        f"no test: every run used seed {same_seed}, so repeats are not "
+                        "replicates of an accuracy"
+                    )
                 speedup = None
                 if c.ratio:
                     speedup = 1 / c.ratio if lower_is_better else c.ratio
@@ -264,10 +280,17 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                         _value_name(base, field_name),
                         c.ratio,
                         speedup,
-                        c.significance.text,
+                        verdict,
                     ]
                 )
     return table
+
+
+def _single_seed(*groups: Group) -> Any:
+    """The one seed every finished run of these groups used (``record["spec"]["seed"]``), or
+    None when the seeds differ."""
+    seeds = {(r.get("spec") or {}).get("seed") for g in groups for r in g.finished()}
+    return next(iter(seeds)) if len(seeds) == 1 else None
 
 
 def scaling_table(groups: list[Group], varying: list[str], metric: str) -> Table | None:
@@ -341,6 +364,99 @@ def study_table(groups: list[Group], metric: str = "train_wall_s") -> Table | No
     return table
 
 
+# -- fairness card -------------------------------------------------------------------------------
+def _settings(record: dict[str, Any]) -> dict[str, Any]:
+    return (record.get("worker") or {}).get("settings") or {}
+
+
+def _gpu_driver(record: dict[str, Any]) -> Any:
+    gpus = (record.get("env") or {}).get("gpus") or []
+    return gpus[0].get("driver") if gpus and isinstance(gpus[0], dict) else None
+
+
+def _load(record: dict[str, Any]) -> Any:
+    load = record.get("load_at_start") or {}
+    if not load:
+        return None
+    state = "busy" if load.get("busy") else "quiet"
+    return f"{state} (load ≈{round(load.get('loadavg_1m') or 0)} on {load.get('logical_cores')})"
+
+
+def _observed(record: dict[str, Any]) -> Any:
+    # to the half core: the card is for differences a reader should weigh, not sampling noise
+    cores = (record.get("metrics") or {}).get("cores_observed")
+    return None if cores is None else f"≈{round(cores * 2) / 2:g} cores"
+
+
+def _versions(record: dict[str, Any]) -> Any:
+    worker = record.get("worker") or {}
+    version = worker.get("framework_version")
+    backend = (worker.get("extra") or {}).get("backend_version")
+    if version is None:
+        return None
+    return f"{version} ({backend})" if backend else version
+
+
+# (label, how to read it from a record): what a ratio between runs is made of, beside the
+# spec's own fields. Per-group values are joined when the repeats of a group disagree.
+# Card rows that are a spec field: left out when that field is what the comparison varies (the
+# configuration names already say it).
+CARD_SPEC_FIELD = {
+    "precision": "precision",
+    "autotune": "autotune",
+    "input path": "input",
+    "timing mode": "timing",
+    "threads configured": "threads",
+}
+FAIRNESS_SETTINGS: list[tuple[str, Any]] = [
+    ("precision", lambda r: (r.get("spec") or {}).get("precision", "fp32")),
+    ("compilation", lambda r: _settings(r).get("compile")),
+    ("autotune", lambda r: _settings(r).get("autotune") or (r.get("spec") or {}).get("autotune")),
+    ("input path", lambda r: (r.get("spec") or {}).get("input", "host")),
+    ("timing mode", lambda r: (r.get("spec") or {}).get("timing", "synced")),
+    ("threads configured", lambda r: (r.get("spec") or {}).get("threads")),
+    ("threads observed", _observed),
+    ("framework version", _versions),
+    ("GPU driver", _gpu_driver),
+    ("machine load", _load),
+]
+
+
+def fairness_card(groups: list[Group], varying: Sequence[str] = ()) -> Table | None:
+    """Only the settings that differ between the compared configurations, one row each, so a
+    reader sees at once what a ratio is made of besides what the comparison varies on purpose.
+    None when nothing else differs (or there is one group)."""
+    if len(groups) < 2:
+        return None
+    table = Table(
+        "fairness",
+        "fairness card: settings that differ between the compared runs",
+        ["setting", *(g.label for g in groups)],
+        note="only settings that differ are shown; precision, compilation, autotune, input "
+        "path, timing mode, threads, versions, driver and load that all runs share are left out",
+    )
+    for label, read in FAIRNESS_SETTINGS:
+        if CARD_SPEC_FIELD.get(label) in varying:
+            continue
+        cells = []
+        for g in groups:
+            values = list(dict.fromkeys(_fmt(read(r)) for r in g.runs if r.get("status")))
+            cells.append(" / ".join(values) if values else "—")
+        if len(set(cells)) > 1:
+            table.rows.append([label, *cells])
+    flagged = [
+        g.label for g in groups if any((r.get("metrics") or {}).get("threads_flag") for r in g.runs)
+    ]
+    if flagged:
+        table.rows.append(
+            [
+                "thread flag",
+                *("used more cores than configured" if g.label in flagged else "" for g in groups),
+            ]
+        )
+    return table if table.rows else None
+
+
 def skipped_table(skipped: Sequence[tuple[str, str]]) -> Table | None:
     if not skipped:
         return None
@@ -367,6 +483,9 @@ def build(
     study = study_table(groups, study_metric)
     if study is not None:
         tables.append(study)
+    card = fairness_card(groups, varying)
+    if card is not None:
+        tables.append(card)
     skipped_ = skipped_table(skipped)
     if skipped_ is not None:
         tables.append(skipped_)

@@ -73,10 +73,15 @@ class RunResult:
                 if key in self.started:
                     m[key] = self.started[key]
         m.update({f"res_{k}": v for k, v in self.resources.items() if k != "samples"})
-        energy = self.resources.get("energy_j")
+        # Energy of the steady-state windows only (NVML counter read at their bounds): warm-up,
+        # compilation, validation and process start-up are not in it.
+        energy = self.resources.get("steady_energy_j")
         trained = (self.summary.get("steady_steps") or 0) * self.spec.batch_size
         if energy and trained:
             m["samples_per_joule"] = trained / energy
+        m.update(thread_observation(self.spec.threads, self.resources))
+        if self.started and isinstance(self.started.get("settings"), dict):
+            m.update({f"setting_{k}": v for k, v in self.started["settings"].items()})
         m["process_wall_s"] = self.wall_s
         # Ease of coding (issue 3): lines that define the model and the step for this API.
         try:
@@ -84,6 +89,31 @@ class RunResult:
         except (OSError, KeyError, loc.MarkerError):
             pass  # an adapter without markers has no figure; the run's numbers still stand
         return m
+
+
+def thread_observation(configured: int, resources: dict[str, Any]) -> dict[str, Any]:
+    """Threads configured beside what the worker was seen to use (steady-state CPU % from the
+    sampler, where it marked a steady window, else the whole run; and busy OS threads), and a
+    flag when the run used clearly more cores than it was given."""
+    cpu = resources.get("steady_mean_cpu_pct")
+    if cpu is None:
+        cpu = resources.get("mean_cpu_pct")
+    cores = cpu / 100.0 if isinstance(cpu, (int, float)) else None
+    busy = resources.get("steady_busy_threads")
+    if busy is None:
+        busy = resources.get("mean_busy_threads")
+    out: dict[str, Any] = {
+        "threads_configured": configured,
+        "cores_observed": cores,
+        "busy_threads_observed": busy,
+        "threads_flag": None,
+    }
+    if cores is not None and cores > configured + 0.5 and cores > 1.5 * configured:
+        out["threads_flag"] = (
+            f"used {cores:.1f} cores with {configured} thread(s) configured: the framework "
+            "ran more threads than it was told"
+        )
+    return out
 
 
 def _nvml_indices(device: str) -> list[int]:
@@ -100,12 +130,85 @@ def _nvml_indices(device: str) -> list[int]:
     return [index]
 
 
+# The worker's environment is an allow-list (docs/gpu.md): what a framework needs to find its
+# libraries and what the user may set on purpose to change its behaviour. Everything else in the
+# app's environment stays out, so a stray variable cannot change a figure unseen; the
+# performance-relevant ones that do reach the worker are recorded with the run (``perf_env``).
+ENV_ALLOWED = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "LD_LIBRARY_PATH",
+    "CC",
+    "CXX",
+    "XDG_CACHE_HOME",
+    "KERAS_HOME",
+    "TORCH_HOME",
+    "TUI_BENCH_TESTING",
+)
+ENV_ALLOWED_PREFIXES = (
+    "LC_",
+    "CUDA_",
+    "CUDNN_",
+    "NVIDIA_",
+    "NCCL_",
+    "XLA_",
+    "TF_",
+    "TORCHINDUCTOR_",
+    "TORCH_",
+    "TRITON_",
+    "OMP_",
+    "KMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "MXNET_",
+    "JAX_",
+)
+
+
+def _allowed(name: str) -> bool:
+    return name in ENV_ALLOWED or name.startswith(ENV_ALLOWED_PREFIXES)
+
+
+def gpu_rule_environment(spec: RunSpec, inherited: dict[str, str]) -> dict[str, str]:
+    """Variables that put the spec's GPU rules in place before the framework is imported: no
+    preallocation, strict fp32 (TF32 off in cuBLAS/cuDNN for every framework), one autotune
+    choice. In-process settings (torch flags, TF config) are applied by the adapters."""
+    if spec.device == "cpu":
+        return {}
+    env = {
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # TF: grow, do not take nearly all memory
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # JAX: no 75 % up front
+        "TF_CUDNN_USE_AUTOTUNE": "1" if spec.autotune == "on" else "0",
+        "MXNET_CUDNN_AUTOTUNE_DEFAULT": "1" if spec.autotune == "on" else "0",
+    }
+    if spec.autotune == "off":
+        flags = inherited.get("XLA_FLAGS", "")
+        env["XLA_FLAGS"] = f"{flags} --xla_gpu_autotune_level=0".strip()
+    if spec.precision == "fp32":
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
+        env["JAX_DEFAULT_MATMUL_PRECISION"] = "float32"
+    elif spec.precision == "tf32":
+        env["JAX_DEFAULT_MATMUL_PRECISION"] = "tensorfloat32"
+    return env
+
+
 def worker_environment(spec: RunSpec) -> dict[str, str]:
     fw = catalog.framework(spec.framework)
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if _allowed(k)}
+    if env.get("TUI_BENCH_TESTING") == "1" and "TUI_BENCH_FAULT" in os.environ:
+        env["TUI_BENCH_FAULT"] = os.environ["TUI_BENCH_FAULT"]
     for name in fw.thread_env:
         env[name] = str(spec.threads)
     env.update(fw.api_env.get(spec.api, {}))
+    if spec.precision != "fp32":
+        env.pop("NVIDIA_TF32_OVERRIDE", None)  # a user's override would silently change it
+    env.update(gpu_rule_environment(spec, env))
     # Same GPU numbering as NVML, so the sampler watches the GPU the worker uses.
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     if spec.device == "cpu":
@@ -172,6 +275,7 @@ class WorkerRun:
         self._cancel = threading.Event()
         self._last_event = time.monotonic()
         self._final: dict[str, Any] | None = None
+        self._sampler: ResourceSampler | None = None
         self.result = RunResult(run_id=run_id, spec=spec, status="failed")
 
     def cancel(self) -> None:
@@ -191,6 +295,8 @@ class WorkerRun:
             r.test = event
         elif kind in ("finished", "error"):
             self._final = event
+        elif kind == "steady" and self._sampler is not None:
+            self._sampler.mark(event.get("edge", ""))  # energy counter at the window's bounds
         if kind != "heartbeat":
             self.on_event(event)
 
@@ -271,6 +377,7 @@ class WorkerRun:
             interval=self.sample_interval,
             on_sample=lambda s: self.on_event({"type": "sample", **s}),
         )
+        self._sampler = sampler
         sampler.start()
         stalled = False
         self._last_event = time.monotonic()

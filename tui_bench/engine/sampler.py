@@ -66,6 +66,12 @@ class Nvml:
             )
         return out
 
+    def energy_j(self, index: int) -> float | None:
+        """The GPU's total-energy counter in joules (Volta and later), or None."""
+        nv = self._pynvml
+        energy = self._try(lambda: nv.nvmlDeviceGetTotalEnergyConsumption(self.handles[index]))
+        return energy / 1000.0 if energy is not None else None
+
     def sample(self, index: int) -> dict[str, float]:
         """Live figures for one GPU; keys missing where the GPU does not report them."""
         nv = self._pynvml
@@ -90,8 +96,18 @@ class Nvml:
         return out
 
 
-def process_tree_sample(root: psutil.Process, cache: dict[int, psutil.Process]) -> dict[str, float]:
-    """CPU %, RSS and threads summed over a process and its descendants.
+BUSY_THREAD_FRACTION = 0.5  # a thread that ran for half the interval or more counts as busy
+
+
+def process_tree_sample(
+    root: psutil.Process,
+    cache: dict[int, psutil.Process],
+    thread_times: dict[tuple[int, int], float] | None = None,
+    interval: float | None = None,
+) -> dict[str, float]:
+    """CPU %, RSS and threads summed over a process and its descendants; with ``thread_times``
+    (kept between calls) and the seconds since the previous call, also ``busy_threads``: OS
+    threads that ran at least half of that interval.
 
     ``cache`` keeps Process objects between calls: psutil's cpu_percent is measured since the
     previous call on the *same* object, and the first call on a new one returns 0.0."""
@@ -101,8 +117,9 @@ def process_tree_sample(root: psutil.Process, cache: dict[int, psutil.Process]) 
     except psutil.Error:
         pass
     cpu = rss = threads = 0.0
-    counted = 0
+    counted = busy = 0
     alive: dict[int, psutil.Process] = {}
+    seen: dict[tuple[int, int], float] = {}
     for proc in procs:
         proc = cache.get(proc.pid, proc)
         try:
@@ -110,13 +127,28 @@ def process_tree_sample(root: psutil.Process, cache: dict[int, psutil.Process]) 
                 cpu += proc.cpu_percent(None)
                 rss += proc.memory_info().rss
                 threads += proc.num_threads()
+                if thread_times is not None:
+                    for t in proc.threads():
+                        seen[(proc.pid, t.id)] = t.user_time + t.system_time
             alive[proc.pid] = proc
             counted += 1
         except psutil.Error:
             continue  # exited between listing and reading
     cache.clear()
     cache.update(alive)
-    return {"cpu_pct": cpu, "rss_mib": rss / 2**20, "threads": threads, "processes": counted}
+    out = {"cpu_pct": cpu, "rss_mib": rss / 2**20, "threads": threads, "processes": counted}
+    if thread_times is not None:
+        if interval:
+            for key, spent in seen.items():
+                if (
+                    key in thread_times
+                    and spent - thread_times[key] >= BUSY_THREAD_FRACTION * interval
+                ):
+                    busy += 1
+            out["busy_threads"] = float(busy)
+        thread_times.clear()
+        thread_times.update(seen)
+    return out
 
 
 @dataclass
@@ -131,6 +163,14 @@ class SamplerSummary:
     mean_gpu_power_w: float | None = None
     energy_j: float | None = None
     energy_source: str | None = None
+    mean_busy_threads: float | None = None
+    # Steady-state windows (the worker's ``steady`` marks): time, energy counter delta, and the
+    # CPU use of the samples inside them.
+    steady_windows: int = 0
+    steady_s: float | None = None
+    steady_energy_j: float | None = None
+    steady_mean_cpu_pct: float | None = None
+    steady_busy_threads: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -148,6 +188,8 @@ class ResourceSampler:
 
     def __post_init__(self) -> None:
         self.samples: list[dict[str, Any]] = []
+        self.marks: list[dict[str, Any]] = []
+        self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if self.gpu_indices and self.nvml is None:
@@ -165,7 +207,17 @@ class ResourceSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        return summarise(self.samples)
+        return summarise(self.samples, self.marks)
+
+    def mark(self, edge: str) -> None:
+        """A steady-state window begins or ends now: read the GPU energy counter at once (NVML
+        updates it about every 100 ms) so energy is taken over the window, not the process."""
+        mark: dict[str, Any] = {"t": time.monotonic() - self._t0, "edge": edge}
+        for index in self.gpu_indices:
+            energy = self.nvml.energy_j(index) if self.nvml is not None else None
+            if energy is not None:
+                mark[f"gpu_energy_j_{index}"] = energy
+        self.marks.append(mark)
 
     def _run(self) -> None:
         try:
@@ -173,14 +225,18 @@ class ResourceSampler:
         except psutil.Error:
             return
         cache: dict[int, psutil.Process] = {}
-        process_tree_sample(root, cache)  # prime cpu_percent: its first reading is always 0.0
+        thread_times: dict[tuple[int, int], float] = {}
+        # prime cpu_percent (its first reading is always 0.0) and the per-thread CPU times
+        process_tree_sample(root, cache, thread_times)
         psutil.cpu_percent(None)
-        t0 = time.monotonic()
+        last = time.monotonic()
         while not self._stop.wait(self.interval):
             if not root.is_running():
                 return
-            sample: dict[str, Any] = {"t": time.monotonic() - t0}
-            sample.update(process_tree_sample(root, cache))
+            now = time.monotonic()
+            sample: dict[str, Any] = {"t": now - self._t0}
+            sample.update(process_tree_sample(root, cache, thread_times, now - last))
+            last = now
             sample["system_cpu_pct"] = psutil.cpu_percent(None)
             sample["system_mem_pct"] = psutil.virtual_memory().percent
             for index in self.gpu_indices:
@@ -195,10 +251,43 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def summarise(samples: list[dict[str, Any]]) -> SamplerSummary:
+def steady_windows(marks: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(begin, end) pairs of the worker's steady-state marks, in order; unpaired marks dropped."""
+    pairs, opened = [], None
+    for mark in marks:
+        if mark.get("edge") == "begin":
+            opened = mark
+        elif mark.get("edge") == "end" and opened is not None:
+            pairs.append((opened, mark))
+            opened = None
+    return pairs
+
+
+def _steady(summary: SamplerSummary, samples: list[dict[str, Any]], marks: list[dict]) -> None:
+    windows = steady_windows(marks)
+    if not windows:
+        return
+    summary.steady_windows = len(windows)
+    summary.steady_s = sum(end["t"] - begin["t"] for begin, end in windows)
+    keys = sorted({k for b, e in windows for k in b if k.startswith("gpu_energy_j") and k in e})
+    if keys:
+        summary.steady_energy_j = sum(e[k] - b[k] for b, e in windows for k in keys if k in b)
+    inside = [s for s in samples if any(b["t"] <= s.get("t", -1) <= e["t"] for b, e in windows)]
+    cpu = [s["cpu_pct"] for s in inside if s.get("cpu_pct") is not None]
+    busy = [s["busy_threads"] for s in inside if s.get("busy_threads") is not None]
+    summary.steady_mean_cpu_pct = _mean(cpu)
+    summary.steady_busy_threads = _mean(busy)
+
+
+def summarise(
+    samples: list[dict[str, Any]], marks: list[dict[str, Any]] | None = None
+) -> SamplerSummary:
     """Per-run figures. Energy comes from the GPU's energy counter where it has one, else from
-    integrating power over the sampling intervals (marked in ``energy_source``)."""
+    integrating power over the sampling intervals (marked in ``energy_source``). With the
+    worker's steady-state ``marks``, also the energy counter's delta over those windows only
+    (``steady_energy_j``, what samples/J is computed from) and the CPU use inside them."""
     summary = SamplerSummary(samples=len(samples))
+    _steady(summary, samples, marks or [])
     if not samples:
         return summary
 
@@ -208,6 +297,7 @@ def summarise(samples: list[dict[str, Any]]) -> SamplerSummary:
     rss, cpu, util = col("rss_mib"), col("cpu_pct"), col("gpu_util")
     summary.peak_rss_mib = max(rss) if rss else None
     summary.mean_cpu_pct = _mean(cpu)
+    summary.mean_busy_threads = _mean(col("busy_threads"))
     summary.mean_system_cpu_pct = _mean(col("system_cpu_pct"))
     summary.mean_gpu_util = _mean(util)
     summary.peak_gpu_util = max(util) if util else None

@@ -50,6 +50,12 @@ class RunSpec:
     test_samples: int | None = None
     target_accuracy: float | None = None  # stop once validation accuracy reaches it
     data_dir: str | None = None
+    # The rules that decide a GPU number (docs/gpu.md), applied in the worker and read back.
+    precision: str = "fp32"  # fp32 (strict, TF32 off), tf32, amp-fp16, bf16
+    autotune: str = "on"  # cuDNN/XLA algorithm autotuning, one choice for every framework
+    input: str = "host"  # host: gather + copy in every timed step; device: split resident
+    timing: str = "synced"  # synced: sync per step; pipelined: sync every timing_window steps
+    timing_window: int = 10
 
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> RunSpec:
@@ -96,6 +102,16 @@ class RunSpec:
         problem = catalog.combination_problem(self.framework, self.api, self.model, self.dataset)
         if problem:
             raise SpecError("model", problem)
+        _choice("precision", self.precision, catalog.PRECISIONS)
+        _choice("autotune", self.autotune, catalog.AUTOTUNE)
+        _choice("input", self.input, catalog.INPUTS)
+        _choice("timing", self.timing, catalog.TIMINGS)
+        _int_range("timing_window", self.timing_window, 1, 100_000)
+        setting = catalog.setting_problem(
+            self.framework, self.api, self.device, self.precision, self.input, self.timing
+        )
+        if setting:
+            raise SpecError(*setting)
         return self
 
     # -- conversion ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Compare: the statistics of ``tui_bench.engine.report`` over runs, groups or a sweep — median,
 IQR and n per configuration, ratios of medians with the Mann-Whitney verdict (or why there is
-none), speed-ups, thread scaling with efficiency, the study-shaped table and what was skipped.
+none), speed-ups, thread scaling with efficiency, the study-shaped table, the fairness card (the
+settings that differ between the compared runs) and what was skipped.
 The same tables as ``tui-bench compare``; this screen only lays them out."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ TAB_NAMES = {  # report table name -> tab label
     "comparisons": "ratios",
     "scaling": "threads",
     "study": "study",
+    "fairness": "fairness",  # engine.report.fairness_card: only the settings that differ
     "skipped": "skipped",
 }
 METRIC_ORDER = list(report.METRICS)
@@ -152,9 +154,15 @@ class CompareScreen(Screen):
         self.tables = report.build(self.records, metric=self.metric, skipped=self.skipped)
         label, _lower = report.METRICS[self.metric]
         finished = sum(r.get("status") == "finished" for r in self.records)
+        card = next((t for t in self.tables if t.name == "fairness"), None)
+        differs = (
+            " · [!] also differs: " + ", ".join(row[0] for row in card.rows) + " (fairness tab)"
+            if card is not None
+            else ""
+        )
         self.query_one("#compare-note", Static).update(
             f"{self.source}: {len(self.records)} run(s), {finished} finished · metric "
-            f"{self.metric} (m: next) — {label}"
+            f"{self.metric} (m: next) — {label}{differs}"
         )
         tabs = self.query_one(TabbedContent)
         by_name = {t.name: t for t in self.tables}

@@ -1,0 +1,134 @@
+"""GPU runs through tui-bench (issue 10): torch eager/compile and Keras on torch and on JAX, in
+every precision, both timing modes, both input paths; allocator peaks beside NVML; NVML sampling
+and steady-window energy; no preallocation. Marked ``gpu``: they skip cleanly where the runtime
+sees no CUDA device (this project's CPU machines), and run on a GPU box with
+``pytest -m gpu tests/test_gpu.py`` once config.toml points the runtimes at a CUDA python
+(docs/gpu.md)."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+
+import pytest
+
+from tui_bench.engine import catalog, runtimes
+from tui_bench.engine.history import History
+from tui_bench.engine.runner import execute
+from tui_bench.engine.spec import RunSpec
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+PROBE = {
+    "torch": "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)",
+    "jax": "import jax; print(len([d for d in jax.devices() if d.platform == 'gpu']))",
+}
+
+
+@functools.cache
+def gpus_seen(framework: str, api: str) -> tuple[runtimes.Runtime | None, str]:
+    """(runtime, why not) for a framework/API whose runtime sees a CUDA GPU."""
+    try:
+        runtime = runtimes.resolve(framework, api)
+    except runtimes.RuntimeUnavailable as exc:
+        return None, str(exc)
+    probe = PROBE["jax" if api == "jax" else "torch"]
+    try:
+        out = subprocess.run(
+            [runtime.python, "-I", "-c", probe], capture_output=True, text=True, timeout=120
+        )
+        count = int(out.stdout.strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
+        return None, f"probe failed: {exc}"
+    return (runtime, "") if count > 0 else (None, f"{runtime.python} sees no CUDA GPU")
+
+
+def gpu_run(framework: str, api: str, **changes):
+    runtime, why = gpus_seen(framework, api)
+    if runtime is None:
+        pytest.skip(f"{framework}/{api}: {why}")
+    fields = {
+        "framework": framework,
+        "api": api,
+        "device": "gpu",
+        "threads": 1,
+        "batch_size": 128,
+        "epochs": 1,
+        "steps_per_epoch": 24,
+        "warmup_steps": 4,
+        "train_samples": 4000,
+        "test_samples": 256,
+        "timing_window": 10,
+        **changes,
+    }
+    spec = RunSpec(**fields).validate()
+    result = execute(spec, History(), runtime=runtime, stall_timeout=600, sample_interval=0.2)
+    assert result.ok, f"{spec.label()} {changes}: {result.reason}\n{result.log_tail}"
+    return result
+
+
+MATRIX = [
+    (precision, timing, input_path)
+    for precision in catalog.PRECISIONS
+    for timing in catalog.TIMINGS
+    for input_path in catalog.INPUTS
+]
+
+
+@pytest.mark.parametrize("api", ["eager", "compile"])
+@pytest.mark.parametrize(("precision", "timing", "input_path"), MATRIX)
+def test_torch_on_gpu_every_precision_timing_and_input(api, precision, timing, input_path):
+    result = gpu_run("torch", api, precision=precision, timing=timing, input=input_path)
+    settings, summary, metrics = result.started["settings"], result.summary, result.metrics()
+    assert result.started["device"].startswith("cuda")
+    assert settings["matmul_tf32"] is (precision == "tf32")
+    assert settings["cudnn_tf32"] is (precision == "tf32")
+    assert settings["autocast"] == {"amp-fp16": "float16", "bf16": "bfloat16"}.get(precision)
+    assert settings["loss_scaling"] is (precision == "amp-fp16")
+    assert settings["autotune"] == "cudnn.benchmark=True"
+    assert summary["input"] == input_path and summary["timing"] == timing
+    if timing == "pipelined":
+        assert "device events" in summary["step_source"]
+    assert summary["allocator_peak_mib"] > 0 and "max_memory_allocated" in summary["allocator"]
+    assert metrics["res_peak_gpu_mem_mib"] >= summary["allocator_peak_mib"]  # NVML: device-wide
+    assert result.epochs[0]["loss"] > 0
+
+
+@pytest.mark.parametrize("api", ["torch", "jax"])
+@pytest.mark.parametrize(("precision", "timing", "input_path"), MATRIX)
+def test_keras_on_gpu_every_precision_timing_and_input(api, precision, timing, input_path):
+    result = gpu_run("keras", api, precision=precision, timing=timing, input=input_path)
+    settings, summary = result.started["settings"], result.summary
+    assert settings["compile"] == f"jit_compile={api == 'jax'}"
+    policy = {"amp-fp16": "mixed_float16", "bf16": "mixed_bfloat16"}.get(precision, "float32")
+    assert settings["policy"] == policy
+    assert summary["input"] == input_path and summary["timing"] == timing
+    assert summary["allocator_peak_mib"] > 0 and summary["allocator"]
+
+
+def test_nvml_sampling_and_steady_window_energy():
+    result = gpu_run("torch", "eager", steps_per_epoch=200, epochs=2, model="cnn")
+    metrics = result.metrics()
+    assert metrics["res_mean_gpu_util"] is not None and metrics["res_peak_gpu_mem_mib"] > 0
+    assert metrics["res_steady_windows"] == 2
+    assert 0 < metrics["res_steady_energy_j"] < metrics["res_energy_j"]
+    assert metrics["samples_per_joule"] > 0
+
+
+def test_no_framework_preallocates_the_gpu():
+    """JAX takes 75 % of the GPU unless told otherwise; the run must hold far less."""
+    result = gpu_run("keras", "jax", steps_per_epoch=10)
+    total = None
+    from tui_bench.engine.sampler import Nvml
+
+    devices = Nvml().devices()
+    if devices:
+        total = devices[0]["memory_total_mib"]
+    assert total and result.metrics()["res_peak_gpu_mem_mib"] < 0.5 * total
+
+
+def test_synced_and_pipelined_reference_cnn_on_gpu():
+    synced = gpu_run("torch", "eager", steps_per_epoch=200)
+    pipelined = gpu_run("torch", "eager", steps_per_epoch=200, timing="pipelined")
+    ratio = pipelined.summary["samples_per_s"] / synced.summary["samples_per_s"]
+    assert ratio > 0.9, ratio  # without per-step syncs a GPU loop is never much slower
