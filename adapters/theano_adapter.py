@@ -116,7 +116,9 @@ from adapters.loop import (  # noqa: E402
     Backend,
     DeviceError,
     Hyper,
+    Settings,
     StepClock,
+    default_settings,
     evaluate_in_batches,
     logits_loss_correct,
 )
@@ -292,6 +294,13 @@ class Net:
 # tui-bench:end model
 
 
+# How each API compiles, as the catalog states it (the worker records this value).
+COMPILES = {
+    "theano": "graph (theano.function, C code compiled at build)",
+    "keras2": "graph (Keras 2 builds a theano.function, C code compiled at build)",
+}
+
+
 class TheanoBackend(Backend):
     framework = "theano"
 
@@ -325,6 +334,11 @@ class TheanoBackend(Backend):
             "interop_threads": None,
             "extra": extra,
         }
+
+    def apply_settings(self, settings: Settings) -> dict[str, Any]:
+        """fp32 and host input only (the catalog refuses the rest before a worker starts); the
+        compilation is stated like every API's: theano.function compiles the graph to C."""
+        return {**default_settings(self, settings), "compile": COMPILES[self.api]}
 
     def _inputs(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return x, (y.astype(FLOATX) if self.binary else y)

@@ -254,6 +254,13 @@ FRAMEWORKS: dict[str, Framework] = {
             "theano": "Theano symbolic graph, theano.grad",
             "keras2": "Keras 2.3.1 fit, Theano backend",
         },
+        # fp32 and host input only: the adapter implements no precision or device-input path.
+        capabilities={
+            "theano": Capabilities(compiles="graph (theano.function, C code compiled at build)"),
+            "keras2": Capabilities(
+                compiles="graph (Keras 2 builds a theano.function, C code compiled at build)"
+            ),
+        },
     ),
     "cntk": Framework(
         name="cntk",
