@@ -187,29 +187,12 @@ class _Batches(keras.utils.PyDataset):
 
 
 def _tf_host_batches(x: np.ndarray, y: np.ndarray, batch_indices, threads: int, labels) -> Any:
-    """Keras on TF turns a PyDataset into tf.data with AUTOTUNE prefetch; build the pipeline
-    here instead: gather on request, no prefetch (explicit or injected), the private thread pool
-    bounded by the run's thread count (same as tensorflow_adapter.host_batches)."""
-    import tensorflow as tf
+    """Keras on TF turns a PyDataset into tf.data with AUTOTUNE prefetch; use the TF adapter's
+    pipeline instead (gather on request, no prefetch, bounded thread pool). Imported here: only
+    the TF backend's runtime has TensorFlow."""
+    from adapters.tensorflow_adapter import host_batches
 
-    def batches():
-        for idx in batch_indices:
-            yield x[idx], labels(y[idx])
-
-    first = labels(y[batch_indices[0][:1]])
-    dataset = tf.data.Dataset.from_generator(
-        batches,
-        output_signature=(
-            tf.TensorSpec((None, *x.shape[1:]), tf.as_dtype(x.dtype)),
-            tf.TensorSpec((None, *first.shape[1:]), tf.as_dtype(first.dtype)),
-        ),
-    )
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    options.experimental_optimization.inject_prefetch = False
-    options.threading.private_threadpool_size = threads
-    options.threading.max_intra_op_parallelism = 1
-    return dataset.with_options(options)
+    return host_batches(x, y, batch_indices, threads, labels)
 
 
 def _apply_precision(backend: str, precision: str) -> dict[str, Any]:

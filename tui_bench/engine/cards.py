@@ -57,6 +57,28 @@ def _cache_path() -> Path:
     return cache_home() / "card-probes.json"
 
 
+def _run_probe(command: list[str], env: dict[str, str], tag: str, what: str) -> dict[str, Any]:
+    """Run a probe script in a runtime's interpreter and read its one tagged JSON line from
+    stdout (frameworks print what they like around it); ``{"error": ...}`` when it cannot."""
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=PROBE_TIMEOUT_S,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"error": f"{what} failed: {exc}"}
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(tag)]
+    if not lines:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"{what} failed: {last}"}
+    return json.loads(lines[-1].removeprefix(tag))
+
+
 def probe_runtime(python: str, modules: tuple[str, ...], refresh: bool = False) -> dict[str, Any]:
     """Run ``adapters/card_probe.py`` in ``python``; cached by interpreter + site-packages mtimes
     (a pip install changes the key). Returns ``{"error": ...}`` when the probe cannot run."""
@@ -74,23 +96,14 @@ def probe_runtime(python: str, modules: tuple[str, ...], refresh: bool = False) 
         env["THEANO_FLAGS"] = (
             f"base_compiledir={cache_home() / 'compiled' / 'theano'},blas.ldflags="
         )
-    try:
-        done = subprocess.run(
-            [python, "-I", str(adapters_dir() / "card_probe.py"), *modules],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=PROBE_TIMEOUT_S,
-            env=env,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": f"card probe in {python} failed: {exc}"}
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("TUI_BENCH_CARD ")]
-    if not lines:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"card probe in {python} failed: {last}"}
-    result = json.loads(lines[-1].removeprefix("TUI_BENCH_CARD "))
+    result = _run_probe(
+        [python, "-I", str(adapters_dir() / "card_probe.py"), *modules],
+        env,
+        "TUI_BENCH_CARD ",
+        f"card probe in {python}",
+    )
+    if "error" in result:
+        return result
     cache[key] = result
     path = _cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -262,23 +275,7 @@ def run_hardware_probe(device: str, threads: int, size: int = 1024, repeats: int
         env[name] = str(threads)
     command = [python, "-I", str(adapters_dir() / "hardware_probe.py"), "--device", device]
     command += ["--threads", str(threads), "--size", str(size), "--repeats", str(repeats)]
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=PROBE_TIMEOUT_S,
-            env=env,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": f"hardware probe failed: {exc}"}
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("TUI_BENCH_HARDWARE ")]
-    if not lines:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"hardware probe failed: {last}"}
-    return json.loads(lines[-1].removeprefix("TUI_BENCH_HARDWARE "))
+    return _run_probe(command, env, "TUI_BENCH_HARDWARE ", "hardware probe")
 
 
 def _on_device(record: dict[str, Any], kind: str, name: str) -> bool:
