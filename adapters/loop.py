@@ -156,6 +156,23 @@ class Backend:
         return x, y
 
 
+class FitStepLoss:
+    """A step's loss recovered from Keras ``fit``'s running mean when it is read (blocks until
+    the step's loss exists); reads happen in step order. Shared by the APIs whose framework owns
+    the loop through ``fit`` (Keras 3 on any backend, TensorFlow's keras API)."""
+
+    def __init__(self, callback: Any, running_mean: Any) -> None:
+        self.callback = callback
+        self.running_mean = running_mean
+
+    def __float__(self) -> float:
+        cb = self.callback
+        mean = float(np.asarray(self.running_mean))
+        loss = mean * (cb.seen + 1) - cb.mean * cb.seen
+        cb.seen, cb.mean = cb.seen + 1, mean
+        return loss
+
+
 def default_settings(backend: Any, settings: Settings) -> dict[str, Any]:
     """What a backend without its own ``apply_settings`` runs: fp32, host input; refuses more."""
     for name, plain in (("precision", "fp32"), ("input", "host")):

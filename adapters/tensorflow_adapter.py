@@ -21,7 +21,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from adapters.loop import Backend, DeviceError, Hyper, Settings, StepClock, logits_loss_correct
+from adapters.loop import (
+    Backend,
+    DeviceError,
+    FitStepLoss,
+    Hyper,
+    Settings,
+    StepClock,
+    logits_loss_correct,
+)
 
 APIS = ("keras", "eager", "graph", "xla", "estimator")
 
@@ -181,23 +189,7 @@ class _ClockCallback(tf.keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         # Read by the clock: every step (synced) or once per window (pipelined), in order.
-        self.clock.end(_BatchLoss(self, logs["loss"]))
-
-
-class _BatchLoss:
-    """A step's loss recovered from ``fit``'s running mean when it is read (blocks until the
-    step's loss exists); reads happen in step order."""
-
-    def __init__(self, callback: Any, running_mean: Any) -> None:
-        self.callback = callback
-        self.running_mean = running_mean
-
-    def __float__(self) -> float:
-        cb = self.callback
-        mean = float(np.asarray(self.running_mean))
-        loss = mean * (cb.seen + 1) - cb.mean * cb.seen
-        cb.seen, cb.mean = cb.seen + 1, mean
-        return loss
+        self.clock.end(FitStepLoss(self, logs["loss"]))
 
 
 class TensorFlowBackend(Backend):

@@ -53,5 +53,5 @@ def test_fit_step_losses_are_recovered_when_read_later_in_order(stubbed_keras_ad
     keras_adapter, _ = stubbed_keras_adapter
     callback = types.SimpleNamespace(seen=0, mean=0.0)
     means = [2.0, 1.5, 1.0, 1.0]
-    handles = [keras_adapter._BatchLoss(callback, m) for m in means]
+    handles = [keras_adapter.FitStepLoss(callback, m) for m in means]  # shared via adapters.loop
     assert [float(h) for h in handles] == [2.0, 1.0, 0.0, 1.0]
