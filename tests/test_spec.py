@@ -176,3 +176,28 @@ def test_gpu_settings_round_trip_through_toml_and_json():
     spec = RunSpec(device="gpu", precision="bf16", input="device", timing="pipelined").validate()
     assert RunSpec.from_toml(spec.to_toml()) == spec
     assert RunSpec.from_json(spec.to_json()) == spec
+
+
+def test_workers_refused_where_no_data_parallel_engine_is_declared():
+    from tui_bench.engine import catalog
+
+    catalog_without = [
+        (fw, api)
+        for fw, f in catalog.FRAMEWORKS.items()
+        for api in f.apis
+        if not f.capabilities_for(api).data_parallel and not f.unavailable
+    ]
+    assert catalog_without, "every API claims a data-parallel engine; pick a test case"
+    fw, api = catalog_without[0]
+    with pytest.raises(SpecError) as err:
+        RunSpec(framework=fw, api=api, workers=2).validate()
+    assert err.value.field == "workers"
+
+
+def test_strong_scaling_needs_a_batch_that_splits_evenly():
+    with pytest.raises(SpecError) as err:
+        RunSpec(batch_size=127, workers=1, scaling="strong").with_changes(workers=2).validate()
+    assert err.value.field in ("batch_size", "workers")
+    with pytest.raises(SpecError) as err:
+        RunSpec(scaling="sideways").validate()
+    assert err.value.field == "scaling"

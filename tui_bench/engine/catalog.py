@@ -13,6 +13,7 @@ PRECISIONS = ("fp32", "tf32", "amp-fp16", "bf16")
 INPUTS = ("host", "device")
 TIMINGS = ("synced", "pipelined")
 AUTOTUNE = ("on", "off")
+SCALINGS = ("weak", "strong")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class Capabilities:
     timings: tuple[str, ...] = TIMINGS
     # How the API compiles, stated, never "auto": the worker records the value it resolved.
     compiles: str = "not stated"
+    # The framework's own data-parallel engine for workers > 1 (e.g. "torch.distributed DDP"),
+    # or None: such an API refuses workers > 1 before anything starts.
+    data_parallel: str | None = None
     # Why a setting is missing, for the one-line refusal: {"precision": "...", "input": "..."}.
     why_not: dict[str, str] = field(default_factory=dict)
 
@@ -387,7 +391,13 @@ def runtime_for(framework_name: str, api: str) -> str:
 
 
 def setting_problem(
-    framework_name: str, api: str, device: str, precision: str, input_path: str, timing: str
+    framework_name: str,
+    api: str,
+    device: str,
+    precision: str,
+    input_path: str,
+    timing: str,
+    workers: int = 1,
 ) -> tuple[str, str] | None:
     """(field, why) when this framework/API cannot run these settings on this device, or None."""
     fw = FRAMEWORKS[framework_name]
@@ -407,6 +417,9 @@ def setting_problem(
                 f"{name} '{value}' is not available for {fw.name}/{api}{on} "
                 f"(choose: {', '.join(allowed)})" + (f": {why}" if why else "")
             )
+    if workers > 1 and not caps.data_parallel:
+        why = caps.why_not.get("workers", "it has no data-parallel engine in tui-bench")
+        return "workers", f"workers {workers} is not available for {fw.name}/{api}: {why}"
     return None
 
 

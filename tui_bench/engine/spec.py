@@ -56,6 +56,11 @@ class RunSpec:
     input: str = "host"  # host: gather + copy in every timed step; device: split resident
     timing: str = "synced"  # synced: sync per step; pipelined: sync every timing_window steps
     timing_window: int = 10
+    # Data-parallel training (docs/scaling.md): N processes/devices under the framework's own
+    # engine. weak: batch_size is per worker (global = N x batch_size); strong: batch_size is the
+    # global batch, split evenly across the workers. threads is per worker.
+    workers: int = 1
+    scaling: str = "weak"
 
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> RunSpec:
@@ -107,8 +112,22 @@ class RunSpec:
         _choice("input", self.input, catalog.INPUTS)
         _choice("timing", self.timing, catalog.TIMINGS)
         _int_range("timing_window", self.timing_window, 1, 100_000)
+        _int_range("workers", self.workers, 1, 64)
+        _choice("scaling", self.scaling, catalog.SCALINGS)
+        if self.scaling == "strong" and self.batch_size % self.workers:
+            raise SpecError(
+                "batch_size",
+                f"batch_size {self.batch_size} does not split evenly over {self.workers} workers "
+                "(strong scaling keeps the global batch fixed)",
+            )
         setting = catalog.setting_problem(
-            self.framework, self.api, self.device, self.precision, self.input, self.timing
+            self.framework,
+            self.api,
+            self.device,
+            self.precision,
+            self.input,
+            self.timing,
+            self.workers,
         )
         if setting:
             raise SpecError(*setting)
