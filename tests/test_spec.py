@@ -201,3 +201,22 @@ def test_strong_scaling_needs_a_batch_that_splits_evenly():
     with pytest.raises(SpecError) as err:
         RunSpec(scaling="sideways").validate()
     assert err.value.field == "scaling"
+
+
+def test_every_user_facing_error_derives_from_the_one_root():
+    from tui_bench.engine import config, datasets, errors, history, presets, runtimes, supervisor
+
+    for cls in (
+        SpecError,
+        presets.PresetError,
+        history.HistoryError,
+        config.ConfigError,
+        datasets.DatasetError,
+        runtimes.RuntimeUnavailable,
+        runtimes.RuntimeSetupError,
+        supervisor.SupervisorError,
+    ):
+        assert issubclass(cls, errors.TuiBenchError), cls
+        assert cls.title and cls.title != errors.TuiBenchError.title, cls
+    err = SpecError("lr", "lr must be a number")
+    assert (err.field, str(err), err.exit_code) == ("lr", "lr must be a number", 2)

@@ -20,8 +20,9 @@ from rich.table import Table
 
 from tui_bench import __version__
 from tui_bench.engine import catalog
-from tui_bench.engine.history import History, HistoryError
-from tui_bench.engine.spec import RunSpec, SpecError
+from tui_bench.engine.errors import TuiBenchError, UsageError
+from tui_bench.engine.history import History
+from tui_bench.engine.spec import RunSpec
 
 EXAMPLES = """\
 examples:
@@ -41,10 +42,6 @@ examples:
 Figures are honest: device-synchronised step times, warm-up and compile time reported apart
 from steady-state, effective thread count, versions and hardware recorded with every run.
 """
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
 
 
 def _console(stderr: bool = False) -> Console:
@@ -550,9 +547,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_app()
     try:
         return args.func(args)
-    except (UsageError, SpecError, HistoryError) as exc:
+    except TuiBenchError as exc:
         print(f"tui-bench: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except OSError as exc:
         print(f"tui-bench: error: {exc}", file=sys.stderr)
         return 2

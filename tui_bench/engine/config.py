@@ -14,11 +14,8 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
+from tui_bench.engine.errors import ConfigError
 from tui_bench.engine.paths import config_file
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def load_config() -> dict[str, Any]:

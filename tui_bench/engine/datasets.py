@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine import paths
+from tui_bench.engine.errors import DatasetError
 
 CHUNK = 1 << 20
 STAMP = ".verified.json"
@@ -36,10 +37,6 @@ USER_AGENT = "tui-bench (dataset download)"
 Progress = Callable[[str, int, int], None]
 # fetch(url) -> chunks of the response body; raises OSError (URLError, timeouts) on failure
 Fetch = Callable[[str], Iterable[bytes]]
-
-
-class DatasetError(Exception):
-    """A dataset cannot be used, downloaded or imported. ``str()`` is one line naming the file."""
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,10 @@ from tinydb import Query, TinyDB
 from tinydb.storages import Storage
 
 from tui_bench.engine import procs
+from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.paths import data_home
 
 STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
-
-
-class HistoryError(RuntimeError):
-    pass
 
 
 class AtomicJSONStorage(Storage):

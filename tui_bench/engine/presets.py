@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine import catalog
+from tui_bench.engine.errors import PresetError
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.spec import RunSpec, SpecError
 
@@ -40,10 +41,6 @@ META_KEYS = ("name", "description", "study", "matrix")
 SPEC_KEYS = tuple(f.name for f in fields(RunSpec))
 # Fields whose valid values depend on what this installation's catalog holds.
 CATALOG_FIELDS = ("framework", "api", "model", "dataset")
-
-
-class PresetError(ValueError):
-    """The preset file is wrong. ``str()`` is one line: ``FILE: KEY: problem``."""
 
 
 @dataclass(frozen=True)

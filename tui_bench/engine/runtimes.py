@@ -23,11 +23,8 @@ from typing import Any
 
 from tui_bench.engine import catalog
 from tui_bench.engine.config import ConfigError, load_config
+from tui_bench.engine.errors import RuntimeSetupError, RuntimeUnavailable
 from tui_bench.engine.paths import cache_home, config_file, runtimes_home
-
-
-class RuntimeUnavailable(RuntimeError):
-    """No interpreter can run this framework/API; the message says how to get one."""
 
 
 @dataclass(frozen=True)
@@ -153,10 +150,6 @@ MANAGED: dict[str, ManagedSpec] = {
         ),
     )
 }
-
-
-class RuntimeSetupError(RuntimeError):
-    """A managed runtime could not be created; the message is one line."""
 
 
 def setup_plan(name: str, gpu: bool = False, python: str | None = None) -> list[list[str]]:

@@ -12,17 +12,10 @@ from typing import Any
 import tomli_w
 
 from tui_bench.engine import catalog
+from tui_bench.engine.errors import SpecError
 
 MAX_THREADS = 64
 _DEVICE = re.compile(r"^(cpu|gpu(:\d+)?)$")
-
-
-class SpecError(ValueError):
-    """A spec field has a bad value. ``str()`` is one line that names the field."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field_name
 
 
 def _default_threads() -> int:

@@ -25,14 +25,11 @@ from typing import Any
 
 from tui_bench.engine import batch as batch_module
 from tui_bench.engine import procs
-from tui_bench.engine.history import History, HistoryError, read_jsonl
+from tui_bench.engine.errors import SupervisorError
+from tui_bench.engine.history import History, read_jsonl
 from tui_bench.engine.paths import data_home
 
 START_TIMEOUT_S = 20.0  # the supervisor imports the engine, then names itself
-
-
-class SupervisorError(HistoryError):
-    """A batch could not be started, found or stopped; the message is one line."""
 
 
 def launch(request: batch_module.BatchRequest) -> str:
