@@ -38,27 +38,24 @@ class Shape:
     vocab_size: int = 0
 
 
-SYNTHETIC_SHAPES: dict[str, Shape] = {
-    "synthetic-mnist": Shape("image", (28, 28, 1), 10, 60_000, 10_000),
-    "synthetic-cifar10": Shape("image", (32, 32, 3), 10, 50_000, 10_000),
-    "synthetic-imdb": Shape("sequence", (200,), 2, 25_000, 25_000, vocab_size=5_000),
-}
+def _shapes(synthetic: bool) -> dict[str, Shape]:
+    """Shapes from the dataset manifest (adapters/datasets.json), shared with the app."""
+    return {
+        name: Shape(
+            entry["kind"],
+            tuple(entry["input_shape"]),
+            entry["num_classes"],
+            entry["train_size"],
+            entry["test_size"],
+            entry.get("vocab_size", 0),
+        )
+        for name, entry in real_files.MANIFEST.items()
+        if entry["synthetic"] == synthetic
+    }
 
 
-# The real datasets as published (parsed by adapters/datasets.py).
-REAL_SHAPES: dict[str, Shape] = {
-    "mnist": Shape("image", (28, 28, 1), 10, 60_000, 10_000),
-    "fashion-mnist": Shape("image", (28, 28, 1), 10, 60_000, 10_000),
-    "cifar10": Shape("image", (32, 32, 3), 10, 50_000, 10_000),
-    "imdb": Shape(
-        "sequence",
-        (real_files.IMDB_MAXLEN,),
-        2,
-        25_000,
-        25_000,
-        vocab_size=real_files.IMDB_NUM_WORDS,
-    ),
-}
+SYNTHETIC_SHAPES = _shapes(synthetic=True)
+REAL_SHAPES = _shapes(synthetic=False)  # the real datasets as published (adapters/datasets.py)
 
 
 @dataclass
@@ -192,7 +189,7 @@ def finish(
 ) -> Dataset:
     """Common preprocessing: images to float32 in [0, 1] (x / 255), labels int64, validation split."""
     notes = dict(notes or {})
-    notes["fingerprint"] = fingerprint(
+    notes["fingerprint"] = data_fingerprint(
         shape.kind, validation_fraction, x_train_raw, y_train, x_test_raw, y_test
     )
     if shape.kind == "image":
@@ -209,7 +206,7 @@ def finish(
     return Dataset(name, shape, x_tr, y_tr, x_val, y_val, x_test, y_test.astype(np.int64), notes)
 
 
-def fingerprint(kind: str, validation_fraction: float, *arrays: np.ndarray) -> str:
+def data_fingerprint(kind: str, validation_fraction: float, *arrays: np.ndarray) -> str:
     """sha256 (16 hex digits) of the raw arrays and the split: two runs with the same fingerprint
     trained and tested on the same bytes, whatever framework or numpy they used. The raw uint8 /
     word ids are hashed (4x less than the float32 they become, which x / 255 in float32 fixes

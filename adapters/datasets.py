@@ -27,21 +27,32 @@ from pathlib import Path
 
 import numpy as np
 
-# The file names each dataset is published under (aliases: the same bytes under another name,
-# e.g. Keras caches the CIFAR-10 archive as cifar-10-batches-py.tar.gz).
-FILES: dict[str, dict[str, str]] = {
-    "mnist": {
-        "train_images": "train-images-idx3-ubyte.gz",
-        "train_labels": "train-labels-idx1-ubyte.gz",
-        "test_images": "t10k-images-idx3-ubyte.gz",
-        "test_labels": "t10k-labels-idx1-ubyte.gz",
-    },
-    "cifar10": {"archive": "cifar-10-python.tar.gz"},
-    "imdb": {"sequences": "imdb.npz"},
+# Every dataset fact (shapes, classes, sizes, published file names and aliases, checksums) lives
+# in one manifest beside this file, read by the app too. Plain JSON: every worker Python reads it.
+MANIFEST: dict[str, dict] = json.loads(
+    Path(__file__).with_name("datasets.json").read_text(encoding="utf-8")
+)["datasets"]
+
+
+def _file_names(required: bool) -> dict[str, dict[str, str]]:
+    """Dataset -> {role: published file name}, e.g. mnist -> {"train_images": "train-images…"}."""
+    out: dict[str, dict[str, str]] = {}
+    for name, entry in MANIFEST.items():
+        for f in entry.get("files", ()):
+            if f.get("required", True) == required:
+                out.setdefault(name, {})[f["role"]] = f["name"]
+    return out
+
+
+FILES = _file_names(required=True)
+OPTIONAL_FILES = _file_names(required=False)
+# The same bytes under another published name (Keras caches the CIFAR-10 archive under its own).
+ALIASES: dict[str, tuple[str, ...]] = {
+    f["name"]: tuple(f["aliases"])
+    for entry in MANIFEST.values()
+    for f in entry.get("files", ())
+    if f.get("aliases")
 }
-FILES["fashion-mnist"] = dict(FILES["mnist"])
-OPTIONAL_FILES: dict[str, dict[str, str]] = {"imdb": {"word_index": "imdb_word_index.json"}}
-ALIASES: dict[str, tuple[str, ...]] = {"cifar-10-python.tar.gz": ("cifar-10-batches-py.tar.gz",)}
 
 CIFAR_MEMBERS = tuple(f"cifar-10-batches-py/data_batch_{i}" for i in range(1, 6)) + (
     "cifar-10-batches-py/test_batch",
@@ -50,8 +61,8 @@ CIFAR_META = "cifar-10-batches-py/batches.meta"
 
 # IMDb as the studies used it: keras.datasets.imdb.load_data(num_words=5000) then
 # pad_sequences(maxlen=200), both with Keras' defaults.
-IMDB_NUM_WORDS = 5_000
-IMDB_MAXLEN = 200
+IMDB_NUM_WORDS = MANIFEST["imdb"]["vocab_size"]
+(IMDB_MAXLEN,) = MANIFEST["imdb"]["input_shape"]
 IMDB_START, IMDB_OOV, IMDB_INDEX_FROM = 1, 2, 3
 IMDB_SHUFFLE_SEED = 113  # Keras' load_data(seed=113): RandomState streams are frozen by numpy
 

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import tarfile
+import urllib.error
 from pathlib import Path
 
 import numpy as np
@@ -524,22 +525,104 @@ def test_cache_directory_is_passed_to_the_worker_by_default():
     assert given["data_dir"] == "/data"
 
 
-def test_registry_names_agree_with_the_worker_parsers(adapters):
+MANIFEST_READER = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location(
+    "adapters", sys.argv[1] + "/__init__.py", submodule_search_locations=[sys.argv[1]])
+module = importlib.util.module_from_spec(spec); sys.modules["adapters"] = module
+spec.loader.exec_module(module)
+from adapters import data, datasets
+print(json.dumps({"shape": list(data.REAL_SHAPES["mnist"].input_shape),
+                  "train": data.REAL_SHAPES["mnist"].train_size,
+                  "synthetic_classes": data.SYNTHETIC_SHAPES["synthetic-imdb"].num_classes,
+                  "files": datasets.FILES["mnist"], "aliases": datasets.ALIASES,
+                  "imdb_words": datasets.IMDB_NUM_WORDS}))
+"""
+
+
+def edited_manifest_copy(tmp_path: Path) -> Path:
+    """A copy of adapters/ whose manifest says different things about MNIST and IMDb."""
+    import shutil
+
+    copy = tmp_path / "adapters"
+    shutil.copytree(REPO / "adapters", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = json.loads((copy / "datasets.json").read_text(encoding="utf-8"))
+    mnist = manifest["datasets"]["mnist"]
+    mnist["train_size"], mnist["label"] = 12_345, "MNIST (edited)"
+    mnist["files"][0]["name"] = "renamed-train-images.gz"
+    mnist["files"][0]["aliases"] = ["other-name.gz"]
+    mnist["files"][0]["size"] = 7_000_000
+    manifest["datasets"]["imdb"]["vocab_size"] = 777
+    manifest["datasets"]["synthetic-imdb"]["num_classes"] = 3
+    (copy / "datasets.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return copy
+
+
+def test_the_worker_takes_every_dataset_fact_from_the_manifest(tmp_path):
+    copy = edited_manifest_copy(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", MANIFEST_READER, str(copy)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seen = json.loads(out.stdout)
+    assert seen["train"] == 12_345 and seen["shape"] == [28, 28, 1]
+    assert seen["files"]["train_images"] == "renamed-train-images.gz"
+    assert seen["aliases"]["renamed-train-images.gz"] == ["other-name.gz"]
+    assert seen["imdb_words"] == 777 and seen["synthetic_classes"] == 3
+
+
+def test_the_app_takes_every_dataset_fact_from_the_manifest(monkeypatch, tmp_path):
+    from tui_bench.engine import catalog, dataset_manifest
+    from tui_bench.engine.datasets import registry
+
+    copy = edited_manifest_copy(tmp_path)
+    monkeypatch.setattr(dataset_manifest, "adapters_dir", lambda: copy)
+    dataset_manifest.manifest.cache_clear()
+    try:
+        datasets_seen = catalog._datasets()
+        registry_seen = registry._registry()
+    finally:
+        dataset_manifest.manifest.cache_clear()
+    assert datasets_seen["mnist"].label == "MNIST (edited)"
+    # The download size in the description is computed from the manifest's file sizes.
+    assert datasets_seen["mnist"].description.endswith("(8.7 MB download)")
+    first = registry_seen["mnist"].files[0]
+    assert first.name == "renamed-train-images.gz" and first.aliases == ("other-name.gz",)
+    assert registry_seen["mnist"].label == "MNIST (edited)"
+    assert set(registry_seen) == {"mnist", "fashion-mnist", "cifar10", "imdb"}
+
+
+def test_manifest_pins_every_real_file_and_names_what_the_parsers_read(adapters):
     from adapters import data, datasets
     from tui_bench.engine import catalog
 
-    for name, dataset in cache.REGISTRY.items():
-        worker_names = set(datasets.FILES[name].values()) | set(
-            datasets.OPTIONAL_FILES.get(name, {}).values()
-        )
-        assert {f.name for f in dataset.files} == worker_names
-        assert {f.name for f in dataset.files if f.required} == set(datasets.FILES[name].values())
-        assert not catalog.DATASETS[name].synthetic and name in data.REAL_SHAPES
-        assert catalog.DATASETS[name].kind == data.REAL_SHAPES[name].kind
+    manifest = json.loads((REPO / "adapters" / "datasets.json").read_text(encoding="utf-8"))
+    assert list(catalog.DATASETS) == list(manifest["datasets"])
+    # The roles each parser asks for exist (a renamed role would leave a parser without its file).
+    assert set(datasets.FILES["mnist"]) == {
+        "train_images",
+        "train_labels",
+        "test_images",
+        "test_labels",
+    }
+    assert datasets.FILES["fashion-mnist"].keys() == datasets.FILES["mnist"].keys()
+    assert datasets.FILES["cifar10"] == {"archive": "cifar-10-python.tar.gz"}
+    assert datasets.FILES["imdb"] == {"sequences": "imdb.npz"}
+    assert datasets.OPTIONAL_FILES == {"imdb": {"word_index": "imdb_word_index.json"}}
+    assert data.REAL_SHAPES["imdb"].input_shape == (datasets.IMDB_MAXLEN,) == (200,)
+    for dataset in cache.REGISTRY.values():
         for f in dataset.files:
             assert f.sha256 or f.md5
             assert f.sha256 is None or len(f.sha256) == 64
-            assert all(u.endswith(f.name) for u in f.urls)
+            assert f.md5 is None or len(f.md5) == 32
+            assert f.urls and all(u.endswith(f.name) for u in f.urls)
+
+
+def test_models_refuse_datasets_of_the_wrong_kind_or_size():
+    from tui_bench.engine import catalog
+
     assert catalog.combination_problem("torch", "eager", "vgg16", "mnist")
     assert catalog.combination_problem("torch", "eager", "lstm", "cifar10")
     assert catalog.combination_problem("torch", "eager", "lstm", "imdb") is None
@@ -633,7 +716,7 @@ def test_partial_mismatching_or_failed_downloads_leave_nothing(monkeypatch, tmp_
         cache.download("mnist", fetch=short)
 
     def offline(url):
-        raise cache.urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
 
     with pytest.raises(cache.DatasetError, match="network error: .*name resolution"):
         cache.download("mnist", fetch=offline)
@@ -646,7 +729,7 @@ def test_a_failing_mirror_falls_back_to_the_next(monkeypatch, tmp_path):
 
     def first_mirror_404(url):
         if "mirror-a" in url:
-            raise cache.urllib.error.HTTPError(url, 404, "Not Found", {}, None)
+            raise urllib.error.HTTPError(url, 404, "Not Found", {}, None)
         return chunks(blobs[url.rsplit("/", 1)[1]])
 
     assert cache.download("mnist", fetch=first_mirror_404).verified
@@ -781,9 +864,9 @@ def test_cli_data_list_download_and_import(monkeypatch, tmp_path, capsys):
     assert "unknown dataset 'nonsense'" in capsys.readouterr().err
 
     def no_network(url, timeout=60.0):
-        raise cache.urllib.error.URLError("no route to host")
+        raise urllib.error.URLError("no route to host")
 
-    monkeypatch.setattr(cache, "urllib_fetch", no_network)
+    monkeypatch.setattr(cache.downloads, "urllib_fetch", no_network)
     assert cli.main(["data", "download", "mnist", "-q"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tui-bench: error: could not download mnist/")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tui_bench.engine.dataset_manifest import manifest, required_size
+
 # -- run settings that decide a number (issue 10): what each one means is in docs/gpu.md ----------
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "bf16")
 INPUTS = ("host", "device")
@@ -324,59 +326,22 @@ class DatasetInfo:
     description: str
 
 
-DATASETS: dict[str, DatasetInfo] = {
-    "synthetic-mnist": DatasetInfo(
-        "synthetic-mnist",
-        "Synthetic MNIST-shaped",
-        "image",
-        True,
-        "60,000/10,000 seeded 28×28×1 images, 10 learnable classes (offline default)",
-    ),
-    "synthetic-cifar10": DatasetInfo(
-        "synthetic-cifar10",
-        "Synthetic CIFAR-10-shaped",
-        "image",
-        True,
-        "50,000/10,000 seeded 32×32×3 images, 10 learnable classes",
-    ),
-    "synthetic-imdb": DatasetInfo(
-        "synthetic-imdb",
-        "Synthetic IMDb-shaped",
-        "sequence",
-        True,
-        "25,000/25,000 seeded word-id sequences (vocabulary 5,000, length 200), 2 classes",
-    ),
-    # Real datasets: files in the cache (tui-bench data download|import), see engine/datasets.py.
-    "mnist": DatasetInfo(
-        "mnist",
-        "MNIST",
-        "image",
-        False,
-        "60,000/10,000 handwritten digits, 28×28×1, 10 classes (11.6 MB download)",
-    ),
-    "fashion-mnist": DatasetInfo(
-        "fashion-mnist",
-        "Fashion-MNIST",
-        "image",
-        False,
-        "60,000/10,000 clothing photos, 28×28×1, 10 classes (30.9 MB download)",
-    ),
-    "cifar10": DatasetInfo(
-        "cifar10",
-        "CIFAR-10",
-        "image",
-        False,
-        "50,000/10,000 colour photos, 32×32×3, 10 classes (170.5 MB download)",
-    ),
-    "imdb": DatasetInfo(
-        "imdb",
-        "IMDb",
-        "sequence",
-        False,
-        "25,000/25,000 movie reviews as word ids (top 5,000 words, length 200), 2 classes "
-        "(17.5 MB download)",
-    ),
-}
+def _datasets() -> dict[str, DatasetInfo]:
+    """The datasets of the shared manifest (adapters/datasets.json); a real dataset's description
+    ends with its download size, computed from the manifest's file sizes."""
+    out = {}
+    for name, entry in manifest().items():
+        description = entry["description"]
+        if not entry["synthetic"]:
+            description += f" ({required_size(entry) / 1e6:.1f} MB download)"
+        out[name] = DatasetInfo(
+            name, entry["label"], entry["kind"], entry["synthetic"], description
+        )
+    return out
+
+
+# Real datasets are files in the cache (tui-bench data download|import), see engine/datasets/.
+DATASETS: dict[str, DatasetInfo] = _datasets()
 
 OPTIMIZERS = ("adam", "sgd")
 
