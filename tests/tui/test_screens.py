@@ -389,3 +389,37 @@ async def test_compare_shows_the_fairness_card_beside_the_tables(tui_home):
         assert [str(c) for c in card.get_row_at(0)] == ["compilation", "no (eager)", "yes"]
         note = str(screen.query_one("#compare-note", Static).render())
         assert "also differs: compilation" in note
+
+
+async def test_a_remapped_key_shows_in_mode_bar_help_palette_and_buttons(tui_home, tmp_path):
+    from textual.command import CommandList
+    from textual.widgets import Button
+
+    from tui_bench.tui.widgets.mode_bar import ModeBar
+
+    (tmp_path / "config.toml").write_text(
+        '[keys]\nshow_history = "f10"\nstart_run = "ctrl+g"\nhelp = "f12"\n'
+    )
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        setup = app.screen
+        bar = str(setup.query_one(ModeBar).render())
+        assert "F10 History" in bar and "F4" not in bar and "F12 help" in bar
+        assert str(setup.query_one("#start", Button).label) == "Start (ctrl+g)"
+
+        await pilot.press("f12")
+        assert isinstance(app.screen, HelpScreen)
+        text = " ".join(str(s.render()) for s in app.screen.query(Static))
+        assert "F10 History" in text and "ctrl+g starts" in text
+        assert "F4 History" not in text and "ctrl+r" not in text
+        await pilot.press("escape")
+
+        await pilot.press("ctrl+p")
+        await pilot.press(*"History: recorded")
+        commands = app.screen.query_one(CommandList)
+        await wait_for(pilot, lambda: commands.option_count > 0, 5, "palette hits")
+        hit = commands.get_option_at_index(0)
+        shown = " ".join(str(part) for part in getattr(hit.prompt, "renderables", [hit.prompt]))
+        assert "History: recorded runs" in shown and "F10" in shown and "F4" not in shown
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen), 5, "history")

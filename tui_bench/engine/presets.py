@@ -60,7 +60,7 @@ class Preset:
 
 
 @dataclass(frozen=True)
-class Config:
+class SweepConfig:
     """One configuration of a sweep: a spec, its short key, and whether it can run here."""
 
     key: str
@@ -75,6 +75,10 @@ class Config:
             "skip_reason": self.skip_reason,
             "oversubscribed": self.oversubscribed,
         }
+
+
+# The older name, still imported by engine/batch.py and engine/sweep.py.
+Config = SweepConfig
 
 
 # -- finding presets ----------------------------------------------------------------------------
@@ -317,7 +321,7 @@ def expand(
     preset: Preset,
     overrides: dict[str, Any] | None = None,
     probe=availability_problem,
-) -> list[Config]:
+) -> list[SweepConfig]:
     """The preset's configurations in sweep order, each with its skip reason if it cannot run.
 
     ``overrides`` (command-line flags) replace a field everywhere, lists and matrices included.
@@ -335,7 +339,7 @@ def expand(
         if reason is None and probe is not None:
             reason = probe(spec)
         configs.append(
-            Config(
+            SweepConfig(
                 key=key or spec.label(),
                 spec=spec,
                 skip_reason=reason,
@@ -352,7 +356,7 @@ def _failer(preset: Preset):
     return fail
 
 
-def interleave(configs: list[Config], repeats: int) -> list[tuple[Config, int]]:
+def interleave(configs: list[SweepConfig], repeats: int) -> list[tuple[SweepConfig, int]]:
     """(configuration, repeat) in run order: A B C A B C …, so drift over the sweep's duration
     spreads over every configuration instead of masquerading as a difference between them."""
     runnable = [c for c in configs if c.skip_reason is None]

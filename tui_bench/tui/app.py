@@ -14,16 +14,30 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from textual import work
-from textual.app import App, SystemCommand
+from textual import on, work
+from textual.app import App, InvalidThemeError, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tui_bench.engine.config import ConfigError, load_config
+from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.commands import TuiBenchCommands
+from tui_bench.tui.keys import KeyLabels
 from tui_bench.tui.live import LiveRun
+from tui_bench.tui.messages import (
+    AttachRequested,
+    BatchFinished,
+    CompareRequested,
+    Notice,
+    PresetFailed,
+    PresetLoaded,
+    PresetRequested,
+    SpecLoaded,
+    StartRequested,
+    SweepRequested,
+)
 from tui_bench.tui.screens.dialogs import ChoiceScreen, ConfirmScreen, HelpScreen, MessageScreen
 from tui_bench.tui.screens.setup import SetupScreen
 
@@ -79,21 +93,67 @@ class TuiBenchApp(App[None]):
         "system": _system_screen,
     }
     DEFAULT_MODE = "setup"
+    # Every key is declared once, here or in a screen's BINDINGS, with an id the config's [keys]
+    # can remap; the mode bar, help, palette and button labels read their keys from these.
+    # Tooltips double as the command palette's entries.
     BINDINGS = [
-        Binding("f1,question_mark", "help", "Help", id="help"),
-        Binding("f2", "switch_mode('setup')", "Setup", id="show_setup", group=SCREENS, show=False),
-        Binding("f3", "switch_mode('live')", "Live", id="show_live", group=SCREENS, show=False),
+        Binding("f1,question_mark", "help", "Help", id="help", tooltip="Help"),
         Binding(
-            "f4", "switch_mode('history')", "History", id="show_history", group=SCREENS, show=False
+            "f2",
+            "switch_mode('setup')",
+            "Setup",
+            id="show_setup",
+            group=SCREENS,
+            show=False,
+            tooltip="Setup: choose a benchmark",
         ),
         Binding(
-            "f5", "switch_mode('compare')", "Compare", id="show_compare", group=SCREENS, show=False
+            "f3",
+            "switch_mode('live')",
+            "Live",
+            id="show_live",
+            group=SCREENS,
+            show=False,
+            tooltip="Live: the running benchmark",
         ),
         Binding(
-            "f6", "switch_mode('system')", "System", id="show_system", group=SCREENS, show=False
+            "f4",
+            "switch_mode('history')",
+            "History",
+            id="show_history",
+            group=SCREENS,
+            show=False,
+            tooltip="History: recorded runs",
         ),
-        Binding("f9", "cycle_theme", "Theme", id="cycle_theme", show=False),
+        Binding(
+            "f5",
+            "switch_mode('compare')",
+            "Compare",
+            id="show_compare",
+            group=SCREENS,
+            show=False,
+            tooltip="Compare: statistics of marked runs or the last sweep",
+        ),
+        Binding(
+            "f6",
+            "switch_mode('system')",
+            "System",
+            id="show_system",
+            group=SCREENS,
+            show=False,
+            tooltip="System: hardware and runtimes",
+        ),
+        Binding("f9", "cycle_theme", "Theme", id="cycle_theme", show=False, tooltip="Next theme"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
+        Binding(
+            "ctrl+p",
+            "command_palette",
+            "Commands",
+            id="command_palette",
+            show=False,
+            priority=True,
+            tooltip="Open the command palette",
+        ),
     ]
 
     def __init__(
@@ -125,8 +185,9 @@ class TuiBenchApp(App[None]):
         # 0.2–4 Hz: plotext redraws cost ~5–20 ms each; more would show in the run's figures.
         self.refresh_hz = min(max(refresh_hz or configured_hz, 0.2), 4.0)
         keys = self.config.get("keys", {})
-        if isinstance(keys, dict):
-            self.set_keymap({str(k): str(v) for k, v in keys.items()})
+        keymap = {str(k): str(v) for k, v in keys.items()} if isinstance(keys, dict) else {}
+        self.set_keymap(keymap)
+        self.key_labels = KeyLabels(keymap, binding_owners)
         theme = (
             self.config.get("ui", {}).get("theme")
             if isinstance(self.config.get("ui"), dict)
@@ -146,11 +207,12 @@ class TuiBenchApp(App[None]):
         if self.initial_theme and self.theme != self.initial_theme:
             try:
                 self.theme = self.initial_theme
-            except Exception:  # unknown theme name in the config: keep the default
+            except InvalidThemeError:  # unknown theme name in the config: keep the default
                 self.notify(f"unknown theme {self.initial_theme!r}", severity="warning")
         if self.start_mode:
             self.switch_mode(self.start_mode)
         self.set_interval(1 / self.refresh_hz, self.redraw_live, name="live-redraw")
+        self.mode_change_signal.subscribe(self, self._mode_changed)
         if self.config_error:
             self.notify(
                 self.config_error, title="config file ignored", severity="error", timeout=10
@@ -168,24 +230,29 @@ class TuiBenchApp(App[None]):
         running = supervisor.in_progress()
         if running and self.live is None and not self.start_mode:
             newest = running[-1]
-            self.call_from_thread(self.attach, newest.id)
+            self.post_message(AttachRequested(newest.id))
+            palette = self.key_labels.label("command_palette")
             others = (
-                f"; {len(running) - 1} more in progress (ctrl+p: Follow)"
+                f"; {len(running) - 1} more in progress ({palette}: Follow)"
                 if len(running) > 1
                 else ""
             )
-            self.call_from_thread(
-                self.notify,
-                f"following {newest.label}{others}",
-                title="run in progress",
-                timeout=10,
+            self.post_message(
+                Notice(f"following {newest.label}{others}", title="run in progress", timeout=10)
             )
         history = History()
         history.mark_interrupted()
         for warning in history.warnings:
-            self.call_from_thread(
-                self.notify, warning, title="history", severity="warning", timeout=15
-            )
+            self.post_message(Notice(warning, title="history", severity="warning", timeout=15))
+
+    @on(Notice)
+    def _notice(self, message: Notice) -> None:
+        self.notify(
+            message.message,
+            title=message.title,
+            severity=message.severity,
+            timeout=message.timeout,
+        )
 
     def get_system_commands(self, screen: Screen) -> Any:
         yield from super().get_system_commands(screen)
@@ -210,6 +277,16 @@ class TuiBenchApp(App[None]):
     def show_error(self, title: str, message: str) -> None:
         self.push_screen(MessageScreen(title, message))
 
+    def show_failure(self, error: BaseException, what: str = "") -> None:
+        """A user-facing failure (a ``TuiBenchError``) under its own title; anything else as
+        ``what failed`` with its type, so an unexpected bug is reported, not hidden."""
+        if isinstance(error, TuiBenchError):
+            self.show_error(error.title, str(error))
+        else:
+            self.show_error(
+                f"{what or 'background task'} failed", f"{type(error).__name__}: {error}"
+            )
+
     # -- runs ---------------------------------------------------------------------------------
     # Runs belong to a supervisor process (engine.supervisor), not to this app: the app launches
     # a batch, then follows its files like any other viewer. Quitting, a hangup or a kill of the
@@ -225,21 +302,24 @@ class TuiBenchApp(App[None]):
             )
         return self.running
 
-    def start_run(self, spec: RunSpec) -> bool:
-        """Start one configuration (``spec.repeats`` runs); False if a batch is still running."""
+    @on(StartRequested)
+    def start_run(self, message: StartRequested) -> None:
+        """Start one configuration (``spec.repeats`` runs), unless a batch is still running."""
         if self._busy():
-            return False
+            return
         from tui_bench.engine.batch import BatchRequest
 
+        spec = message.spec
         self._begin(
             LiveRun(spec=spec, runs_total=spec.repeats), lambda: BatchRequest(spec=spec.to_dict())
         )
-        return True
 
-    def start_sweep(self, preset: Any) -> bool:
+    @on(SweepRequested)
+    def start_sweep(self, message: SweepRequested) -> None:
         """Run a preset's sweep (engine.sweep: planned, interleaved, resumable from the CLI)."""
         if self._busy():
-            return False
+            return
+        preset = message.preset
 
         def request() -> Any:
             from tui_bench.engine import sweep as sweep_module
@@ -250,7 +330,6 @@ class TuiBenchApp(App[None]):
         live = LiveRun(spec=RunSpec(), runs_total=1)
         live.sweep_line = f"preparing the sweep of {preset.name}…"
         self._begin(live, request)
-        return True
 
     def _begin(self, live: LiveRun, request: Any) -> None:
         self.live = live
@@ -266,11 +345,19 @@ class TuiBenchApp(App[None]):
             live.batch_id = supervisor.launch(request())
             if live.cancel_requested:  # x was confirmed while the supervisor was starting
                 supervisor.stop(live.batch_id)
-        except Exception as exc:  # an unreadable preset, a supervisor that cannot start
+        except (TuiBenchError, OSError) as exc:  # an unreadable preset, no supervisor
             live.push({"type": "batch_done", "statuses": [], "error": str(exc)})
-            self.call_from_thread(self._batch_finished, live)
+            self.post_message(BatchFinished(live))
             return
+        except Exception as exc:  # a bug: end the view (not 'running' forever), then the modal
+            live.push({"type": "batch_done", "statuses": [], "error": repr(exc)})
+            self.post_message(BatchFinished(live))
+            raise
         self._follow(live)
+
+    @on(AttachRequested)
+    def _attach_requested(self, message: AttachRequested) -> None:
+        self.attach(message.batch_id)
 
     def attach(self, batch_id: str) -> None:
         """Follow a batch started elsewhere (another terminal, an earlier session of the app)."""
@@ -290,6 +377,7 @@ class TuiBenchApp(App[None]):
         follower = BatchFollower(batch_id)
         for event in follower.poll():
             live.apply(event)
+        # Synchronously, not as a message: _follow stops as soon as the app shows another view.
         self.call_from_thread(self._show_attached, live)
         self._follow(live, follower)
 
@@ -315,11 +403,13 @@ class TuiBenchApp(App[None]):
             for event in follower.poll():
                 live.push(event)
             if follower.done:
-                self.call_from_thread(self._batch_finished, live)
+                self.post_message(BatchFinished(live))
                 return
             time.sleep(FOLLOW_POLL_S)
 
-    def _batch_finished(self, live: LiveRun) -> None:
+    @on(BatchFinished)
+    def _batch_finished(self, message: BatchFinished) -> None:
+        live = message.live
         self.redraw_live(force=True)
         statuses = [r.get("status") for r in live.results]
         if live.lost:
@@ -342,7 +432,7 @@ class TuiBenchApp(App[None]):
                     f"{failed.get('reason') or 'no reason recorded'}\n\n{failed.get('log_tail') or ''}",
                 )
             )
-        for screen in self._history_screens():
+        for screen in self._screens_of("history"):
             screen.reload()
 
     def _sweep_finished(self, live: LiveRun, statuses: list[Any]) -> None:
@@ -365,21 +455,19 @@ class TuiBenchApp(App[None]):
                 timeout=20,
             )
         else:
+            compare = self.key_labels.label("show_compare")
             self.notify(
-                f"{len(statuses)} run(s) finished; F5 compares them",
+                f"{len(statuses)} run(s) finished; {compare} compares them",
                 title="sweep done",
                 timeout=10,
             )
 
-    def _history_screens(self) -> list[Screen]:
-        from tui_bench.tui.screens.history import HistoryScreen
-
-        return [
-            s
-            for stack in self._screen_stacks.values()
-            for s in stack
-            if isinstance(s, HistoryScreen)
-        ]
+    def _screens_of(self, mode: str) -> list[Any]:
+        """The screens of a mode that has been shown (a mode never shown has none yet)."""
+        try:
+            return self.get_screen_stack(mode)
+        except KeyError:
+            return []
 
     def action_cancel_run(self) -> None:
         live = self.live
@@ -411,8 +499,10 @@ class TuiBenchApp(App[None]):
             return  # still launching: _launch's follower sees cancel_requested and stops it
         try:
             supervisor.stop(live.batch_id)
-        except Exception as exc:  # already ended, or its supervisor is gone
-            self.call_from_thread(self.notify, str(exc), severity="warning")
+        except TuiBenchError as exc:  # already ended, or its supervisor is gone
+            self.post_message(Notice(str(exc), title=exc.title, severity="warning"))
+        except OSError as exc:  # its state file could not be written
+            self.post_message(Notice(str(exc), severity="warning"))
 
     async def action_quit(self) -> None:
         if not self.running:
@@ -465,38 +555,46 @@ class TuiBenchApp(App[None]):
             return
         from tui_bench.tui.screens.live import LiveScreen
 
-        for stack in self._screen_stacks.values():
-            for screen in stack:
-                if isinstance(screen, LiveScreen):
-                    screen.show(live)
+        for screen in self._screens_of("live"):
+            if isinstance(screen, LiveScreen):
+                screen.show(live)
+
+    def _mode_changed(self, mode: str) -> None:
+        """A Live screen shown for the first time gets the current run (attributes down)."""
+        if mode == "live":
+            self.redraw_live(force=True)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A crash inside a worker thread becomes a message; the app stays up."""
-        if event.state == WorkerState.ERROR:
-            error = event.worker.error
-            self.show_error(
-                f"{event.worker.name or 'background task'} failed",
-                f"{type(error).__name__}: {error}",
-            )
+        """The one place a failure inside any worker thread lands: a modal, and the app stays
+        up. A ``TuiBenchError`` shows under its own title; anything else names its type."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            self.show_failure(event.worker.error, event.worker.name)
 
     # -- presets ----------------------------------------------------------------------------
+    @on(PresetRequested)
+    def _preset_requested(self, message: PresetRequested) -> None:
+        self.open_preset(message.name_or_path)
+
     @work(thread=True, group="preset", exit_on_error=False)
     def open_preset(self, name_or_path: str) -> None:
         """Load a preset (name or file) off the UI thread: a single run goes into the Setup form,
         a sweep is shown with what it would run and skip here, and runs if confirmed."""
-        from tui_bench.engine.presets import PresetError
         from tui_bench.tui.presets_io import load
 
         try:
             loaded = load(name_or_path)
-        except PresetError as exc:
-            self.call_from_thread(
-                self.notify, str(exc), title="preset not loaded", severity="error", timeout=15
-            )
+        except TuiBenchError as exc:  # PresetError, or a spec in it that is not valid
+            self.post_message(PresetFailed("preset not loaded", str(exc)))
             return
-        self.call_from_thread(self._preset_loaded, loaded)
+        self.post_message(PresetLoaded(loaded))
 
-    def _preset_loaded(self, loaded: Any) -> None:
+    @on(PresetFailed)
+    def _preset_failed(self, message: PresetFailed) -> None:
+        self.notify(message.message, title=message.title, severity="error", timeout=15)
+
+    @on(PresetLoaded)
+    def _preset_loaded(self, message: PresetLoaded) -> None:
+        loaded = message.loaded
         preset = loaded.preset
         if loaded.is_single:
             config = loaded.configs[0]
@@ -508,7 +606,7 @@ class TuiBenchApp(App[None]):
                     timeout=15,
                 )
                 return
-            self.load_spec(config.spec, source=preset.shown_path)
+            self.load_spec(SpecLoaded(config.spec, source=preset.shown_path))
             return
         if not loaded.runnable:
             self.push_screen(
@@ -518,7 +616,7 @@ class TuiBenchApp(App[None]):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.start_sweep(preset)
+                self.start_sweep(SweepRequested(preset))
 
         self.push_screen(
             ConfirmScreen(
@@ -530,10 +628,11 @@ class TuiBenchApp(App[None]):
             confirmed,
         )
 
-    # -- navigation used by screens and the palette -----------------------------------------
-    def load_spec(self, spec: RunSpec, source: str = "") -> None:
+    # -- navigation asked for by screens and the palette ------------------------------------
+    @on(SpecLoaded)
+    def load_spec(self, message: SpecLoaded) -> None:
         self.switch_mode("setup")
-        self.call_after_refresh(self._load_spec_into_setup, spec, source)
+        self.call_after_refresh(self._load_spec_into_setup, message.spec, message.source)
 
     def _load_spec_into_setup(self, spec: RunSpec, source: str) -> None:
         screen = self.screen
@@ -541,6 +640,10 @@ class TuiBenchApp(App[None]):
             screen.set_form(spec)
             if source:
                 self.notify(f"loaded {source}")
+
+    @on(CompareRequested)
+    def _compare_requested(self, message: CompareRequested) -> None:
+        self.open_compare(message.run_ids)
 
     def open_compare(self, run_ids: list[str]) -> None:
         self.compare_ids = list(run_ids)
@@ -552,6 +655,25 @@ class TuiBenchApp(App[None]):
 
         if isinstance(self.screen, CompareScreen):
             self.screen.load(self.compare_ids)
+
+
+def binding_owners() -> list[type]:
+    """Every class that declares bindings: the app and each screen (imported when the first
+    label is needed, not for the first frame)."""
+    from tui_bench.tui.screens import compare, dialogs, history, live, setup, system
+
+    return [
+        TuiBenchApp,
+        setup.SetupScreen,
+        live.LiveScreen,
+        history.HistoryScreen,
+        compare.CompareScreen,
+        system.SystemScreen,
+        dialogs.ConfirmScreen,
+        dialogs.MessageScreen,
+        dialogs.HelpScreen,
+        dialogs.PromptScreen,
+    ]
 
 
 def run_app() -> int:

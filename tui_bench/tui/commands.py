@@ -1,4 +1,7 @@
-"""Command palette (ctrl+p): every action, the runs in progress (to follow), and the presets."""
+"""Command palette (ctrl+p): every action, the runs in progress (to follow), and the presets.
+
+The actions are bindings: their palette entry is the binding's tooltip, their help its keys as the
+user has them. Choosing an entry posts the same message a screen would, so the app decides."""
 
 from __future__ import annotations
 
@@ -7,16 +10,20 @@ from pathlib import Path
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-ACTIONS = [  # (name, help, action string run on the app)
-    ("Setup: choose a benchmark", "F2", "switch_mode('setup')"),
-    ("Live: the running benchmark", "F3", "switch_mode('live')"),
-    ("History: recorded runs", "F4", "switch_mode('history')"),
-    ("Compare: statistics of marked runs or the last sweep", "F5", "switch_mode('compare')"),
-    ("System: hardware and runtimes", "F6", "switch_mode('system')"),
-    ("Cancel the running benchmark", "asks first", "cancel_run"),
-    ("Next theme", "F9; ansi-dark works without truecolor", "cycle_theme"),
-    ("Help", "F1 / ?", "help"),
-]
+from tui_bench.tui.keys import key_labels
+from tui_bench.tui.messages import AttachRequested, PresetRequested
+
+# Binding ids offered in the palette, in this order; a note adds what the key alone does not say.
+PALETTE_BINDINGS = {
+    "show_setup": "",
+    "show_live": "",
+    "show_history": "",
+    "show_compare": "",
+    "show_system": "",
+    "cancel_run": "asks first",
+    "cycle_theme": "ansi-dark works without truecolor",
+    "help": "",
+}
 
 
 def _runs_in_progress() -> list[tuple[str, str, str]]:
@@ -34,18 +41,32 @@ class TuiBenchCommands(Provider):
         self.presets: list[tuple[str, Path, str]] = await worker.wait()
         self.running = await self.app.run_worker(_runs_in_progress, thread=True).wait()
 
+    def _actions(self) -> list[tuple[str, str, object]]:
+        keys = key_labels(self.screen)
+        out: list[tuple[str, str, object]] = []
+        for binding_id, note in PALETTE_BINDINGS.items():
+            binding = keys.binding(binding_id)
+            shown = keys.label(binding_id, every=True)
+            action = binding.action.removeprefix("app.")
+            out.append(
+                (
+                    binding.tooltip or binding.description,
+                    f"{shown}; {note}" if note else shown,
+                    partial(self.app.run_action, action),
+                )
+            )
+        return out
+
     def _commands(self) -> list[tuple[str, str, object]]:
-        out: list[tuple[str, str, object]] = [
-            (name, help_text, partial(self.app.run_action, action))
-            for name, help_text, action in ACTIONS
-        ]
+        out = self._actions()
+        post = self.app.post_message
         for batch_id, label, started in getattr(self, "running", []):
             # The id's random tail tells apart two runs of one configuration (tui-bench ps shows it).
             name = f"Follow: {label} · {batch_id[-8:]}"
             help_text = f"in progress since {started} · {batch_id}"
-            out.append((name, help_text, partial(self.app.attach, batch_id)))
+            out.append((name, help_text, partial(post, AttachRequested(batch_id))))
         for name, path, line in getattr(self, "presets", []):
-            out.append((f"Preset: {name}", line, partial(self.app.open_preset, str(path))))
+            out.append((f"Preset: {name}", line, partial(post, PresetRequested(str(path)))))
         return out
 
     async def discover(self) -> Hits:

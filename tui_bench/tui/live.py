@@ -11,9 +11,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.spec import RunSpec
 
 # Series kept whole in memory are bounded: a week-long run still fits.
+# A spec in an event that this version cannot read: written by another version (SpecError), or
+# not a mapping at all.
+SPEC_UNREADABLE = (TuiBenchError, TypeError, AttributeError)
 MAX_POINTS = 200_000
 
 
@@ -107,7 +111,7 @@ class LiveRun:
                 try:
                     self.spec = RunSpec.from_dict(record["spec"], validate=False)
                     self.epochs = self.spec.epochs
-                except Exception:
+                except SPEC_UNREADABLE:
                     pass  # keep the previous spec on screen rather than fail the view
             if self.run_id and self.run_id not in self.run_ids:
                 self.run_ids.append(self.run_id)
@@ -158,7 +162,7 @@ class LiveRun:
             self.runs_total = event["total"]
             try:
                 self.spec = RunSpec.from_dict(event["spec"], validate=False)
-            except Exception:
+            except SPEC_UNREADABLE:
                 pass  # keep the previous spec on screen rather than fail the view
         elif kind == "plan":
             self.runs_total = max(event.get("total") or 1, 1)
@@ -256,7 +260,7 @@ def live_run_from_series(events: list[dict[str, Any]]) -> LiveRun:
         if event.get("type") == "record":
             try:
                 spec = RunSpec.from_dict(event["record"].get("spec") or {}, validate=False)
-            except Exception:
+            except SPEC_UNREADABLE:
                 spec = RunSpec()
             break
     run = LiveRun(spec=spec)

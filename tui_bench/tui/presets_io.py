@@ -9,14 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui_bench.engine import presets
-from tui_bench.engine.presets import Config, Preset
+from tui_bench.engine.presets import Preset, SweepConfig
 from tui_bench.engine.spec import RunSpec
 
 
 @dataclass
 class LoadedPreset:
     preset: Preset
-    configs: list[Config]  # in sweep order, each with its skip reason on this machine
+    configs: list[SweepConfig]  # in sweep order, each with its skip reason on this machine
 
     @property
     def is_single(self) -> bool:
@@ -24,7 +24,7 @@ class LoadedPreset:
         return len(self.configs) == 1
 
     @property
-    def runnable(self) -> list[Config]:
+    def runnable(self) -> list[SweepConfig]:
         return [c for c in self.configs if c.skip_reason is None]
 
     def skipped(self) -> list[tuple[str, str]]:

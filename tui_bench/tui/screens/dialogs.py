@@ -10,10 +10,12 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tui_bench.tui.keys import KeyLabels, key_labels
+
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS = [
-        Binding("escape,n", "answer(False)", "No", id="dialog_no"),
+        Binding("n,escape", "answer(False)", "No", id="dialog_no"),
         Binding("y", "answer(True)", "Yes", id="dialog_yes"),
     ]
 
@@ -27,8 +29,9 @@ class ConfirmScreen(ModalScreen[bool]):
             if self.detail:
                 yield Static(self.detail, classes="dialog-detail", markup=False)
             with Horizontal(classes="dialog-buttons"):
-                yield Button(f"{self.yes} (y)", variant="error", id="yes")
-                yield Button(f"{self.no} (n)", id="no")
+                keys = key_labels(self)
+                yield Button(f"{self.yes} ({keys.label('dialog_yes')})", variant="error", id="yes")
+                yield Button(f"{self.no} ({keys.label('dialog_no')})", id="no")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
@@ -105,7 +108,7 @@ class PromptScreen(_TextAnswerScreen):
             yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("OK (enter)", variant="primary", id="ok")
-                yield Button("Cancel (esc)", id="cancel")
+                yield Button(f"Cancel ({key_labels(self).label('dialog_cancel')})", id="cancel")
 
 
 class PresetPickerScreen(_TextAnswerScreen):
@@ -127,7 +130,7 @@ class PresetPickerScreen(_TextAnswerScreen):
             )
             with Horizontal(classes="dialog-buttons"):
                 yield Button("OK (enter)", variant="primary", id="ok")
-                yield Button("Cancel (esc)", id="cancel")
+                yield Button(f"Cancel ({key_labels(self).label('dialog_cancel')})", id="cancel")
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -163,7 +166,8 @@ class MessageScreen(ModalScreen[None]):
             with VerticalScroll(classes="dialog-scroll"):
                 yield Static(self.message, markup=False)
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Close (esc)", id="close", variant="primary")
+                close = key_labels(self).label("dialog_close")
+                yield Button(f"Close ({close})", id="close", variant="primary")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None)
@@ -172,27 +176,59 @@ class MessageScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-HELP_TEXT = """\
+HELP_INTRO = """\
 tui-bench trains models in worker processes owned by a run supervisor,
 not by this window: closing it, or losing the SSH link, never stops a run.
-
-F2 Setup    what to run; ctrl+r starts, F7 loads a preset, F8 saves one
-F3 Live     the running benchmark: loss, epoch times, CPU/RSS/GPU;
-            x cancels (asks first), l shows the worker's log
-F4 History  every run: / filter, s sort (or click a header), enter open,
-            space mark, c compare marked, d delete, e export CSV, r again
-F5 Compare  marked runs side by side, ratios to the first, thread scaling
-F6 System   this machine and the framework runtimes
-ctrl+p      command palette: every action and the presets
-F9          next theme; ansi-dark works without truecolor; NO_COLOR is
-            honoured. ctrl+q quits: a run in progress is left running
-            (or cancelled, if you choose); `tui-bench` reattaches.
-
+"""
+HELP_OUTRO = """\
 Remap any key in config.toml by binding id (listed below), e.g.
   [keys]
   start_run = "ctrl+g"
 Step times: device-synchronised medians of steady-state steps; warm-up
 (tracing, compilation) is timed apart; samples/s is steady state."""
+
+
+def help_text(keys: KeyLabels) -> str:
+    """What each screen does and its keys, as the user has them bound."""
+    k = keys.label
+
+    def row(head: str, text: str) -> str:
+        return f"{head:<11} {text}"
+
+    def screen(binding_id: str) -> str:
+        return f"{k(binding_id)} {keys.binding(binding_id).description}"
+
+    lines = [
+        row(
+            screen("show_setup"),
+            f"what to run; {k('start_run')} starts, {k('load_preset')} loads a preset, "
+            f"{k('save_preset')} saves one",
+        ),
+        row(screen("show_live"), "the running benchmark: loss, epoch times, CPU/RSS/GPU;"),
+        row(
+            "", f"{k('cancel_run')} cancels (asks first), {k('toggle_log')} shows the worker's log"
+        ),
+        row(
+            screen("show_history"),
+            f"every run: {k('history_filter')} filter, {k('history_sort')} sort (or click a "
+            f"header), {k('history_open')} open,",
+        ),
+        row(
+            "",
+            f"{k('history_mark')} mark, {k('history_compare')} compare marked, "
+            f"{k('history_delete')} delete, {k('history_export')} export CSV, "
+            f"{k('history_run_again')} again",
+        ),
+        row(
+            screen("show_compare"), "marked runs side by side, ratios to the first, thread scaling"
+        ),
+        row(screen("show_system"), "this machine and the framework runtimes"),
+        row(k("command_palette"), "command palette: every action and the presets"),
+        row(k("cycle_theme"), "next theme; ansi-dark works without truecolor; NO_COLOR is"),
+        row("", f"honoured. {k('quit')} quits: a run in progress is left running"),
+        row("", "(or cancelled, if you choose); `tui-bench` reattaches."),
+    ]
+    return HELP_INTRO + "\n" + "\n".join(lines) + "\n\n" + HELP_OUTRO
 
 
 class HelpScreen(ModalScreen[None]):
@@ -215,13 +251,14 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(classes="dialog dialog-wide"):
             yield Label("tui-bench help", classes="dialog-title")
             with VerticalScroll(classes="dialog-scroll"):
-                yield Static(HELP_TEXT, markup=False)
+                yield Static(help_text(key_labels(self)), markup=False)
                 yield Static(
                     "\nKeys here (binding ids for [keys] remapping):\n" + "\n".join(rows),
                     markup=False,
                 )
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Close (esc)", id="close", variant="primary")
+                close = key_labels(self).label("help_close")
+                yield Button(f"Close ({close})", id="close", variant="primary")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None)

@@ -11,9 +11,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets.data_table import CellDoesNotExist
 
+from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.history import History, HistoryError
 from tui_bench.engine.spec import RunSpec, SpecError
+from tui_bench.tui.messages import CompareRequested, Notice, SpecLoaded
 from tui_bench.tui.screens.dialogs import ConfirmScreen, PromptScreen
 from tui_bench.tui.screens.run_detail import RunDetailScreen
 from tui_bench.tui.widgets.mode_bar import ModeBar
@@ -176,13 +179,12 @@ class HistoryScreen(Screen):
         history = History()
         try:
             records = history.all()
-        except Exception as exc:  # unreadable beyond recovery: say so, keep the app up
-            self.app.call_from_thread(self.notify, f"cannot read history: {exc}", severity="error")
+        except (TuiBenchError, OSError) as exc:  # unreadable beyond recovery: say so, stay up
+            title = exc.title if isinstance(exc, TuiBenchError) else ""
+            self.post_message(Notice(f"cannot read history: {exc}", title, "error"))
             records = []
         for warning in history.warnings:
-            self.app.call_from_thread(
-                self.notify, warning, title="history", severity="warning", timeout=15
-            )
+            self.post_message(Notice(warning, title="history", severity="warning", timeout=15))
         self.app.call_from_thread(self._loaded, records)
 
     def _loaded(self, records: list[dict[str, Any]]) -> None:
@@ -221,7 +223,7 @@ class HistoryScreen(Screen):
             return None
         try:
             row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
-        except Exception:
+        except CellDoesNotExist:
             return None
         return row_key.value
 
@@ -299,7 +301,7 @@ class HistoryScreen(Screen):
         if len(chosen) < 2:
             self.notify("mark two or more runs with space, then press c", severity="warning")
             return
-        self.app.open_compare(chosen)
+        self.post_message(CompareRequested(chosen))
 
     def action_delete(self) -> None:
         chosen = self.selection()
@@ -373,4 +375,5 @@ class HistoryScreen(Screen):
         except SpecError as exc:
             self.notify(f"this run's spec is no longer valid: {exc}", severity="error")
             return
-        self.app.load_spec(spec, source=f"spec of {chosen[0]['id']} — check and press Start")
+        source = f"spec of {chosen[0]['id']} — check and press Start"
+        self.post_message(SpecLoaded(spec, source=source))

@@ -19,7 +19,13 @@ LOG_CHUNK = 64 * 1024
 
 class LiveScreen(Screen):
     BINDINGS = [
-        Binding("x", "app.cancel_run", "Cancel run", id="cancel_run"),
+        Binding(
+            "x",
+            "app.cancel_run",
+            "Cancel run",
+            id="cancel_run",
+            tooltip="Cancel the running benchmark",
+        ),
         Binding("l", "toggle_log", "Log", id="toggle_log"),
     ]
 
@@ -27,6 +33,7 @@ class LiveScreen(Screen):
         super().__init__()
         self._log_run_id: str | None = None
         self._log_offset = 0
+        self.shown_run: LiveRun | None = None  # set by the app through show(): attributes down
 
     def compose(self) -> ComposeResult:
         yield ModeBar("live")
@@ -35,14 +42,15 @@ class LiveScreen(Screen):
 
     def on_mount(self) -> None:
         self.set_interval(LOG_POLL_S, self.poll_log, name="log-tail")
-        if self.app.live is not None:
-            self.show(self.app.live)
+        if self.shown_run is not None:
+            self.show(self.shown_run)
 
     def on_screen_resume(self) -> None:
-        if self.app.live is not None:
-            self.show(self.app.live)
+        if self.shown_run is not None:
+            self.show(self.shown_run)
 
     def show(self, run: LiveRun) -> None:
+        self.shown_run = run
         views = self.query(RunView)  # none yet while the screen composes: on_mount shows it
         if self.is_mounted and views:
             views.first().show(run)
@@ -52,7 +60,7 @@ class LiveScreen(Screen):
         pane.collapsed = not pane.collapsed
 
     def poll_log(self) -> None:
-        live = self.app.live
+        live = self.shown_run
         if live is None or live.run_id is None:
             return
         if self.query_one(Collapsible).collapsed and live.run_id == self._log_run_id:

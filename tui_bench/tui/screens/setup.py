@@ -12,11 +12,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.types import NoActiveAppError
 from textual.widgets import Button, Footer, Input, Label, OptionList, Select, Static
+from textual.widgets.select import InvalidSelectValueError
 
 from tui_bench.engine import catalog, runtimes
+from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.sampler import Nvml
 from tui_bench.engine.spec import RunSpec, SpecError
+from tui_bench.tui.keys import key_labels
+from tui_bench.tui.messages import PresetRequested, StartRequested, SweepRequested
 from tui_bench.tui.presets_io import default_preset_path, save_preset
 from tui_bench.tui.screens.dialogs import PresetPickerScreen, PromptScreen
 from tui_bench.tui.widgets.mode_bar import ModeBar
@@ -36,24 +41,24 @@ OPTIONAL_FIELDS = {"steps_per_epoch", "train_samples", "test_samples"}
 
 
 @dataclass
-class Availability:
-    """What this installation can run, probed off the UI thread."""
+class SetupChoices:
+    """Which framework/API pairs and GPUs the Setup form can offer, probed off the UI thread."""
 
     runtimes: dict[tuple[str, str], str | None]  # (framework, api) -> None or why not (with fix)
     gpus: list[dict[str, Any]]
     probed: bool = True
 
 
-def probe_availability() -> Availability:
+def probe_choices() -> SetupChoices:
     found: dict[tuple[str, str], str | None] = {}
     for fw in catalog.FRAMEWORKS.values():
         for api in fw.apis:
             try:
                 runtime = runtimes.resolve(fw.name, api)
                 found[(fw.name, api)] = None if runtime else "no runtime"
-            except Exception as exc:  # RuntimeUnavailable or a broken config file
+            except (TuiBenchError, OSError) as exc:  # RuntimeUnavailable, a broken config file
                 found[(fw.name, api)] = str(exc)
-    return Availability(found, Nvml().devices())
+    return SetupChoices(found, Nvml().devices())
 
 
 FORM_FIELDS = {"framework", "api", "model", "dataset", "device", "threads", *NUMBER_FIELDS}
@@ -148,10 +153,10 @@ class SetupScreen(Screen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.available: Availability | None = None
+        self.available: SetupChoices | None = None
         try:
             machine = getattr(self.app, "machine", None) or {}
-        except Exception:  # constructed outside a running app
+        except NoActiveAppError:  # constructed outside a running app
             machine = {}
         self.logical = int(machine.get("logical_cores") or psutil.cpu_count() or 1)
         self.problem: str | None = "checking what this installation can run…"
@@ -228,9 +233,15 @@ class SetupScreen(Screen):
         with Vertical(id="setup-bottom"):
             yield Static("", id="setup-problem", markup=False)
             with Horizontal(id="setup-buttons"):
-                yield Button("Start (ctrl+r)", variant="success", id="start", disabled=True)
-                yield Button("Load (F7)", id="load")
-                yield Button("Save (F8)", id="save")
+                keys = key_labels(self)
+                yield Button(
+                    f"Start ({keys.label('start_run')})",
+                    variant="success",
+                    id="start",
+                    disabled=True,
+                )
+                yield Button(f"Load ({keys.label('load_preset')})", id="load")
+                yield Button(f"Save ({keys.label('save_preset')})", id="save")
         yield Footer(compact=True, show_command_palette=False)
 
     def _thread_options(self) -> list[tuple[str, str]]:
@@ -246,10 +257,10 @@ class SetupScreen(Screen):
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
     def probe(self) -> None:
-        available = probe_availability()
+        available = probe_choices()
         self.app.call_from_thread(self._probed, available)
 
-    def _probed(self, available: Availability) -> None:
+    def _probed(self, available: SetupChoices) -> None:
         self.available = available
         self._refresh_options()
         self.revalidate()
@@ -281,7 +292,7 @@ class SetupScreen(Screen):
             try:
                 note = datasets.choice_note(name)
                 problem = datasets.problem(RunSpec(dataset=name))
-            except Exception as exc:  # an unreadable cache: one line, the app stays up
+            except (TuiBenchError, OSError) as exc:  # an unreadable cache: one line, app stays up
                 note, problem = f"cannot check: {exc}", f"dataset '{name}': {exc}"
             self.app.call_from_thread(self._dataset_checked, name, note, problem)
 
@@ -445,7 +456,7 @@ class SetupScreen(Screen):
             device = self.query_one("#device", Select)
             try:
                 device.value = spec.device if spec.device != "gpu" else "gpu:0"
-            except Exception:
+            except InvalidSelectValueError:
                 self.notify(
                     f"device {spec.device} is not available here; using CPU", severity="warning"
                 )
@@ -480,14 +491,14 @@ class SetupScreen(Screen):
         if sweep:
             from tui_bench.tui.presets_io import threads_sweep
 
-            self.app.start_sweep(threads_sweep(spec, sweep))
+            self.post_message(SweepRequested(threads_sweep(spec, sweep)))
         else:
-            self.app.start_run(spec)
+            self.post_message(StartRequested(spec))
 
     def action_load_preset(self) -> None:
         def chosen(name_or_path: str | None) -> None:
             if name_or_path:
-                self.app.open_preset(name_or_path)
+                self.post_message(PresetRequested(name_or_path))
 
         self.app.push_screen(PresetPickerScreen(), chosen)
 

@@ -12,12 +12,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui_bench.engine import cards, catalog, runtimes, sysinfo
+from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.paths import data_home
 from tui_bench.tui.widgets.mode_bar import ModeBar
 
 
 def system_report() -> str:
-    fp = sysinfo.fingerprint()
+    fp = sysinfo.machine_fingerprint()
     lines = [
         f"host        {fp.get('host')}  ({fp.get('os')}, Python {fp.get('python')})",
         f"CPU         {fp.get('cpu_model')}",
@@ -54,7 +55,7 @@ def system_report() -> str:
             try:
                 rt = runtimes.resolve(fw.name, api)
                 where = f"✓ {rt.name}: {rt.python} ({rt.source})"
-            except Exception as exc:
+            except (TuiBenchError, OSError) as exc:  # RuntimeUnavailable, a broken config
                 where = f"✗ {exc}"
             lines.append(f"  {fw.label}/{api:<10} {where}")
     lines.append("")
@@ -69,7 +70,7 @@ def framework_card_report(refresh: bool = False) -> str:
 
 
 def hardware_card_report() -> str:
-    found = cards.hardware_card(sysinfo.fingerprint())
+    found = cards.hardware_card(sysinfo.machine_fingerprint())
     return "hardware card (Dai & Berleant)\n\n" + cards.text(found, cards.HARDWARE_METRICS)
 
 

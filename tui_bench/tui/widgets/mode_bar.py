@@ -1,16 +1,15 @@
-"""One line at the top: the five screens with their keys; clickable; the current one highlighted."""
+"""One line at the top: the five screens with their keys; clickable; the current one highlighted.
+Screens, labels and keys come from the app's bindings (``switch_mode`` ones), as remapped."""
 
 from __future__ import annotations
 
+import re
+
 from textual.widgets import Static
 
-MODES = [
-    ("setup", "F2", "Setup"),
-    ("live", "F3", "Live"),
-    ("history", "F4", "History"),
-    ("compare", "F5", "Compare"),
-    ("system", "F6", "System"),
-]
+from tui_bench.tui.keys import key_labels
+
+_SWITCH = re.compile(r"switch_mode\('(\w+)'\)")
 
 
 class ModeBar(Static):
@@ -23,16 +22,18 @@ class ModeBar(Static):
         self.current = current
 
     def on_mount(self) -> None:
-        # Keys as remapped in the config's [keys] (binding ids show_<mode>), else the defaults.
-        keymap = getattr(self.app, "_keymap", {}) or {}
+        keys = key_labels(self)
         parts = []
-        for mode, default_key, label in MODES:
-            key = keymap.get(f"show_{mode}", default_key).split(",")[0].upper()
-            current = self.current
-            text = f" {key} {label} "
-            if mode == current:
+        for binding_id, binding in keys.bindings.items():
+            switch = _SWITCH.fullmatch(binding.action)
+            if switch is None:
+                continue
+            mode = switch.group(1)
+            text = f" {keys.label(binding_id)} {binding.description} "
+            if mode == self.current:
                 parts.append(f"[reverse b]{text}[/]")
             else:
                 parts.append(f"[@click=app.switch_mode('{mode}')]{text}[/]")
-        parts.append(" [dim]F1 help · ^p commands[/]")
+        help_key, palette_key = keys.label("help"), keys.label("command_palette", compact=True)
+        parts.append(f" [dim]{help_key} help · {palette_key} commands[/]")
         self.update("".join(parts))

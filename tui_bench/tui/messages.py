@@ -1,0 +1,93 @@
+"""What screens, the command palette and background workers ask of the app, as typed messages.
+
+Attributes down, messages up: a screen posts one of these and the app decides (with ``@on``), so
+no screen imports the app module or calls a method no type declares. Workers post their results
+the same way (``post_message`` is safe from a thread)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from tui_bench.engine.presets import Preset
+    from tui_bench.engine.spec import RunSpec
+    from tui_bench.tui.live import LiveRun
+    from tui_bench.tui.presets_io import LoadedPreset
+
+
+# -- asked by screens and the palette ---------------------------------------------------------------
+@dataclass
+class StartRequested(Message):
+    """Run one configuration (``spec.repeats`` runs)."""
+
+    spec: RunSpec
+
+
+@dataclass
+class SweepRequested(Message):
+    """Run a sweep (planned and interleaved by engine.sweep, resumable from the CLI)."""
+
+    preset: Preset
+
+
+@dataclass
+class PresetRequested(Message):
+    """Load a preset by name or file: one run fills the Setup form, a sweep asks to run."""
+
+    name_or_path: str
+
+
+@dataclass
+class CompareRequested(Message):
+    """Show these runs (or a sweep id) side by side on the Compare screen."""
+
+    run_ids: list[str]
+
+
+@dataclass
+class SpecLoaded(Message):
+    """Put this spec into the Setup form; ``source`` says where it came from."""
+
+    spec: RunSpec
+    source: str = ""
+
+
+@dataclass
+class AttachRequested(Message):
+    """Follow a batch started elsewhere (another terminal, an earlier session)."""
+
+    batch_id: str
+
+
+# -- results of the app's background work -----------------------------------------------------------
+@dataclass
+class PresetLoaded(Message):
+    loaded: LoadedPreset
+
+
+@dataclass
+class PresetFailed(Message):
+    """A preset that could not be read: ``title`` and ``message`` of the notice."""
+
+    title: str
+    message: str
+
+
+@dataclass
+class BatchFinished(Message):
+    """A launched or followed batch ended (or never started)."""
+
+    live: LiveRun
+
+
+@dataclass
+class Notice(Message):
+    """A notification from a thread: ``App.notify``'s arguments."""
+
+    message: str
+    title: str = ""
+    severity: Any = "information"
+    timeout: float | None = None
