@@ -1,6 +1,6 @@
 """Harness overhead for every framework × API: steady-state step time as tui-bench reports it vs a
 bare hand-written loop of the same framework, same model (reference CNN), batch, data bytes,
-interpreter, thread settings, affinity and input rule (issue 10: every API, ``fit`` and the
+interpreter, thread settings, affinity and input rule (every API, ``fit`` and the
 Estimator included, gathers and copies each batch from numpy inside the timed step, with no
 prefetch; the bare loops do the same, so the ratio is the harness, not the input path).
 

@@ -1,4 +1,4 @@
-"""Equity defects that a CPU can prove (issue 10, item 8), with the framework replaced by stubs
+"""Equity defects that a CPU can prove, with the framework replaced by stubs
 where the defect is in how the adapter calls it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GPU runs through tui-bench (issue 10): torch eager/compile and Keras on torch and on JAX, in
+"""GPU runs through tui-bench: torch eager/compile and Keras on torch and on JAX, in
 every precision, both timing modes, both input paths; allocator peaks beside NVML; NVML sampling
 and steady-window energy; no preallocation. Marked ``gpu``: they skip cleanly where the runtime
 sees no CUDA device (this project's CPU machines), and run on a GPU box with

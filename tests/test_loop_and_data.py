@@ -217,7 +217,7 @@ def test_epoch_order_is_a_seeded_permutation(data):
     assert len(data.batches(1000, 128, 1, 1, max_steps=3)) == 3
 
 
-# -- timing modes, input paths, steady-state marks (issue 10) -----------------------------------
+# -- timing modes, input paths, steady-state marks ----------------------------------------------
 class LazyLoss:
     """A loss the backend has not read back yet (like a device tensor); counts reads."""
 

@@ -155,7 +155,7 @@ def test_csv_and_markdown_exports():
     )
 
 
-# -- seeds and the fairness card (issue 10) --------------------------------------------------------
+# -- seeds and the fairness card -------------------------------------------------------------------
 def accuracy_runs(prefix, values, seeds, **spec_fields):
     out = []
     for i, (value, seed) in enumerate(zip(values, seeds, strict=True)):

@@ -190,7 +190,7 @@ def test_machine_load_is_recorded_with_every_run():
     assert load["loadavg_1m"] >= 0 and isinstance(load["busy"], bool)
 
 
-# -- environment, faults, steady energy, threads observed (issue 10) --------------------------------
+# -- environment, faults, steady energy, threads observed -------------------------------------------
 from tui_bench.engine.runner import RunResult, thread_observation, worker_environment  # noqa: E402
 
 

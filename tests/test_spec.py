@@ -107,7 +107,7 @@ def test_bad_toml_is_one_line():
     assert "\n" not in str(info.value)
 
 
-# -- the settings that decide a GPU number (issue 10) -----------------------------------------------
+# -- the settings that decide a GPU number ----------------------------------------------------------
 def test_gpu_rule_defaults_are_strict_fp32_host_input_synced():
     spec = RunSpec().validate()
     assert (spec.precision, spec.autotune, spec.input, spec.timing) == (

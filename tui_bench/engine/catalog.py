@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from tui_bench.engine.dataset_manifest import manifest, required_size
 
-# -- run settings that decide a number (issue 10): what each one means is in docs/gpu.md ----------
+# -- run settings that decide a number: what each one means is in docs/gpu.md ---------------------
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "bf16")
 INPUTS = ("host", "device")
 TIMINGS = ("synced", "pipelined")
@@ -105,7 +105,7 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
         },
     ),
-    # -- issue 3: TensorFlow, Keras 3, MXNet ---------------------------------------------------
+    # -- TensorFlow, Keras 3, MXNet ------------------------------------------------------------
     "tensorflow": Framework(
         name="tensorflow",
         label="TensorFlow",
@@ -243,7 +243,7 @@ FRAMEWORKS: dict[str, Framework] = {
             )
         },
     ),
-    # -- issue 13: the stacks of Shatnawi et al. (2018) ------------------------------------------
+    # -- the stacks of Shatnawi et al. (2018) ----------------------------------------------------
     "theano": Framework(
         name="theano",
         label="Theano",
