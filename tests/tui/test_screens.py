@@ -423,3 +423,27 @@ async def test_a_remapped_key_shows_in_mode_bar_help_palette_and_buttons(tui_hom
         assert "History: recorded runs" in shown and "F10" in shown and "F4" not in shown
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, HistoryScreen), 5, "history")
+
+
+async def test_worker_failures_become_a_modal_titled_by_the_error(tui_home):
+    from tui_bench.engine.errors import SupervisorError
+    from tui_bench.tui.screens.dialogs import MessageScreen
+
+    def refused() -> None:
+        raise SupervisorError("20260102-030405-aaaa has already ended")
+
+    def bug() -> None:
+        raise KeyError("spec")
+
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.run_worker(refused, thread=True, exit_on_error=False, name="stop the run")
+        await wait_for(pilot, lambda: isinstance(app.screen, MessageScreen), 5, "modal")
+        assert app.screen.title_text == "Run supervisor"  # the error's own title
+        assert app.screen.message == "20260102-030405-aaaa has already ended"
+        await pilot.press("escape")
+        app.run_worker(bug, thread=True, exit_on_error=False, name="read the backlog")
+        await wait_for(pilot, lambda: isinstance(app.screen, MessageScreen), 5, "modal")
+        assert app.screen.title_text == "read the backlog failed"
+        assert app.screen.message == "KeyError: 'spec'"
+        assert app.return_code is None  # still up

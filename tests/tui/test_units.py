@@ -175,3 +175,36 @@ def test_engine_never_imports_textual():
         "import tui_bench.engine.runner, tui_bench.engine.history, tui_bench.cli"
     )
     assert not any(m == "textual" or m.startswith("textual.") for m in loaded)
+
+
+def test_no_screen_widget_or_palette_imports_the_app_module():
+    """Screens ask through tui/messages.py; importing the app back would tie them in a circle."""
+    import ast
+    from pathlib import Path
+
+    import tui_bench.tui as tui
+
+    root = Path(tui.__file__).parent
+    offenders = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "app.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if any(n == "tui_bench.tui.app" for n in names):
+                offenders.append(str(path.relative_to(root)))
+    assert offenders == []
+    assert (root / "screens" / "setup.py").exists()  # the walk really saw the screens
+
+
+def test_key_text_names_keys_the_way_help_and_buttons_write_them():
+    from tui_bench.tui.keys import key_text
+
+    assert key_text("f2") == "F2"
+    assert key_text("ctrl+r") == "ctrl+r" and key_text("ctrl+r", compact=True) == "^r"
+    assert key_text("question_mark") == "?" and key_text("slash") == "/"
+    assert key_text("escape") == "esc" and key_text("space") == "space"
