@@ -31,7 +31,6 @@ from tui_bench.tui.messages import (
     BatchFinished,
     CompareRequested,
     Notice,
-    PresetFailed,
     PresetLoaded,
     PresetRequested,
     SpecLoaded,
@@ -584,13 +583,11 @@ class TuiBenchApp(App[None]):
         try:
             loaded = load(name_or_path)
         except TuiBenchError as exc:  # PresetError, or a spec in it that is not valid
-            self.post_message(PresetFailed("preset not loaded", str(exc)))
+            self.post_message(
+                Notice(str(exc), title="preset not loaded", severity="error", timeout=15)
+            )
             return
         self.post_message(PresetLoaded(loaded))
-
-    @on(PresetFailed)
-    def _preset_failed(self, message: PresetFailed) -> None:
-        self.notify(message.message, title=message.title, severity="error", timeout=15)
 
     @on(PresetLoaded)
     def _preset_loaded(self, message: PresetLoaded) -> None:

@@ -7,11 +7,13 @@ the same way (``post_message`` is safe from a thread)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from tui_bench.engine.presets import Preset
     from tui_bench.engine.spec import RunSpec
     from tui_bench.tui.live import LiveRun
@@ -65,15 +67,9 @@ class AttachRequested(Message):
 # -- results of the app's background work -----------------------------------------------------------
 @dataclass
 class PresetLoaded(Message):
+    """A preset read off the UI thread, with what it would run and skip here."""
+
     loaded: LoadedPreset
-
-
-@dataclass
-class PresetFailed(Message):
-    """A preset that could not be read: ``title`` and ``message`` of the notice."""
-
-    title: str
-    message: str
 
 
 @dataclass
@@ -89,5 +85,5 @@ class Notice(Message):
 
     message: str
     title: str = ""
-    severity: Any = "information"
+    severity: SeverityLevel = "information"
     timeout: float | None = None
