@@ -447,3 +447,21 @@ async def test_worker_failures_become_a_modal_titled_by_the_error(tui_home):
         assert app.screen.title_text == "read the backlog failed"
         assert app.screen.message == "KeyError: 'spec'"
         assert app.return_code is None  # still up
+
+
+async def test_a_run_that_cannot_start_is_a_notice_titled_by_its_error(tui_home, monkeypatch):
+    from tui_bench.engine import supervisor
+    from tui_bench.engine.errors import SupervisorError
+    from tui_bench.tui.messages import StartRequested
+
+    def refuse(request):
+        raise SupervisorError("the supervisor did not start: no space left on device")
+
+    monkeypatch.setattr(supervisor, "launch", refuse)
+    app = TuiBenchApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.screen.post_message(StartRequested(RunSpec(steps_per_epoch=2)))
+        await wait_for(pilot, lambda: app.live is not None and app.live.done, 10, "the refusal")
+        await wait_for(pilot, lambda: "no space left" in notes(app), 5, "the notice")
+        assert "Run supervisor: the supervisor did not start" in notes(app)
+        assert not app.running  # the next Start is not refused as 'a run is in progress'

@@ -346,7 +346,8 @@ class TuiBenchApp(App[None]):
                 supervisor.stop(live.batch_id)
         except (TuiBenchError, OSError) as exc:  # an unreadable preset, no supervisor
             live.push({"type": "batch_done", "statuses": [], "error": str(exc)})
-            self.post_message(BatchFinished(live))
+            title = exc.title if isinstance(exc, TuiBenchError) else "run not started"
+            self.post_message(BatchFinished(live, title))
             return
         except Exception as exc:  # a bug: end the view (not 'running' forever), then the modal
             live.push({"type": "batch_done", "statuses": [], "error": repr(exc)})
@@ -416,7 +417,9 @@ class TuiBenchApp(App[None]):
         elif live.sweep_id is not None:
             self._sweep_finished(live, statuses)
         elif not statuses:
-            self.notify(live.reason or "the run did not start", severity="error")
+            self.notify(
+                live.reason or "the run did not start", title=message.title, severity="error"
+            )
         elif all(s == "finished" for s in statuses):
             step = live.metrics.get("step_median_s")
             figure = f": step {step * 1000:.1f} ms median" if step else ""

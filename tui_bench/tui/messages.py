@@ -74,9 +74,10 @@ class PresetLoaded(Message):
 
 @dataclass
 class BatchFinished(Message):
-    """A launched or followed batch ended (or never started)."""
+    """A launched or followed batch ended (or never started: ``title`` says why, briefly)."""
 
     live: LiveRun
+    title: str = ""
 
 
 @dataclass
