@@ -138,9 +138,9 @@ def disable_unavailable(select: Select) -> None:
     """Frameworks no runtime can exist for (CNTK) stay listed, with their reason, but cannot be
     picked: their options in the drop-down are disabled."""
     overlay = select.query_one(OptionList)
-    for index, (_, name) in enumerate(select._options):
-        fw = catalog.FRAMEWORKS.get(name)
-        if fw is not None and fw.unavailable:
+    # The framework options are built in catalog order, one per framework.
+    for index, fw in enumerate(catalog.FRAMEWORKS.values()):
+        if fw.unavailable and index < overlay.option_count:
             overlay.disable_option_at_index(index)
 
 
