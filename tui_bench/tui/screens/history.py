@@ -3,12 +3,14 @@ All disk access happens in thread workers."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
@@ -116,6 +118,12 @@ def sort_records(records: list[dict[str, Any]], key: str, reverse: bool) -> list
 
 
 class HistoryScreen(Screen):
+    @dataclass
+    class Loaded(Message):
+        """Every recorded run, read off the UI thread."""
+
+        records: list[dict[str, Any]]
+
     BINDINGS = [
         Binding("slash", "focus_filter", "Filter", id="history_filter"),
         Binding("enter", "open_run", "Open", id="history_open", show=False),
@@ -185,9 +193,12 @@ class HistoryScreen(Screen):
             records = []
         for warning in history.warnings:
             self.post_message(Notice(warning, title="history", severity="warning", timeout=15))
-        self.app.call_from_thread(self._loaded, records)
+        self.post_message(self.Loaded(records))
 
-    def _loaded(self, records: list[dict[str, Any]]) -> None:
+    @on(Loaded)
+    def _loaded(self, message: Loaded) -> None:
+        message.stop()
+        records = message.records
         self.records = records
         known = {r["id"] for r in records}
         self.marked &= known

@@ -11,6 +11,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.types import NoActiveAppError
 from textual.widgets import Button, Footer, Input, Label, OptionList, Select, Static
@@ -145,6 +146,20 @@ def disable_unavailable(select: Select) -> None:
 
 
 class SetupScreen(Screen):
+    @dataclass
+    class Probed(Message):
+        """What the installation can run, probed off the UI thread."""
+
+        choices: SetupChoices
+
+    @dataclass
+    class DatasetChecked(Message):
+        """A real dataset's state in the cache: the picker's note, and why a run would fail."""
+
+        name: str
+        note: str
+        problem: str | None
+
     BINDINGS = [
         Binding("ctrl+r", "start", "Start", id="start_run"),
         Binding("f7", "load_preset", "Load preset", id="load_preset"),
@@ -257,11 +272,12 @@ class SetupScreen(Screen):
 
     @work(thread=True, exclusive=True, group="probe", exit_on_error=False)
     def probe(self) -> None:
-        available = probe_choices()
-        self.app.call_from_thread(self._probed, available)
+        self.post_message(self.Probed(probe_choices()))
 
-    def _probed(self, available: SetupChoices) -> None:
-        self.available = available
+    @on(Probed)
+    def _probed(self, message: Probed) -> None:
+        message.stop()
+        self.available = message.choices
         self._refresh_options()
         self.revalidate()
         # After the runtime probe, not beside it: engine.datasets imports urllib (ssl, email),
@@ -294,9 +310,12 @@ class SetupScreen(Screen):
                 problem = datasets.problem(RunSpec(dataset=name))
             except (TuiBenchError, OSError) as exc:  # an unreadable cache: one line, app stays up
                 note, problem = f"cannot check: {exc}", f"dataset '{name}': {exc}"
-            self.app.call_from_thread(self._dataset_checked, name, note, problem)
+            self.post_message(self.DatasetChecked(name, note, problem))
 
-    def _dataset_checked(self, name: str, note: str, problem: str | None) -> None:
+    @on(DatasetChecked)
+    def _dataset_checked(self, message: DatasetChecked) -> None:
+        message.stop()
+        name, note, problem = message.name, message.note, message.problem
         self._dataset_checking.discard(name)
         self.dataset_checks[name] = (note, problem)
         select = self.query_one("#dataset", Select)
