@@ -189,7 +189,7 @@ def finish(
 ) -> Dataset:
     """Common preprocessing: images to float32 in [0, 1] (x / 255), labels int64, validation split."""
     notes = dict(notes or {})
-    notes["fingerprint"] = data_fingerprint(
+    notes["fingerprint"] = fingerprint(
         shape.kind, validation_fraction, x_train_raw, y_train, x_test_raw, y_test
     )
     if shape.kind == "image":
@@ -206,7 +206,7 @@ def finish(
     return Dataset(name, shape, x_tr, y_tr, x_val, y_val, x_test, y_test.astype(np.int64), notes)
 
 
-def data_fingerprint(kind: str, validation_fraction: float, *arrays: np.ndarray) -> str:
+def fingerprint(kind: str, validation_fraction: float, *arrays: np.ndarray) -> str:
     """sha256 (16 hex digits) of the raw arrays and the split: two runs with the same fingerprint
     trained and tested on the same bytes, whatever framework or numpy they used. The raw uint8 /
     word ids are hashed (4x less than the float32 they become, which x / 255 in float32 fixes
