@@ -6,9 +6,12 @@ the second node is removed while one of the runs trains on it."""
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import psutil
 import pytest
@@ -92,13 +95,29 @@ def _tree(pids: set[int]) -> set[int]:
     return out
 
 
-@pytest.mark.slow
-def test_fleet_sweep_names_nodes_and_survives_a_lost_node(isolated_home, monkeypatch):
+@dataclass
+class LocalCluster:
+    cluster: Any
+    second: Any
+    address: str
+    head_id: str
+    second_id: str
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A head and a second node, one CPU each, on 127.0.0.1; shared by this module's tests (a
+    start costs seconds). The node removed by one test is not needed by the next."""
     pytest.importorskip("torch")
     # Ray turns a loopback address into the machine's outward address unless it runs as a
-    # one-machine cluster; with this, every node and the driver stay on 127.0.0.1.
-    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    # one-machine cluster; with this, every node and the driver stay on 127.0.0.1. Read when
+    # Ray is imported, and inherited by the supervisors the tests start.
+    saved = {
+        k: os.environ.get(k)
+        for k in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_USAGE_STATS_ENABLED")
+    }
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     from ray.cluster_utils import Cluster
 
     started = time.monotonic()
@@ -117,16 +136,30 @@ def test_fleet_sweep_names_nodes_and_survives_a_lost_node(isolated_home, monkeyp
             },
         },
     )
-    second = None
-    batch_id = None
     try:
         second = cluster.add_node(
             num_cpus=1, node_ip_address="127.0.0.1", object_store_memory=NODE_MEMORY
         )
         cluster.wait_for_nodes()
         print(f"ray cluster of 2 nodes up in {time.monotonic() - started:.1f} s")
-        head_id, second_id = cluster.head_node.node_id, second.node_id
-        address = cluster.address
+        yield LocalCluster(
+            cluster, second, cluster.address, cluster.head_node.node_id, second.node_id
+        )
+    finally:
+        cluster.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@pytest.mark.slow
+def test_fleet_sweep_names_nodes_and_survives_a_lost_node(isolated_home, ray_cluster):
+    cluster, second = ray_cluster.cluster, ray_cluster.second
+    address, head_id, second_id = ray_cluster.address, ray_cluster.head_id, ray_cluster.second_id
+    batch_id = None
+    try:
         preset = isolated_home.parent / "fleet.toml"
         preset.write_text(FLEET_PRESET)
 
@@ -176,7 +209,6 @@ def test_fleet_sweep_names_nodes_and_survives_a_lost_node(isolated_home, monkeyp
     finally:
         if batch_id is not None:
             _kill_orphaned_workers(batch_id)
-        cluster.shutdown()
 
     records = {r["id"]: r for r in History().all()}
     assert len(records) == 3
@@ -211,3 +243,37 @@ def _kill_orphaned_workers(batch_id: str) -> None:
         for event in read_jsonl(History().series_path(run_id)):
             if event.get("type") == "remote_worker":
                 procs.kill_group(event.get("pid"), event.get("started"))
+
+
+@pytest.mark.slow
+def test_stopping_a_fleet_run_cancels_it_on_its_node(ray_cluster):
+    out = cli_process(
+        "run", "--model", "mlp", "--threads", "1", "--epochs", "200", "--steps-per-epoch", "30",
+        "--batch-size", "32", "--train-samples", "1200", "--test-samples", "128",
+        "--cluster", ray_cluster.address, "--detach",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    batch_id = out.stdout.strip()
+    deadline = time.monotonic() + 90
+    while follow.progress(batch_id).step == 0:
+        assert time.monotonic() < deadline, "the fleet run did not start training"
+        time.sleep(0.2)
+    stopped = cli_process("stop", batch_id)
+    assert stopped.returncode == 0, stopped.stderr
+    (record,) = History().all()
+    assert record["status"] == "cancelled" and record["reason"] == "cancelled by the user"
+    (worker,) = [
+        e for e in read_jsonl(History().series_path(record["id"])) if e["type"] == "remote_worker"
+    ]
+    deadline = time.monotonic() + 10  # the node stops its worker when Ray cancels the task
+    while procs.alive(worker["pid"], worker["started"]):
+        assert time.monotonic() < deadline, "the cancelled run's worker still runs on its node"
+        time.sleep(0.2)
+
+
+def test_an_address_where_nothing_listens_is_one_line_not_a_long_wait():
+    with socket.socket() as probe:  # a port that was free a moment ago
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(fleet.FleetError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
+        fleet.reachable(f"127.0.0.1:{port}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import socket
 import threading
 import time
@@ -186,6 +187,18 @@ class RemoteRun:
         self.cancelled.set()
 
 
+def reachable(address: str, timeout: float = 5.0) -> None:
+    """A HOST:PORT address must accept a connection before Ray is asked: given a wrong one, Ray
+    retries for many minutes, and the batch would sit silent all that time."""
+    if address == "auto" or "://" in address or ":" not in address:
+        return  # Ray finds (or fails to find) a local cluster itself, quickly
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except (OSError, ValueError) as exc:
+        raise FleetError(f"no Ray cluster answers at {address}: {exc}") from None
+
+
 class FleetExecutor:
     """``runner.execute`` for a Ray cluster: same arguments, same RunResult, same records."""
 
@@ -194,6 +207,10 @@ class FleetExecutor:
         import ray
 
         self.address = address
+        reachable(address)
+        # ray.init takes SIGTERM for itself (its handler exits the process); the supervisor's
+        # own handler is what turns ``tui-bench stop`` into a recorded cancel: put it back.
+        on_sigterm = signal.getsignal(signal.SIGTERM)
         try:
             ray.init(
                 address=address,
@@ -204,6 +221,9 @@ class FleetExecutor:
         except (ConnectionError, ValueError, RuntimeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise FleetError(f"no Ray cluster at {address}: {first}") from None
+        finally:
+            if threading.current_thread() is threading.main_thread() and on_sigterm is not None:
+                signal.signal(signal.SIGTERM, on_sigterm)
         # One submission: a retried benchmark would run (and be counted) twice, and a run that
         # fails half-way must be recorded as failed, not quietly redone elsewhere.
         self._task = ray.remote(max_retries=0, num_returns="streaming")(run_on_node)
