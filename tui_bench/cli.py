@@ -274,10 +274,17 @@ def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
 
 
 def worker_options(args: argparse.Namespace) -> dict[str, Any]:
-    return {"stall_timeout": args.stall_timeout, "sample_interval": args.sample_interval}
+    options = {"stall_timeout": args.stall_timeout, "sample_interval": args.sample_interval}
+    if getattr(args, "cluster", None):
+        options["cluster"] = args.cluster
+    return options
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.cluster:
+        from tui_bench.engine import fleet
+
+        fleet.require_ray()  # one line, before a sweep is planned or a process started
     if args.preset or args.resume:
         from tui_bench.commands_presets import run_preset
 
@@ -497,6 +504,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         help="resource sampling interval in seconds (default 1)",
+    )
+    run.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run on a Ray cluster: its address (HOST:PORT, ray://HOST:PORT) or auto "
+        "(docs/cluster.md)",
     )
     run.set_defaults(func=cmd_run)
 

@@ -45,7 +45,8 @@ def log_path(batch_id: str) -> Path:
 @dataclass
 class BatchRequest:
     """What to run: one configuration ``spec`` (run ``spec.repeats`` times) or the planned sweep
-    ``sweep_id`` (its pending runs). ``options`` are worker options (stall timeout, sampling)."""
+    ``sweep_id`` (its pending runs). ``options`` are worker options (stall timeout, sampling),
+    and ``cluster``: the address of a Ray cluster whose nodes run the runs (``engine.fleet``)."""
 
     spec: dict[str, Any] | None = None
     sweep_id: str | None = None
@@ -161,6 +162,7 @@ def run_batch(
             "total": len(todo),
             "sweep_id": sweep.id if sweep.preset else None,
             "skipped": [(c.key, c.skip_reason) for c in sweep.configs if c.skip_reason],
+            "cluster": request.options.get("cluster"),
         }
     )
 
@@ -183,9 +185,16 @@ def run_batch(
         on_batch_event({"type": "run", "run_id": worker.run_id})
         control.attach(worker)
 
+    options = dict(request.options)
+    cluster = options.pop("cluster", None)
+    executor = None
     outcome = None
     error = None
     try:
+        if cluster:
+            from tui_bench.engine import fleet
+
+            executor = fleet.FleetExecutor(cluster)
         outcome = sweep_module.run(
             sweep,
             history,
@@ -194,10 +203,16 @@ def run_batch(
             before_run=before_run,
             should_stop=lambda: control.cancelled,
             extra={"batch": batch_id},
-            **request.options,
+            executor=executor,
+            **options,
         )
+    except HistoryError as exc:  # FleetError: no Ray, or no cluster at the address
+        error = str(exc)
     except Exception as exc:  # recorded per run by execute; the batch says why it stopped
         error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if executor is not None:
+            executor.close()
     on_batch_event(
         {
             "type": "batch_done",

@@ -130,6 +130,7 @@ class Progress:
     step: int = 0
     steps: int = 0
     position: str = ""
+    host: str | None = None  # the node a fleet run runs on (engine.fleet); None: this machine
 
     @property
     def fraction(self) -> float:
@@ -146,7 +147,8 @@ class Progress:
             parts.append(f"epoch {self.epoch}/{self.epochs}")
         if self.steps:
             parts.append(f"step {self.step}/{self.steps}")
-        return " · ".join(parts) + f" ({self.fraction:.0%})"
+        where = f" on {self.host}" if self.host else ""
+        return " · ".join(parts) + f" ({self.fraction:.0%}){where}"
 
 
 def progress(batch_id: str, history: History | None = None) -> Progress:
@@ -161,6 +163,7 @@ def progress(batch_id: str, history: History | None = None) -> Progress:
         elif kind == "record":
             p.run_index += 1
             p.run_id = event["record"].get("id")
+            p.host = event["record"].get("host")
             p.epoch = p.epochs = p.step = p.steps = 0
         elif kind == "epoch_started":
             p.epoch, p.epochs = event.get("epoch", 0), event.get("epochs", 0)

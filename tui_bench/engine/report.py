@@ -116,6 +116,30 @@ def group_runs(records: Sequence[dict[str, Any]]) -> tuple[list[Group], list[str
     return groups, varying
 
 
+def run_host(record: dict[str, Any]) -> str:
+    """The host a run ran on: a fleet run's node (``engine.fleet``), else its fingerprint's."""
+    return str(record.get("host") or (record.get("env") or {}).get("host") or "?")
+
+
+def split_by_host(groups: list[Group], varying: list[str]) -> tuple[list[Group], list[str]]:
+    """When the runs came from several hosts, one configuration on two boxes is two
+    measurements: one group per (configuration, host), with ``host`` a varying field, so the
+    tables compare the hosts like any other field. Runs from one host are left as they are."""
+    if len({run_host(r) for g in groups for r in g.runs}) < 2:
+        return groups, varying
+    split: list[Group] = []
+    for g in groups:
+        by_host: dict[str, Group] = {}
+        for record in g.runs:
+            host = run_host(record)
+            by_host.setdefault(host, Group("", {**g.spec, "host": host})).runs.append(record)
+        split += by_host.values()
+    varying = [*varying, "host"]
+    for g in split:
+        g.label = " ".join(f"{f}={g.spec.get(f)}" for f in varying)
+    return split, varying
+
+
 def _fmt(value: Any, digits: int = 4) -> str:
     if value is None:
         return "—"
@@ -472,7 +496,7 @@ def build(
     skipped: Sequence[tuple[str, str]] = (),
 ) -> list[Table]:
     """Every table for a set of runs (a sweep, a group, or runs picked by id)."""
-    groups, varying = group_runs(records)
+    groups, varying = split_by_host(*group_runs(records))
     tables = [summary_table(groups, metric)]
     comparisons = comparison_table(groups, varying, metric)
     if comparisons.rows:

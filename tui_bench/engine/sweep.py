@@ -206,6 +206,7 @@ def run(
     options_for: Callable[[Config], dict[str, Any]] | None = None,
     should_stop: Callable[[], bool] | None = None,
     extra: dict[str, Any] | None = None,
+    executor: Callable[..., runner.RunResult] | None = None,
     **worker_options: Any,
 ) -> SweepOutcome:
     """Run the sweep's pending (configuration, repeat) pairs; record each run in history.
@@ -214,7 +215,9 @@ def run(
     resume, and the sweep goes on. A cancelled run (Ctrl-C) ends the sweep; resume picks it up.
     ``before_run(config, repeat, index, total)`` and ``after_run`` let a front end show progress;
     ``should_stop`` is asked before each run; ``options_for`` gives per-configuration worker
-    options (tests inject faults with it); ``extra`` adds fields to every record.
+    options (tests inject faults with it); ``extra`` adds fields to every record. ``executor``
+    runs and records one run: ``runner.execute`` (a worker here) unless the batch runs on a
+    cluster (``engine.fleet``).
 
     A sweep without a preset is one configuration's repeats (``engine.batch``): its runs are
     grouped by the sweep id when there is more than one, and a single run has no group."""
@@ -237,7 +240,7 @@ def run(
             )
         else:
             fields["config"] = config.key
-        result = runner.execute(
+        result = (executor or runner.execute)(
             replicate_spec(config.spec, repeat),
             history,
             on_event=on_event,

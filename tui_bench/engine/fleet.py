@@ -1,0 +1,390 @@
+"""Fleet sweeps: each run of a batch becomes a Ray task on whichever node of a Ray cluster has the
+resources it asks for, and comes back as if it had run here.
+
+The batch runner (``engine.batch``) and the sweep loop (``engine.sweep``) are the ones every batch
+uses; this module only supplies ``FleetExecutor``, a drop-in for ``runner.execute``. On the node,
+the task runs the ordinary runner and worker (``runner.execute``) against a node-local history and
+streams every event back (a Ray streaming generator). Here, the supervisor writes those events into
+this machine's series file and the record into this machine's history, so Live, ``ps``,
+``attach``, ``history`` and ``compare`` read remote runs exactly like local ones. Each record
+names the node it ran on (``host``, ``node``) and carries that node's own fingerprint (``env``).
+
+Ray is an optional extra and is imported lazily, only here: nothing else in tui-bench needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from tui_bench import __version__
+from tui_bench.engine import procs
+from tui_bench.engine.history import History, HistoryError, now_iso
+from tui_bench.engine.paths import data_home
+from tui_bench.engine.spec import RunSpec
+
+INSTALL_HINT = "pip install 'tui-bench[ray]'"
+CANCEL_GRACE_S = 30.0  # a cancelled task gets this long to stop its worker and say so
+
+
+class FleetError(HistoryError):
+    """The cluster cannot be used (Ray missing, no cluster at the address); one line."""
+
+
+def require_ray() -> None:
+    """Raise the one-line error, with the install command, when Ray is not installed."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise FleetError(f"--cluster needs Ray, which is not installed: {INSTALL_HINT}") from None
+
+
+def resources_for(spec: RunSpec) -> dict[str, float]:
+    """What a run holds exclusively while it runs: the CPU threads it will use (per worker), and
+    one GPU per worker for a GPU run. Nothing else Ray schedules can share them."""
+    workers = max(int(getattr(spec, "workers", 1) or 1), 1)
+    wanted = {"num_cpus": float(spec.threads * workers)}
+    if spec.device != "cpu":
+        wanted["num_gpus"] = float(workers)
+    return wanted
+
+
+RAY_RESOURCE = {
+    "num_cpus": "CPU",
+    "num_gpus": "GPU",
+}  # ray.remote's arguments → ray.nodes()'s names
+
+
+def _fits(wanted: dict[str, float], nodes: list[dict[str, Any]]) -> bool:
+    for node in nodes:
+        if not node.get("Alive"):
+            continue
+        total = node.get("Resources") or {}
+        if all(total.get(RAY_RESOURCE[key], 0.0) >= amount for key, amount in wanted.items()):
+            return True
+    return False
+
+
+def _describe(wanted: dict[str, float]) -> str:
+    return ", ".join(f"{amount:g} {RAY_RESOURCE[key]}" for key, amount in wanted.items())
+
+
+def node_name(node: dict[str, Any]) -> str:
+    """How a record names a node: its host, address and the head of its Ray node id."""
+    return f"{node.get('host')} ({node.get('ip')}, node {str(node.get('id', ''))[:12]})"
+
+
+# -- on the node --------------------------------------------------------------------------------
+class RelayHistory(History):
+    """The node-local history a remote run is recorded in, under the run id the head reserved;
+    every record write is also relayed to the head, in order with the run's events."""
+
+    def __init__(self, home: Any, run_id: str, relay: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__(home)
+        self._run_id = run_id
+        self._relay = relay
+
+    def reserve_run_id(self) -> str:
+        self.series_path(self._run_id).touch()
+        return self._run_id
+
+    def add(self, record: dict[str, Any]) -> str:
+        run_id = super().add(record)
+        self._relay({"type": "record", "record": dict(record)})
+        return run_id
+
+    def update(self, run_id: str, **fields: Any) -> None:
+        super().update(run_id, **fields)
+        self._relay({"type": "result", "record": {"id": run_id, **fields}})
+
+
+def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The Ray task: run one spec with the ordinary runner on this node, yielding the run's
+    record, its events and its final record as they happen."""
+    import ray
+
+    from tui_bench.engine import runner
+
+    node = {
+        "id": ray.get_runtime_context().get_node_id(),
+        "ip": ray.util.get_node_ip_address(),
+        "host": socket.gethostname(),
+    }
+    yield {"type": "placed", "node": node, "tui_bench": __version__}
+    if payload["tui_bench"] != __version__:
+        return  # the head refuses the run: the node runs another tui-bench
+    spec = RunSpec.from_dict(payload["spec"], validate=False)
+    gpu_ids = ray.get_gpu_ids()
+    if spec.device != "cpu":
+        # Ray grants the GPUs and makes them the visible ones (CUDA_VISIBLE_DEVICES): the
+        # run uses the first of those, whatever index the spec named.
+        spec = replace(spec, device="gpu:0")
+    relay: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    # A node-local home per node: the node's own history stays apart, and nodes that share a
+    # file system (or, in tests, a machine) never write one tinydb from two places.
+    home = data_home() / "fleet" / node["id"][:16]
+    history = RelayHistory(home, payload["run_id"], relay.put)
+    started: list[Any] = []
+
+    def relabel(event: dict[str, Any]) -> None:
+        if event.get("type") == "worker":
+            # A pid on another machine: the head must never signal a local process by it.
+            event = {**event, "type": "remote_worker", "node": node["id"]}
+        relay.put(event)
+
+    def work() -> None:
+        try:
+            runner.execute(
+                spec,
+                history,
+                on_event=relabel,
+                on_start=started.append,
+                group=payload["group"],
+                repeat=payload["repeat"],
+                extra={
+                    **payload["extra"],
+                    "host": node["host"],
+                    "node": node,
+                    "cluster_gpu_ids": [str(g) for g in gpu_ids],
+                    "label": f"{spec.label()} @ {node['host']}",
+                },
+                **payload["options"],
+            )
+        except BaseException as exc:  # execute records its own failures; this is the rest
+            relay.put({"type": "node_error", "reason": f"{type(exc).__name__}: {exc}"})
+        finally:
+            relay.put(None)
+
+    thread = threading.Thread(target=work, name=f"run {payload['run_id']}", daemon=True)
+    thread.start()
+    try:
+        while (item := relay.get()) is not None:
+            yield item
+    except BaseException:  # ray.cancel raises KeyboardInterrupt here: stop the worker first
+        if started:
+            started[0].cancel()
+        thread.join(CANCEL_GRACE_S)
+        raise
+
+
+# -- on the head --------------------------------------------------------------------------------
+class RemoteRun:
+    """What the batch's control holds while a remote run is current: its id, and a cancel that
+    is safe from a signal handler (the head's loop asks Ray to cancel the task)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+
+def reachable(address: str, timeout: float = 5.0) -> None:
+    """A HOST:PORT address must accept a connection before Ray is asked: given a wrong one, Ray
+    retries for many minutes, and the batch would sit silent all that time."""
+    if address == "auto" or "://" in address or ":" not in address:
+        return  # Ray finds (or fails to find) a local cluster itself, quickly
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except (OSError, ValueError) as exc:
+        raise FleetError(f"no Ray cluster answers at {address}: {exc}") from None
+
+
+class FleetExecutor:
+    """``runner.execute`` for a Ray cluster: same arguments, same RunResult, same records."""
+
+    def __init__(self, address: str) -> None:
+        require_ray()
+        import ray
+
+        self.address = address
+        reachable(address)
+        # ray.init takes SIGTERM for itself (its handler exits the process); the supervisor's
+        # own handler is what turns ``tui-bench stop`` into a recorded cancel: put it back.
+        on_sigterm = signal.getsignal(signal.SIGTERM)
+        try:
+            ray.init(
+                address=address,
+                namespace="tui-bench",
+                log_to_driver=False,
+                logging_level="WARNING",
+            )
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise FleetError(f"no Ray cluster at {address}: {first}") from None
+        finally:
+            if threading.current_thread() is threading.main_thread() and on_sigterm is not None:
+                signal.signal(signal.SIGTERM, on_sigterm)
+        # One submission: a retried benchmark would run (and be counted) twice, and a run that
+        # fails half-way must be recorded as failed, not quietly redone elsewhere.
+        self._task = ray.remote(max_retries=0, num_returns="streaming")(run_on_node)
+
+    def close(self) -> None:
+        import ray
+
+        ray.shutdown()
+
+    def __call__(
+        self,
+        spec: RunSpec,
+        history: History,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_start: Callable[[Any], None] | None = None,
+        group: str | None = None,
+        repeat: int | None = None,
+        extra: dict[str, Any] | None = None,
+        **worker_options: Any,
+    ) -> Any:
+        import ray
+
+        from tui_bench.engine import runner
+
+        run_id = history.reserve_run_id()
+        handle = RemoteRun(run_id)
+        base = {
+            "id": run_id,
+            "status": "running",
+            "started_at": now_iso(),
+            "spec": spec.to_dict(),
+            "label": spec.label(),
+            "env": None,
+            "group": group,
+            "repeat": repeat,
+            **(extra or {}),
+        }
+        head = {"recorder_pid": os.getpid(), "recorder_started": procs.identity()["started"]}
+        series = runner.SeriesWriter(history.series_path(run_id))
+        state: dict[str, Any] = {"record": None, "final": None, "node": None, "error": None}
+        started = time.monotonic()
+
+        def write_record(record: dict[str, Any]) -> None:
+            state["record"] = {**record, **head, "cluster": self.address}
+            history.add(state["record"])
+            series.write({"type": "record", "record": state["record"]})
+
+        wanted = resources_for(spec)
+        if not _fits(wanted, ray.nodes()):
+            write_record(base)
+            state["error"] = f"no live node of the cluster has {_describe(wanted)} for this run"
+        else:
+            if on_start is not None:
+                on_start(handle)
+            payload = {
+                "spec": spec.to_dict(),
+                "run_id": run_id,
+                "group": group,
+                "repeat": repeat,
+                "extra": dict(extra or {}),
+                "options": worker_options,
+                "tui_bench": __version__,
+            }
+            generator = self._task.options(scheduling_strategy="SPREAD", **wanted).remote(payload)
+            self._follow(generator, handle, state, write_record, series, on_event, base)
+        record = state["record"]
+        if record is None:  # lost or refused before the node recorded anything
+            write_record({**base, "host": (state["node"] or {}).get("host"), "node": state["node"]})
+            record = state["record"]
+        final = state["final"]
+        if final is None:
+            final = {
+                **record,
+                "status": "cancelled" if handle.cancelled.is_set() else "failed",
+                "reason": "cancelled by the user" if handle.cancelled.is_set() else state["error"],
+                "finished_at": now_iso(),
+                "metrics": {"process_wall_s": time.monotonic() - started},
+                "log_tail": "",
+            }
+        final = {**final, "recorder_pid": None, "recorder_started": None}
+        series.write({"type": "result", "record": final})
+        series.close()
+        history.update(run_id, **{k: v for k, v in final.items() if k != "id"})
+        result = runner.RunResult(run_id=run_id, spec=spec, status=final["status"])
+        result.reason = final.get("reason")
+        result.log_tail = final.get("log_tail") or ""
+        result.wall_s = time.monotonic() - started
+        return result
+
+    def _follow(
+        self,
+        generator: Any,
+        handle: RemoteRun,
+        state: dict[str, Any],
+        write_record: Callable[[dict[str, Any]], None],
+        series: Any,
+        on_event: Callable[[dict[str, Any]], None] | None,
+        base: dict[str, Any],
+    ) -> None:
+        """Write the task's events here as they arrive, until it ends, fails or is lost."""
+        import ray
+
+        items: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+        def pump() -> None:  # blocking reads off the head's main loop, so a cancel is heard
+            try:
+                for ref in generator:
+                    items.put(("item", ray.get(ref)))
+                items.put(("end", None))
+            except Exception as exc:  # the task failed, was cancelled, or its node died
+                items.put(("error", exc))
+
+        threading.Thread(target=pump, name=f"relay {handle.run_id}", daemon=True).start()
+        cancel_sent_at: float | None = None
+        while True:
+            if handle.cancelled.is_set() and cancel_sent_at is None:
+                ray.cancel(generator)
+                cancel_sent_at = time.monotonic()
+            try:
+                kind, value = items.get(timeout=0.2)
+            except queue.Empty:
+                if cancel_sent_at is not None and time.monotonic() - cancel_sent_at > 2 * (
+                    CANCEL_GRACE_S
+                ):
+                    return
+                continue
+            if kind == "end":
+                if state["final"] is None and state["error"] is None:
+                    state["error"] = "the node's task ended without a result"
+                return
+            if kind == "error":
+                state["error"] = self._lost_reason(value, state["node"])
+                return
+            event = value
+            kind = event.get("type")
+            if kind == "placed":
+                state["node"] = event["node"]
+                if event["tui_bench"] != __version__:
+                    state["error"] = (
+                        f"node {node_name(event['node'])} runs tui-bench {event['tui_bench']}, "
+                        f"this machine {__version__}: install the same version on every node"
+                    )
+            elif kind == "record":
+                write_record(event["record"])
+            elif kind == "result":
+                state["final"] = {**(state["record"] or base), **event["record"]}
+            elif kind == "node_error":
+                state["error"] = f"on node {node_name(state['node'] or {})}: {event['reason']}"
+            else:
+                series.write(event)
+                if on_event is not None:
+                    on_event(event)
+
+    @staticmethod
+    def _lost_reason(exc: Exception, node: dict[str, Any] | None) -> str:
+        import ray
+
+        where = node_name(node) if node else "its node"
+        if isinstance(exc, ray.exceptions.TaskCancelledError):
+            return "cancelled by the user"
+        if isinstance(exc, (ray.exceptions.NodeDiedError, ray.exceptions.WorkerCrashedError)):
+            return f"node {where} was lost mid-run ({type(exc).__name__}); the run did not finish"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"the Ray task on {where} failed: {type(exc).__name__}: {first}"
