@@ -75,6 +75,8 @@ class Framework:
 
 
 _TF_DATA_ON_HOST = "Keras fit on TensorFlow reads its batches through tf.data, on the host"
+_TORCH_DDP = "DistributedDataParallel under torch.distributed.run (gloo on CPU, NCCL on GPU)"
+_TF_MULTI_WORKER = "tf.distribute.MultiWorkerMirroredStrategy, one process per worker"
 _BLAS_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _TF_THREADS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
@@ -94,12 +96,14 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="no (eager)",
+                data_parallel=_TORCH_DDP,
             ),
             "compile": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="yes (torch.compile, inductor)",
+                data_parallel=_TORCH_DDP,
             ),
         },
     ),
@@ -139,12 +143,14 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="no (eager)",
+                data_parallel=_TF_MULTI_WORKER,
             ),
             "graph": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="graph (tf.function), XLA off",
+                data_parallel=_TF_MULTI_WORKER,
             ),
             "xla": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
