@@ -297,13 +297,11 @@ def worker_command(
             python,
             "-I",
             "-u",
-            "-m",
-            "torch.distributed.run",
+            str(adapters_dir() / "torch_launch.py"),  # torch.distributed.run, store on loopback
+            "--rdzv-backend=loopback-static",
+            f"--rdzv-endpoint=127.0.0.1:{master_port}",
             "--nnodes=1",
-            "--node-rank=0",
             f"--nproc-per-node={spec.workers}",
-            "--master-addr=127.0.0.1",
-            f"--master-port={master_port}",
             "--no-python",  # the ranks run the worker with the runtime's own interpreter flags
             *worker,
             "--events-path",
