@@ -12,6 +12,7 @@ APIs applies to those APIs only). The worker has set ``TF_NUM_INTRAOP_THREADS`` 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import shutil
@@ -223,6 +224,9 @@ class TensorFlowBackend(Backend):
         return {
             "engine": "tf.distribute.MultiWorkerMirroredStrategy (ring all-reduce)",
             "replicas": self.strategy.num_replicas_in_sync,
+            "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"],
+            # TF's gRPC server binds 0.0.0.0 whatever the cluster addresses (grpc_server_lib.cc).
+            "listens": "TF gRPC server on 0.0.0.0 at each cluster port; peers talk over 127.0.0.1",
         }
 
     def gather_step_times(self, times: list[float]) -> list[list[float]]:
@@ -330,6 +334,8 @@ class TensorFlowBackend(Backend):
                 self.optimizer.build(self.model.trainable_variables)
         self.step = self._step
         if self.strategy is not None:
+            if self.settings.precision == "amp-fp16":
+                raise RuntimeError("amp-fp16 loss scaling is not wired into the multi-worker step")
             # Each worker's loss is its shard's sum over the global batch: the optimizer's
             # all-reduce (a sum) then gives the global batch's mean gradient.
             self.loss_fn = _loss_fn(self.binary, reduction=None)

@@ -183,6 +183,8 @@ class TorchBackend(Backend):
 
         backend = "nccl" if self.device.type == "cuda" else "gloo"
         if self.device.type == "cuda":
+            # One GPU per rank on this host (NCCL refuses two ranks on one device).
+            self.device = resolve_device(f"gpu:{parallel.rank}")
             torch.cuda.set_device(self.device)
         dist.init_process_group(backend, rank=parallel.rank, world_size=parallel.workers)
         dist.barrier()  # every rank connected: set-up ends here, not inside the first step

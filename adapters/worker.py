@@ -107,9 +107,13 @@ def spawn_peers(spec: dict, argv: list[str]) -> list:
     import subprocess
 
     hosts = [f"127.0.0.1:{port}" for port in spec["dp_ports"]]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = visible.split(",") if visible else [str(i) for i in range(spec["workers"])]
     peers = []
     for rank in range(1, spec["workers"]):
         env = {**os.environ, "RANK": str(rank), "TF_CONFIG": tf_config(hosts, rank)}
+        if spec["device"].startswith("gpu"):
+            env["CUDA_VISIBLE_DEVICES"] = gpus[rank]  # one GPU per worker process, seen as gpu:0
         peers.append(
             subprocess.Popen(
                 [sys.executable, "-I", "-u", __file__, *argv],
@@ -118,6 +122,8 @@ def spawn_peers(spec: dict, argv: list[str]) -> list:
                 pass_fds=(),
             )
         )
+    if spec["device"].startswith("gpu"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
     os.environ["RANK"] = "0"
     os.environ["TF_CONFIG"] = tf_config(hosts, 0)
     return peers
