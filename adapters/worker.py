@@ -129,6 +129,27 @@ def spawn_peers(spec: dict, argv: list[str]) -> list:
     return peers
 
 
+def _watch_peers(peers: list, channel: EventChannel) -> None:
+    """A peer that dies leaves rank 0 waiting in a collective for ever (its heartbeat would go
+    on): report the peer's end as the run's error and stop."""
+    while True:
+        time.sleep(0.5)
+        for rank, peer in enumerate(peers, start=1):
+            code = peer.poll()
+            if code is not None and code != 0:
+                channel.emit(
+                    "error",
+                    error_type="WorkerRankFailed",
+                    message=f"worker rank {rank} exited with code {code} (see the run log)",
+                    traceback="",
+                    phase="train",
+                )
+                for other in peers:
+                    if other.poll() is None:
+                        other.kill()
+                os._exit(1)
+
+
 def tf_config(hosts: list[str], rank: int) -> str:
     return json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": rank}})
 
@@ -196,14 +217,19 @@ def fault_text(environ: dict[str, str] | None = None) -> str:
 
 class Faults:
     """Test-only failure injection, from ``TUI_BENCH_FAULT`` (e.g. ``crash@epoch:2``,
-    ``hang@epoch:1``, ``exit@import``, ``garbage@import``, ``chatter@epoch:1``, ``segv@epoch:1``).
+    ``hang@epoch:1``, ``exit@import``, ``garbage@import``, ``chatter@epoch:1``, ``segv@epoch:1``;
+    ``/rank=N`` limits a rule to one rank of a data-parallel run: ``exit@epoch:1/rank=1``).
     Used by the test-suite to prove that crashes, hangs and noise become honest results; only
     active with ``TUI_BENCH_TESTING=1`` (``fault_text``)."""
 
-    def __init__(self, text: str, channel: EventChannel) -> None:
+    def __init__(self, text: str, channel: EventChannel | SilentChannel) -> None:
         self.rules = []
         self.channel = channel
+        rank = os.environ.get("RANK", "0")
         for rule in filter(None, text.split(",")):
+            rule, _, only = rule.partition("/rank=")
+            if only and only != rank:
+                continue
             action, _, where = rule.partition("@")
             phase, _, number = where.partition(":")
             self.rules.append((action, phase, int(number) if number else None))
@@ -253,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         channel = EventChannel(args.events_fd)
     faults = Faults(fault_text(), channel)
     threading.Thread(target=_heartbeat, args=(channel, os.getppid()), daemon=True).start()
+    if peers:
+        threading.Thread(target=_watch_peers, args=(peers, channel), daemon=True).start()
     phase = "import"
     backend = None
     try:

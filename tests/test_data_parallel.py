@@ -263,3 +263,27 @@ def test_cancelling_a_torch_run_ends_every_rank(tmp_path) -> None:
     assert result.status == "cancelled"
     assert len(seen) >= 2, "the ranks were not seen before the cancel"
     assert not [p for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("framework", "api"), [("torch", "eager"), ("tensorflow", "graph")])
+def test_a_rank_that_dies_fails_the_run_instead_of_hanging_it(tmp_path, framework, api) -> None:
+    """Rank 1 exits in epoch 1; rank 0 would wait in the next all-reduce while its heartbeat
+    goes on. The run must end failed, with a reason, long before the stall timeout."""
+    spec = RunSpec(
+        **{**SMALL, "api": api, "epochs": 2},
+        framework=framework,
+        batch_size=16,
+        workers=2,
+    ).validate()
+    worker = runner.WorkerRun(
+        spec,
+        "dp-rank-dies",
+        tmp_path / "run.log",
+        runtime=runtime_for(framework, api),
+        stall_timeout=600,
+        fault="exit@epoch:1/rank=1",
+    )
+    result = worker.run()
+    assert result.status == "failed" and result.reason
+    assert result.wall_s < 120, f"took {result.wall_s:.0f} s to notice: {result.reason}"
