@@ -287,3 +287,11 @@ def test_a_rank_that_dies_fails_the_run_instead_of_hanging_it(tmp_path, framewor
     result = worker.run()
     assert result.status == "failed" and result.reason
     assert result.wall_s < 120, f"took {result.wall_s:.0f} s to notice: {result.reason}"
+
+
+def test_label_names_the_workers_and_the_scaling() -> None:
+    assert (
+        RunSpec(workers=2, threads=1).label()
+        == "torch/eager cnn synthetic-mnist cpu×1 ×2 workers (weak)"
+    )
+    assert "workers" not in RunSpec().label()
