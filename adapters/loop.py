@@ -62,6 +62,9 @@ class Parallel:
     rank: int = 0
     workers: int = 1
     scaling: str = "weak"
+    # One process drives all N devices (Keras on JAX): it feeds the whole global batch and the
+    # framework splits it across its devices.
+    in_process: bool = False
 
     def worker_batch(self, batch_size: int) -> int:
         """weak: batch_size is per worker; strong: batch_size is the global batch, split evenly."""
@@ -71,6 +74,8 @@ class Parallel:
         return self.worker_batch(batch_size) * self.workers
 
     def shard(self, idx: np.ndarray) -> np.ndarray:
+        if self.in_process:
+            return idx
         per = len(idx) // self.workers
         return idx[self.rank * per : (self.rank + 1) * per]
 

@@ -170,8 +170,10 @@ def global_first_batch_digest(backend, dataset, parallel, hyper) -> str | None:
     if not first:
         return None
     xs, ys = [], []
-    for rank in range(parallel.workers):
-        shard = Parallel(rank, parallel.workers, parallel.scaling).shard(first[0])
+    shards = [first[0]]  # one process feeding every device holds the whole global batch
+    if not parallel.in_process:
+        shards = [Parallel(r, parallel.workers).shard(first[0]) for r in range(parallel.workers)]
+    for shard in shards:
         fx, fy = backend.framework_view(dataset.x_train[shard], dataset.y_train[shard])
         xs.append(numpy.ascontiguousarray(fx, dtype=numpy.float32))
         ys.append(numpy.ascontiguousarray(fy, dtype=numpy.int64))
@@ -293,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         from adapters import data, loop
 
         backend = adapter.make_backend(spec["api"], spec["device"], spec["threads"])
-        parallel = loop.Parallel(rank, workers, spec.get("scaling", "weak"))
+        parallel = loop.Parallel(
+            rank, workers, spec.get("scaling", "weak"), spec.get("dp_launch") == "devices"
+        )
         phase = "connect"
         t0 = time.perf_counter()
         setup_parallel = getattr(backend, "setup_parallel", None)

@@ -22,7 +22,14 @@ LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 # -- fast: the spec, the launch, the sharding ------------------------------------------------------
 @pytest.mark.parametrize(
     ("framework", "api"),
-    [("tensorflow", "estimator"), ("theano", "theano"), ("theano", "keras2"), ("mxnet", "gluon")],
+    [
+        ("tensorflow", "estimator"),
+        ("tensorflow", "keras"),
+        ("keras", "torch"),
+        ("theano", "theano"),
+        ("theano", "keras2"),
+        ("mxnet", "gluon"),
+    ],
 )
 def test_api_without_data_parallel_engine_refuses_in_one_line(framework, api) -> None:
     with pytest.raises(SpecError) as caught:
@@ -34,7 +41,13 @@ def test_api_without_data_parallel_engine_refuses_in_one_line(framework, api) ->
 
 
 def test_apis_with_an_engine_accept_workers() -> None:
-    for framework, api in (("torch", "eager"), ("tensorflow", "graph"), ("tensorflow", "eager")):
+    for framework, api in (
+        ("torch", "eager"),
+        ("torch", "compile"),
+        ("tensorflow", "graph"),
+        ("tensorflow", "eager"),
+        ("keras", "jax"),
+    ):
         spec = RunSpec(framework=framework, api=api, workers=2).validate()
         assert catalog.framework(framework).capabilities_for(api).data_parallel
         assert spec.workers == 2
@@ -295,3 +308,22 @@ def test_label_names_the_workers_and_the_scaling() -> None:
         == "torch/eager cnn synthetic-mnist cpu×1 ×2 workers (weak)"
     )
     assert "workers" not in RunSpec().label()
+
+
+@pytest.mark.slow
+def test_keras_jax_data_parallel_over_host_devices(data_parallel_runs, tmp_path) -> None:
+    """Keras 3's distribution API on JAX: one process, two XLA host devices, the same global
+    batch bytes and parameter count as the single-process torch run, loss falls."""
+    history = History(tmp_path / "home")
+    result = _run(history, framework="keras", api="jax", batch_size=16, workers=2)
+    reference = data_parallel_runs["reference"]
+    started = result.started
+    assert started["first_batch_sha256"] == reference.started["first_batch_sha256"]
+    assert started["param_count"] == reference.started["param_count"]
+    assert len(started["data_parallel"]["devices"]) == 2
+    assert started["global_batch"] == 32 and started["comm_setup_s"] > 0
+    assert "--xla_force_host_platform_device_count=2" in started["perf_env"]["XLA_FLAGS"]
+    first, second = (epoch["loss"] for epoch in result.epochs)
+    assert second < first, f"loss did not fall: {first:.4f} -> {second:.4f}"
+    # One process drives both devices; its pool was given both workers' threads.
+    assert len(started["affinity"]) == 2 and result.metrics()["res_peak_processes"] == 1

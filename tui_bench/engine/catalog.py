@@ -225,9 +225,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="XLA (jax.jit, jit_compile=True)",
-                why_not={
-                    "workers": "keras.distribution.DataParallel is not wired into tui-bench yet"
-                },
+                data_parallel="keras.distribution.DataParallel, one process over N JAX devices",
             ),
         },
     ),

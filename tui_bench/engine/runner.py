@@ -146,8 +146,9 @@ def worker_threads(workers: int, threads: int, cores: int | None = None) -> dict
 
 # How each framework's data-parallel engine is launched for workers > 1 (docs/scaling.md):
 # torch.distributed.run starts the ranks; TensorFlow has no launcher, so rank 0 starts its peers
-# with their TF_CONFIG (adapters/worker.py --spawn-peers).
-DATA_PARALLEL_LAUNCH = {"torch": "torchrun", "tensorflow": "peers"}
+# with their TF_CONFIG (adapters/worker.py --spawn-peers); Keras on JAX drives N devices from one
+# process (on a CPU, N XLA host devices).
+DATA_PARALLEL_LAUNCH = {"torch": "torchrun", "tensorflow": "peers", "keras": "devices"}
 
 
 def loopback_ports(count: int) -> list[int]:
@@ -265,6 +266,11 @@ def worker_environment(spec: RunSpec) -> dict[str, str]:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if spec.workers > 1:
         env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's pairs connect over the loopback only
+        if DATA_PARALLEL_LAUNCH.get(spec.framework) == "devices" and spec.device == "cpu":
+            # JAX on a CPU shows one device unless told to split the host into N.
+            flags = env.get("XLA_FLAGS", "")
+            env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={spec.workers}"
+            env["XLA_FLAGS"] = env["XLA_FLAGS"].strip()
     # Where frameworks that compile at run time (Theano) keep their cache: tui-bench's, not ~.
     env["TUI_BENCH_WORKER_CACHE"] = str(cache_home() / "compiled")
     return env
@@ -283,6 +289,7 @@ def worker_command(
     launch = DATA_PARALLEL_LAUNCH.get(spec.framework) if spec.workers > 1 else None
     if launch == "peers":
         payload["dp_ports"] = loopback_ports(spec.workers)
+    payload["dp_launch"] = launch
     worker = [
         python,
         "-I",
@@ -312,7 +319,9 @@ def worker_command(
         if launch == "peers":
             command.append("--spawn-peers")
     if fw.pins_affinity(spec.api):
-        cpus = sorted(os.sched_getaffinity(0))[: spec.threads]
+        # One process driving every worker's device: its pool gets every worker's threads.
+        in_process = launch == "devices"
+        cpus = sorted(os.sched_getaffinity(0))[: spec.threads * (spec.workers if in_process else 1)]
         command += ["--affinity", ",".join(map(str, cpus))]
     return command
 
