@@ -28,7 +28,7 @@ LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
         ("keras", "torch"),
         ("theano", "theano"),
         ("theano", "keras2"),
-        ("mxnet", "gluon"),
+        ("mxnet", "module"),
     ],
 )
 def test_api_without_data_parallel_engine_refuses_in_one_line(framework, api) -> None:
@@ -47,6 +47,8 @@ def test_apis_with_an_engine_accept_workers() -> None:
         ("tensorflow", "graph"),
         ("tensorflow", "eager"),
         ("keras", "jax"),
+        ("mxnet", "gluon"),
+        ("mxnet", "hybrid"),
     ):
         spec = RunSpec(framework=framework, api=api, workers=2).validate()
         assert catalog.framework(framework).capabilities_for(api).data_parallel
@@ -327,3 +329,19 @@ def test_keras_jax_data_parallel_over_host_devices(data_parallel_runs, tmp_path)
     assert second < first, f"loss did not fall: {first:.4f} -> {second:.4f}"
     # One process drives both devices; its pool was given both workers' threads.
     assert len(started["affinity"]) == 2 and result.metrics()["res_peak_processes"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", ["gluon", "hybrid"])
+def test_mxnet_kvstore_data_parallel_over_contexts(data_parallel_runs, tmp_path, api) -> None:
+    """MXNet Gluon: one process, two CPU contexts, gradients reduced by kvstore 'local'."""
+    history = History(tmp_path / "home")
+    result = _run(history, framework="mxnet", api=api, batch_size=16, workers=2)
+    reference = data_parallel_runs["reference"]
+    started = result.started
+    assert started["first_batch_sha256"] == reference.started["first_batch_sha256"]
+    assert started["param_count"] == reference.started["param_count"]
+    assert started["data_parallel"]["contexts"] == ["cpu(0)", "cpu(1)"]
+    assert "'local'" in started["data_parallel"]["engine"]
+    first, second = (epoch["loss"] for epoch in result.epochs)
+    assert second < first, f"loss did not fall: {first:.4f} -> {second:.4f}"

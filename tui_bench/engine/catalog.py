@@ -253,8 +253,12 @@ FRAMEWORKS: dict[str, Framework] = {
                 why_not={
                     "precision": "MXNet 1.9 has AMP float16 for Gluon on a GPU only, no bfloat16"
                     + ("; the Module API has no AMP here" if api == "module" else ""),
-                    "workers": "MXNet's kvstore data parallelism is not wired into tui-bench yet",
+                    "workers": "the Module API's multi-context path is not wired into tui-bench",
                 },
+                data_parallel=None
+                if api == "module"
+                else "Gluon Trainer with kvstore ('local' on CPU, 'device' on GPUs) over N "
+                "contexts in one process",
             )
             for api, compiles in (
                 ("gluon", "no (imperative)"),

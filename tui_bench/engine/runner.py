@@ -146,9 +146,14 @@ def worker_threads(workers: int, threads: int, cores: int | None = None) -> dict
 
 # How each framework's data-parallel engine is launched for workers > 1 (docs/scaling.md):
 # torch.distributed.run starts the ranks; TensorFlow has no launcher, so rank 0 starts its peers
-# with their TF_CONFIG (adapters/worker.py --spawn-peers); Keras on JAX drives N devices from one
-# process (on a CPU, N XLA host devices).
-DATA_PARALLEL_LAUNCH = {"torch": "torchrun", "tensorflow": "peers", "keras": "devices"}
+# with their TF_CONFIG (adapters/worker.py --spawn-peers); Keras on JAX and MXNet Gluon drive N
+# devices from one process (on a CPU: N XLA host devices; N MXNet CPU contexts).
+DATA_PARALLEL_LAUNCH = {
+    "torch": "torchrun",
+    "tensorflow": "peers",
+    "keras": "devices",
+    "mxnet": "devices",
+}
 
 
 def loopback_ports(count: int) -> list[int]:
