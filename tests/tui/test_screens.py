@@ -14,7 +14,7 @@ from tui_bench.tui.screens.dialogs import ConfirmScreen, HelpScreen, PromptScree
 from tui_bench.tui.screens.history import HistoryScreen
 from tui_bench.tui.screens.run_detail import RunDetailScreen
 from tui_bench.tui.screens.setup import SetupScreen
-from tui_bench.tui.widgets.plots import LinePlot, LossPlot
+from tui_bench.tui.widgets.plots import LossPlot
 
 RUNS = [
     ("20260102-030405-aaaa", RunSpec(threads=1, epochs=1), 0.068),
@@ -389,31 +389,3 @@ async def test_compare_shows_the_fairness_card_beside_the_tables(tui_home):
         assert [str(c) for c in card.get_row_at(0)] == ["compilation", "no (eager)", "yes"]
         note = str(screen.query_one("#compare-note", Static).render())
         assert "also differs: compilation" in note
-
-
-async def test_compare_shows_data_parallel_scaling_in_a_workers_tab(tui_home):
-    """Runs that differ in workers: the workers tab shows throughput and DLBS efficiency, and
-    the line plot follows the workers when threads do not vary."""
-    records = [
-        {
-            "id": f"w{workers}",
-            "status": "finished",
-            "spec": RunSpec(workers=workers).to_dict(),
-            "label": f"w{workers}",
-            "metrics": {"step_median_s": 0.05 * workers, "samples_per_s": rate},
-        }
-        for workers, rate in ((1, 100.0), (2, 160.0))
-    ]
-    app = TuiBenchApp()
-    async with app.run_test(size=(120, 40)) as pilot:
-        app.switch_mode("compare")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, CompareScreen)
-        screen.show(records, source="two runs")
-        await pilot.pause()
-        table = screen.query_one("#table-workers", DataTable)
-        assert table.row_count == 2
-        cells = [str(c) for c in table.get_row_at(1)]
-        assert "2" in cells and "80%" in cells
-        assert "data-parallel" in screen.query_one(LinePlot).title
