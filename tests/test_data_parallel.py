@@ -345,3 +345,37 @@ def test_mxnet_kvstore_data_parallel_over_contexts(data_parallel_runs, tmp_path,
     assert "'local'" in started["data_parallel"]["engine"]
     first, second = (epoch["loss"] for epoch in result.epochs)
     assert second < first, f"loss did not fall: {first:.4f} -> {second:.4f}"
+
+
+def test_cli_compare_prints_the_workers_table(isolated_home) -> None:
+    """`tui-bench compare` over runs that differ in workers prints global throughput and the
+    DLBS efficiency (recorded runs, no training)."""
+    import os
+    import subprocess
+    import sys
+
+    history = History(isolated_home)
+    ids = []
+    for workers, rate in ((1, 100.0), (2, 170.0)):
+        spec = RunSpec(workers=workers, threads=1)
+        run_id = history.reserve_run_id()
+        history.add(
+            {
+                "id": run_id,
+                "status": "finished",
+                "spec": spec.to_dict(),
+                "label": spec.label(),
+                "metrics": {"step_median_s": 0.1, "samples_per_s": rate},
+            }
+        )
+        ids.append(run_id)
+    done = subprocess.run(
+        [sys.executable, "-m", "tui_bench", "compare", *ids],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "data-parallel scaling" in done.stdout
+    assert "85%" in done.stdout  # 170 / (2 x 100)
