@@ -9,6 +9,7 @@ worker pinned before import.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from typing import Any
@@ -21,6 +22,7 @@ from adapters.loop import (
     DeviceError,
     FitStepLoss,
     Hyper,
+    Parallel,
     Settings,
     StepClock,
     logits_loss_correct,
@@ -235,6 +237,33 @@ class KerasBackend(Backend):
         self.settings = Settings()
         self.applied: dict[str, Any] = {}
         self.last_output: Any = None
+        self.distributed = False
+        self.applied_devices: list[Any] = []
+
+    def setup_parallel(self, parallel: Parallel) -> dict[str, Any]:
+        """Keras 3's distribution API (JAX only): DataParallel over N devices of this one process
+        (on a CPU, the N host devices XLA_FLAGS asked for). fit splits each global batch."""
+        if parallel.workers == 1:
+            return {}
+        if self.api != "jax":
+            raise RuntimeError(
+                f"keras/{self.api} has no data-parallel path (keras.distribution is JAX-only)"
+            )
+        kind = "gpu" if self.device.startswith("gpu") else "cpu"
+        devices = keras.distribution.list_devices(kind)
+        if len(devices) < parallel.workers:
+            raise DeviceError(
+                f"keras/jax sees {len(devices)} {kind} device(s); workers {parallel.workers} needs "
+                "one each"
+            )
+        devices = devices[: parallel.workers]
+        self.applied_devices = devices
+        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+        self.distributed = True
+        return {
+            "engine": "keras.distribution.DataParallel, one process over N JAX devices",
+            "devices": [str(d) for d in devices],
+        }
 
     def apply_settings(self, settings: Settings) -> dict[str, Any]:
         self.settings = settings
@@ -279,7 +308,7 @@ class KerasBackend(Backend):
         shape = dataset.shape
         self.hyper = hyper
         self.binary = shape.num_classes == 2 and hyper.model == "lstm"
-        with keras.device(self.device):
+        with self._place():  # under a distribution: variables replicated on every device
             self.model = build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
@@ -382,22 +411,34 @@ class KerasBackend(Backend):
             batches = _tf_host_batches(x, y, batch_indices, self.thread_count, self._labels)
         else:
             batches = _Batches(self, x, y, batch_indices)
-        with keras.device(self.device):
+        with self._place():
             self.model.fit(batches, epochs=1, verbose=0, callbacks=[_ClockCallback(clock, self)])
 
     # tui-bench:end step
 
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         total_loss, correct = 0.0, 0
-        with keras.device(self.device):
+        with self._place():
             for start in range(0, len(x), batch_size):
-                logits = self.model.predict_on_batch(x[start : start + batch_size])
+                logits = self._predict(x[start : start + batch_size])
                 loss, right = logits_loss_correct(
-                    np.asarray(logits), y[start : start + batch_size], self.binary
+                    logits, y[start : start + batch_size], self.binary
                 )
                 total_loss, correct = total_loss + loss, correct + right
         n = max(len(x), 1)
         return total_loss / n, correct / n
+
+    def _place(self) -> Any:
+        """Under a distribution its layouts place the work; otherwise the run's device."""
+        return contextlib.nullcontext() if self.distributed else keras.device(self.device)
+
+    def _predict(self, xb: np.ndarray) -> np.ndarray:
+        """Logits of a batch; under DataParallel a batch must split evenly over the devices, so a
+        short last batch is padded with its own rows and the padding's logits dropped."""
+        devices = len(self.applied_devices) if self.distributed else 1
+        pad = -len(xb) % devices
+        padded = np.concatenate([xb, xb[:1].repeat(pad, axis=0)]) if pad else xb
+        return np.asarray(self.model.predict_on_batch(padded))[: len(xb)]
 
 
 def make_backend(api: str, device: str, threads: int) -> Backend:

@@ -52,6 +52,35 @@ class Hyper:
 
 
 @dataclass(frozen=True)
+class Parallel:
+    """This process's place in a data-parallel run (spec fields workers, scaling).
+
+    Every rank walks the same global batches the single-process run with the global batch size
+    would use, and trains on its own contiguous slice of each: the bytes of a global step are the
+    same whatever the framework and the number of workers."""
+
+    rank: int = 0
+    workers: int = 1
+    scaling: str = "weak"
+    # One process drives all N devices (Keras on JAX): it feeds the whole global batch and the
+    # framework splits it across its devices.
+    in_process: bool = False
+
+    def worker_batch(self, batch_size: int) -> int:
+        """weak: batch_size is per worker; strong: batch_size is the global batch, split evenly."""
+        return batch_size if self.scaling == "weak" else batch_size // self.workers
+
+    def global_batch(self, batch_size: int) -> int:
+        return self.worker_batch(batch_size) * self.workers
+
+    def shard(self, idx: np.ndarray) -> np.ndarray:
+        if self.in_process:
+            return idx
+        per = len(idx) // self.workers
+        return idx[self.rank * per : (self.rank + 1) * per]
+
+
+@dataclass(frozen=True)
 class Settings:
     """The run's rules (spec fields precision, autotune, input, timing, timing_window)."""
 
@@ -148,6 +177,18 @@ class Backend:
 
     def close(self) -> None:
         """Remove what the run left behind (temporary model dirs)."""
+
+    def setup_parallel(self, parallel: Parallel) -> dict[str, Any]:
+        """Join the framework's data-parallel engine (process group, strategy) before ``build``;
+        returns what is in effect. Timed apart from everything else (``comm_setup_s``)."""
+        if parallel.workers > 1:
+            raise RuntimeError(f"{type(self).__name__} has no data-parallel engine")
+        return {}
+
+    def gather_step_times(self, times: list[float]) -> list[list[float]]:
+        """Every rank's steady step times, gathered through the framework's own collective
+        (called by every rank after training, outside the timed steps); one list per rank."""
+        return [list(times)]
 
     def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A batch as the framework receives it in ``train_step``, converted back to numpy in the
@@ -366,19 +407,23 @@ def run_training(
     target_accuracy: float | None = None,
     fault: Callable[[str, int], None] | None = None,
     settings: Settings | None = None,
+    parallel: Parallel | None = None,
 ) -> dict[str, Any]:
     """Train, validate each epoch, test once; emit events; return the run summary.
 
     ``backend`` may be any object with the required ``Backend`` methods; the optional hooks
-    fall back to ``Backend``'s defaults."""
+    fall back to ``Backend``'s defaults. With ``parallel``, ``hyper.batch_size`` is this
+    worker's batch; steps walk the global batches and throughput counts global samples."""
     settings = settings or Settings()
+    parallel = parallel or Parallel()
+    global_batch = hyper.batch_size * parallel.workers
     now = time.perf_counter
     hook = _optional_hooks(backend)
     clock = StepClock(
         backend.sync,
         emit,
         warmup_steps,
-        hyper.batch_size,
+        global_batch,
         loss_value=hook("loss_value"),
         timing=settings.timing,
         window=settings.timing_window,
@@ -397,9 +442,12 @@ def run_training(
     reached: dict[str, Any] | None = None
     train_wall = 0.0
     for epoch in range(1, epochs + 1):
-        batch_indices = data_module.batches(
-            n_train, hyper.batch_size, hyper.seed, epoch, steps_per_epoch
-        )
+        batch_indices = [
+            parallel.shard(idx)
+            for idx in data_module.batches(
+                n_train, global_batch, hyper.seed, epoch, steps_per_epoch
+            )
+        ]
         emit("epoch_started", epoch=epoch, epochs=epochs, steps=len(batch_indices))
         clock.new_epoch(epoch)
         if fault:
@@ -427,7 +475,7 @@ def run_training(
             "warmup_s": clock.epoch_warmup_s,
             "steps": len(batch_indices),
             "steady_steps": len(clock.epoch_steady),
-            **step_stats(clock.epoch_steady, hyper.batch_size),
+            **step_stats(clock.epoch_steady, global_batch),
             "loss": sum(losses) / len(losses) if losses else None,
             "val_loss": val_loss,
             "val_accuracy": val_acc,
@@ -455,8 +503,9 @@ def run_training(
         test_accuracy=test_acc,
         test_samples=len(dataset.x_test),
     )
-    overall = step_stats(clock.steady_times, hyper.batch_size)
+    overall = step_stats(clock.steady_times, global_batch)
     return {
+        **parallel_summary(hook("gather_step_times")(clock.steady_times), parallel, hyper),
         "timing": settings.timing,
         "timing_window": settings.timing_window if settings.timing == "pipelined" else None,
         "step_source": clock.step_source,
@@ -479,6 +528,23 @@ def run_training(
         "target_accuracy": target_accuracy,
         "target_reached_epoch": reached["epoch"] if reached else None,
         "target_reached_s": reached["train_wall_s"] if reached else None,
+    }
+
+
+def parallel_summary(
+    rank_times: list[list[float]], parallel: Parallel, hyper: Hyper
+) -> dict[str, Any]:
+    """Workers, batches and every rank's steady step median: a straggler shows as one rank's
+    median above the others (rank 0's own steps wait for it at every gradient all-reduce)."""
+    medians = [percentile(sorted(times), 0.5) if times else None for times in rank_times]
+    known = [m for m in medians if m]
+    return {
+        "workers": parallel.workers,
+        "scaling": parallel.scaling,
+        "worker_batch": hyper.batch_size,
+        "global_batch": hyper.batch_size * parallel.workers,
+        "rank_step_median_s": medians,
+        "rank_straggler_ratio": max(known) / min(known) if known else None,
     }
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 from mxnet.gluon import nn, rnn
 
-from adapters.loop import Backend, DeviceError, Hyper, Settings, logits_loss_correct
+from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, logits_loss_correct
 
 APIS = ("gluon", "hybrid", "module")
 
@@ -170,8 +170,28 @@ class GluonBackend(Backend):
     def __init__(self, api: str, device: str, threads: int) -> None:
         self.api = api
         self.ctx = resolve_device(device)
+        self.ctxs = [self.ctx]
+        self.kvstore = "device"  # Gluon's default; one context: no reduction happens
         self.binary = False
         self.amp = False
+
+    def setup_parallel(self, parallel: Parallel) -> dict[str, Any]:
+        """Data parallelism inside one process: N contexts (CPU ids or GPUs), each batch split
+        across them, gradients reduced by the kvstore ('local' on CPU, 'device' on GPUs)."""
+        if parallel.workers == 1:
+            return {}
+        if self.api == "module":
+            raise RuntimeError("the Module API's multi-context path is not wired into tui-bench")
+        if self.ctx.device_type == "gpu":
+            self.ctxs, self.kvstore = [mx.gpu(i) for i in range(parallel.workers)], "device"
+            for ctx in self.ctxs:
+                resolve_device(f"gpu:{ctx.device_id}")  # each must exist
+        else:
+            self.ctxs, self.kvstore = [mx.cpu(i) for i in range(parallel.workers)], "local"
+        return {
+            "engine": f"Gluon Trainer, kvstore '{self.kvstore}' over N contexts in one process",
+            "contexts": [str(ctx) for ctx in self.ctxs],
+        }
 
     def apply_settings(self, settings: Settings) -> dict[str, Any]:
         gpu = self.ctx.device_type == "gpu"
@@ -260,7 +280,7 @@ class GluonBackend(Backend):
         self._shape_setup(hyper, dataset)
         shape = dataset.shape
         self.net = build_net(hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size)
-        self.net.initialize(GLOROT_UNIFORM, ctx=self.ctx)
+        self.net.initialize(GLOROT_UNIFORM, ctx=self.ctxs)
         if hyper.model == "lstm":
             # Keras has one bias per gate, MXNet two: the second stays zero and frozen so the
             # function and the trainable parameter count match Keras exactly.
@@ -276,7 +296,9 @@ class GluonBackend(Backend):
         params = {"learning_rate": hyper.lr}
         if hyper.optimizer == "adam":
             params.update(beta1=hyper.beta1, beta2=hyper.beta2, epsilon=hyper.epsilon)
-        self.trainer = gluon.Trainer(self.net.collect_params(), hyper.optimizer, params)
+        self.trainer = gluon.Trainer(
+            self.net.collect_params(), hyper.optimizer, params, kvstore=self.kvstore
+        )
         if self.amp:
             from mxnet.contrib import amp
 
@@ -292,9 +314,21 @@ class GluonBackend(Backend):
             sum(p.data().size for p in self.net.collect_params().values() if p.grad_req != "null")
         )
 
+    def _parallel_step(self, xb: nd.NDArray, yb: nd.NDArray) -> nd.NDArray:
+        # Each context takes its contiguous slice; trainer.step all-reduces through the kvstore.
+        xs = gluon.utils.split_and_load(xb, self.ctxs, even_split=True)
+        ys = gluon.utils.split_and_load(yb, self.ctxs, even_split=True)
+        with autograd.record():
+            losses = [self.loss_fn(self.net(xi), yi) for xi, yi in zip(xs, ys, strict=True)]
+        autograd.backward(losses)
+        self.trainer.step(xb.shape[0])
+        return losses[0].mean()  # the first slice's mean, as the other engines' rank 0 reports
+
     # tui-bench:begin step gluon hybrid
     def train_step(self, x: Any, y: Any) -> nd.NDArray:
         xb, yb = self._arrays(x, y)
+        if len(self.ctxs) > 1:
+            return self._parallel_step(xb, yb)
         with autograd.record():
             loss = self.loss_fn(self.net(xb), yb)
             if self.amp:

@@ -11,6 +11,8 @@ APIs applies to those APIs only). The worker has set ``TF_NUM_INTRAOP_THREADS`` 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 import shutil
@@ -26,6 +28,7 @@ from adapters.loop import (
     DeviceError,
     FitStepLoss,
     Hyper,
+    Parallel,
     Settings,
     StepClock,
     logits_loss_correct,
@@ -154,10 +157,10 @@ def build_model(
 
 
 # tui-bench:begin step keras eager graph xla
-def _loss_fn(binary: bool):
+def _loss_fn(binary: bool, reduction: str | None = "sum_over_batch_size"):
     if binary:
-        return tf.keras.losses.BinaryCrossentropy(from_logits=True)
-    return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return tf.keras.losses.BinaryCrossentropy(from_logits=True, reduction=reduction)
+    return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=reduction)
 
 
 def _optimizer(hyper: Hyper):
@@ -202,6 +205,47 @@ class TensorFlowBackend(Backend):
         self.device = resolve_device(device)
         self.binary = False
         self.settings = Settings()
+        self.parallel = Parallel()
+        self.strategy: Any = None
+
+    def setup_parallel(self, parallel: Parallel) -> dict[str, Any]:
+        """One MultiWorkerMirroredStrategy over the ranks in TF_CONFIG (the worker set it before
+        TensorFlow was imported); the first collective is part of the set-up, not of a step."""
+        self.parallel = parallel
+        if parallel.workers == 1:
+            return {}
+        if self.api not in ("eager", "graph"):
+            raise RuntimeError(f"tensorflow/{self.api} has no data-parallel path in tui-bench")
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING
+        )
+        self.strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        self.strategy.reduce("SUM", self.strategy.run(lambda: tf.constant(1.0)), axis=None)
+        return {
+            "engine": "tf.distribute.MultiWorkerMirroredStrategy (ring all-reduce)",
+            "replicas": self.strategy.num_replicas_in_sync,
+            "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"],
+            # TF's gRPC server binds 0.0.0.0 whatever the cluster addresses (grpc_server_lib.cc).
+            "listens": "TF gRPC server on 0.0.0.0 at each cluster port; peers talk over 127.0.0.1",
+        }
+
+    def gather_step_times(self, times: list[float]) -> list[list[float]]:
+        if self.strategy is None:
+            return [list(times)]
+        local = tf.constant(times, dtype=tf.float64)
+
+        @tf.function
+        def gather() -> tf.Tensor:
+            return tf.distribute.get_replica_context().all_gather(local, axis=0)
+
+        result = self.strategy.experimental_local_results(self.strategy.run(gather))[0]
+        return result.numpy().reshape(self.parallel.workers, len(times)).tolist()
+
+    def _scope(self) -> Any:
+        """Variables made under the strategy are mirrored on every worker; else on the device."""
+        if self.strategy is not None:
+            return self.strategy.scope()
+        return tf.device(self.device)
 
     def apply_settings(self, settings: Settings) -> dict[str, Any]:
         self.settings = settings
@@ -272,7 +316,7 @@ class TensorFlowBackend(Backend):
         shape = dataset.shape
         self.hyper = hyper
         self.binary = shape.num_classes == 2 and hyper.model == "lstm"
-        with tf.device(self.device):
+        with self._scope():
             self.model = build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
@@ -289,9 +333,16 @@ class TensorFlowBackend(Backend):
                     # tui-bench:end step
                 self.optimizer.build(self.model.trainable_variables)
         self.step = self._step
+        if self.strategy is not None:
+            if self.settings.precision == "amp-fp16":
+                raise RuntimeError("amp-fp16 loss scaling is not wired into the multi-worker step")
+            # Each worker's loss is its shard's sum over the global batch: the optimizer's
+            # all-reduce (a sum) then gives the global batch's mean gradient.
+            self.loss_fn = _loss_fn(self.binary, reduction=None)
+            self.step = self._distributed_step
         if self.api == "graph":
             # tui-bench:begin step graph
-            self.step = tf.function(self._step)
+            self.step = tf.function(self.step)
             # tui-bench:end step
         elif self.api == "xla":
             # tui-bench:begin step xla
@@ -331,9 +382,26 @@ class TensorFlowBackend(Backend):
         self.optimizer.apply_gradients(zip(grads, variables, strict=True))
         return loss
 
+    def _replica_step(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            logits = tf.cast(self.model(x, training=True), tf.float32)
+            per_example = tf.reshape(self.loss_fn(y, logits), [-1])
+            loss = tf.nn.compute_average_loss(
+                per_example, global_batch_size=self.hyper.batch_size * self.parallel.workers
+            )
+        variables = self.model.trainable_variables
+        grads = tape.gradient(loss, variables)
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))  # all-reduces
+        return tf.reduce_mean(per_example)
+
+    def _distributed_step(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        # This rank's shard mean, as torch's DDP rank 0 reports: no extra collective per step.
+        result = self.strategy.run(self._replica_step, args=(x, y))
+        return self.strategy.experimental_local_results(result)[0]
+
     def train_step(self, x: Any, y: Any) -> tf.Tensor:
         xt, yt = self._tensors(x, y)
-        with tf.device(self.device):
+        with contextlib.nullcontext() if self.strategy is not None else tf.device(self.device):
             return self.step(xt, yt)  # read back by the loop (loss_value)
 
     # tui-bench:end step

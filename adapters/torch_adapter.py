@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from adapters.loop import Backend, DeviceError, Hyper, Settings, evaluate_in_batches
+from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, evaluate_in_batches
 
 APIS = ("eager", "compile")
 
@@ -171,6 +171,44 @@ class TorchBackend(Backend):
         self.settings = Settings()
         self.autocast_dtype: torch.dtype | None = None
         self.scaler: Any = None
+        self.parallel = Parallel()
+
+    def setup_parallel(self, parallel: Parallel) -> dict[str, Any]:
+        """Join the process group torch.distributed.run set up (MASTER_ADDR/PORT, RANK,
+        WORLD_SIZE in the environment): gloo on CPU, NCCL on a GPU."""
+        self.parallel = parallel
+        if parallel.workers == 1:
+            return {}
+        import torch.distributed as dist
+
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
+        if self.device.type == "cuda":
+            # One GPU per rank on this host (NCCL refuses two ranks on one device).
+            self.device = resolve_device(f"gpu:{parallel.rank}")
+            torch.cuda.set_device(self.device)
+        dist.init_process_group(backend, rank=parallel.rank, world_size=parallel.workers)
+        dist.barrier()  # every rank connected: set-up ends here, not inside the first step
+        return {
+            "engine": "torch.distributed DDP (launched by torch.distributed.run)",
+            "backend": dist.get_backend(),
+            "world_size": dist.get_world_size(),
+        }
+
+    def gather_step_times(self, times: list[float]) -> list[list[float]]:
+        if self.parallel.workers == 1:
+            return [list(times)]
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * self.parallel.workers
+        dist.all_gather_object(gathered, list(times))
+        return gathered
+
+    def close(self) -> None:
+        if self.parallel.workers > 1:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
 
     def apply_settings(self, settings: Settings) -> dict[str, Any]:
         cuda = self.device.type == "cuda"
@@ -257,6 +295,11 @@ class TorchBackend(Backend):
         )
         _init_like_keras(model)
         self.model = model.to(self.device)
+        self.train_model: nn.Module = self.model
+        if self.parallel.workers > 1:
+            self.train_model = nn.parallel.DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
         # tui-bench:begin step
         params = [p for p in self.model.parameters() if p.requires_grad]
         if hyper.optimizer == "adam":
@@ -268,9 +311,11 @@ class TorchBackend(Backend):
         self.loss_fn = nn.BCEWithLogitsLoss() if self.binary else nn.CrossEntropyLoss()
         # tui-bench:end step
         self.forward = self.model
+        self.train_forward = self.train_model
         if self.api == "compile":
             # tui-bench:begin step compile
             self.forward = torch.compile(self.model)
+            self.train_forward = torch.compile(self.train_model)
             # tui-bench:end step
 
     def param_count(self) -> int:
@@ -302,7 +347,7 @@ class TorchBackend(Backend):
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
-            logits = self.forward(xt)
+            logits = self.train_forward(xt)  # DDP all-reduces the gradients in backward
             loss = self.loss_fn(logits.squeeze(1) if self.binary else logits, yt)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()

@@ -4,6 +4,13 @@ Runs one benchmark and reports it as events on file descriptor N (see ``protocol
 framework prints goes to stdout/stderr, which the runner sends to the run's log file, so chatter
 can never corrupt the event stream.
 
+Data-parallel runs (spec ``workers`` > 1, docs/scaling.md): every rank runs this file. Rank 0
+reports the run; the other ranks train silently and hand their step times to rank 0 through the
+framework's collective. Under ``torch.distributed.run`` the launcher does not pass extra file
+descriptors to its children, so rank 0 writes to the named pipe ``--events-path`` instead.
+With ``--spawn-peers`` (TensorFlow: ``MultiWorkerMirroredStrategy`` has no launcher of its own)
+rank 0 starts ranks 1..N-1 as its own children, each with its ``TF_CONFIG``, before any import.
+
 Order matters: the runner has already put the thread variables in the environment; this process
 pins CPU affinity if asked, then imports the framework (through its adapter), then calls the
 framework's own thread setter. ``-I`` keeps the user's site-packages and PYTHON* variables out.
@@ -66,13 +73,114 @@ class EventChannel:
         with self._lock:
             self._file.write(data)
 
+    @classmethod
+    def open_path(cls, path: str) -> EventChannel:
+        return cls(os.open(path, os.O_WRONLY))
 
-def _heartbeat(channel: EventChannel, parent: int) -> None:
+
+class SilentChannel:
+    """A data-parallel rank other than 0: rank 0 reports the run; an error goes to the log."""
+
+    def emit(self, event_type: str, **fields) -> None:
+        if event_type == "error":
+            print(
+                f"[tui-bench rank {os.environ.get('RANK')}] {fields.get('traceback')}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def raw(self, data: bytes) -> None:
+        pass
+
+
+def _heartbeat(channel: EventChannel | SilentChannel, parent: int) -> None:
     while True:
         time.sleep(HEARTBEAT_S)
         if os.getppid() != parent:
-            os._exit(3)  # orphaned: the app died without cancelling us
+            os._exit(3)  # orphaned: the app (or the launcher) died without cancelling us
         channel.emit("heartbeat")
+
+
+def spawn_peers(spec: dict, argv: list[str]) -> list:
+    """Rank 0 of a TensorFlow multi-worker run starts ranks 1..N-1 (same command, own
+    ``TF_CONFIG``) and sets its own; all listen on the loopback ports the runner chose."""
+    import subprocess
+
+    hosts = [f"127.0.0.1:{port}" for port in spec["dp_ports"]]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = visible.split(",") if visible else [str(i) for i in range(spec["workers"])]
+    peers = []
+    for rank in range(1, spec["workers"]):
+        env = {**os.environ, "RANK": str(rank), "TF_CONFIG": tf_config(hosts, rank)}
+        if spec["device"].startswith("gpu"):
+            env["CUDA_VISIBLE_DEVICES"] = gpus[rank]  # one GPU per worker process, seen as gpu:0
+        peers.append(
+            subprocess.Popen(
+                [sys.executable, "-I", "-u", __file__, *argv],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(),
+            )
+        )
+    if spec["device"].startswith("gpu"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[0]
+    os.environ["RANK"] = "0"
+    os.environ["TF_CONFIG"] = tf_config(hosts, 0)
+    return peers
+
+
+def _watch_peers(peers: list, channel: EventChannel) -> None:
+    """A peer that dies leaves rank 0 waiting in a collective for ever (its heartbeat would go
+    on): report the peer's end as the run's error and stop."""
+    while True:
+        time.sleep(0.5)
+        for rank, peer in enumerate(peers, start=1):
+            code = peer.poll()
+            if code is not None and code != 0:
+                channel.emit(
+                    "error",
+                    error_type="WorkerRankFailed",
+                    message=f"worker rank {rank} exited with code {code} (see the run log)",
+                    traceback="",
+                    phase="train",
+                )
+                for other in peers:
+                    if other.poll() is None:
+                        other.kill()
+                os._exit(1)
+
+
+def tf_config(hosts: list[str], rank: int) -> str:
+    return json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": rank}})
+
+
+def global_first_batch_digest(backend, dataset, parallel, hyper) -> str | None:
+    """sha256 of the first global batch as the framework holds it, shard after shard (each read
+    back through ``framework_view``): the same bytes for every framework and worker count."""
+    import hashlib
+
+    import numpy
+
+    from adapters import data
+    from adapters.loop import Parallel
+
+    first = data.batches(
+        len(dataset.x_train), hyper.batch_size * parallel.workers, hyper.seed, 1, 1
+    )
+    if not first:
+        return None
+    xs, ys = [], []
+    shards = [first[0]]  # one process feeding every device holds the whole global batch
+    if not parallel.in_process:
+        shards = [Parallel(r, parallel.workers).shard(first[0]) for r in range(parallel.workers)]
+    for shard in shards:
+        fx, fy = backend.framework_view(dataset.x_train[shard], dataset.y_train[shard])
+        xs.append(numpy.ascontiguousarray(fx, dtype=numpy.float32))
+        ys.append(numpy.ascontiguousarray(fy, dtype=numpy.int64))
+    # Shards are contiguous slices: concatenated, they are the single-process global batch.
+    return hashlib.sha256(
+        numpy.concatenate(xs).tobytes() + numpy.concatenate(ys).tobytes()
+    ).hexdigest()
 
 
 # Environment variables that change performance: recorded with every run when they are set.
@@ -111,14 +219,19 @@ def fault_text(environ: dict[str, str] | None = None) -> str:
 
 class Faults:
     """Test-only failure injection, from ``TUI_BENCH_FAULT`` (e.g. ``crash@epoch:2``,
-    ``hang@epoch:1``, ``exit@import``, ``garbage@import``, ``chatter@epoch:1``, ``segv@epoch:1``).
+    ``hang@epoch:1``, ``exit@import``, ``garbage@import``, ``chatter@epoch:1``, ``segv@epoch:1``;
+    ``/rank=N`` limits a rule to one rank of a data-parallel run: ``exit@epoch:1/rank=1``).
     Used by the test-suite to prove that crashes, hangs and noise become honest results; only
     active with ``TUI_BENCH_TESTING=1`` (``fault_text``)."""
 
-    def __init__(self, text: str, channel: EventChannel) -> None:
+    def __init__(self, text: str, channel: EventChannel | SilentChannel) -> None:
         self.rules = []
         self.channel = channel
+        rank = os.environ.get("RANK", "0")
         for rule in filter(None, text.split(",")):
+            rule, _, only = rule.partition("/rank=")
+            if only and only != rank:
+                continue
             action, _, where = rule.partition("@")
             phase, _, number = where.partition(":")
             self.rules.append((action, phase, int(number) if number else None))
@@ -148,13 +261,28 @@ class Faults:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tui-bench-worker")
     parser.add_argument("--spec-json", required=True)
-    parser.add_argument("--events-fd", type=int, required=True)
+    parser.add_argument("--events-fd", type=int, default=None)
+    parser.add_argument("--events-path", default=None, help="named pipe (torch.distributed.run)")
+    parser.add_argument("--spawn-peers", action="store_true", help="rank 0 starts ranks 1..N-1")
     parser.add_argument("--affinity", default="", help="comma-separated CPU ids to pin to")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    channel = EventChannel(args.events_fd)
+    spec = json.loads(args.spec_json)
+    workers = spec.get("workers", 1)
+    peers = []
+    if args.spawn_peers and "RANK" not in os.environ:
+        peers = spawn_peers(spec, [a for a in argv if a != "--spawn-peers"])
+    rank = int(os.environ.get("RANK", "0")) if workers > 1 else 0
+    if rank != 0:
+        channel = SilentChannel()
+    elif args.events_path:
+        channel = EventChannel.open_path(args.events_path)
+    else:
+        channel = EventChannel(args.events_fd)
     faults = Faults(fault_text(), channel)
     threading.Thread(target=_heartbeat, args=(channel, os.getppid()), daemon=True).start()
-    spec = json.loads(args.spec_json)
+    if peers:
+        threading.Thread(target=_watch_peers, args=(peers, channel), daemon=True).start()
     phase = "import"
     backend = None
     try:
@@ -167,6 +295,18 @@ def main(argv: list[str] | None = None) -> int:
         from adapters import data, loop
 
         backend = adapter.make_backend(spec["api"], spec["device"], spec["threads"])
+        parallel = loop.Parallel(
+            rank, workers, spec.get("scaling", "weak"), spec.get("dp_launch") == "devices"
+        )
+        phase = "connect"
+        t0 = time.perf_counter()
+        setup_parallel = getattr(backend, "setup_parallel", None)
+        if setup_parallel is not None:
+            engine = setup_parallel(parallel)
+        else:
+            engine = loop.Backend.setup_parallel(backend, parallel)
+        comm_setup_s = time.perf_counter() - t0 if workers > 1 else None
+        phase = "import"
         settings = loop.Settings.from_spec(spec)
         apply_settings = getattr(backend, "apply_settings", None)
         if apply_settings is not None:
@@ -186,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         phase = "build"
         hyper = loop.Hyper(
             model=spec["model"],
-            batch_size=spec["batch_size"],
+            batch_size=parallel.worker_batch(spec["batch_size"]),
             lr=spec["lr"],
             optimizer=spec["optimizer"],
             dropout=spec["dropout"],
@@ -197,22 +337,13 @@ def main(argv: list[str] | None = None) -> int:
         backend.sync()
         build_s = time.perf_counter() - t0
         n_train = len(dataset.x_train)
-        steps = n_train // hyper.batch_size
+        steps = n_train // (hyper.batch_size * workers)
         if spec.get("steps_per_epoch"):
             steps = min(steps, spec["steps_per_epoch"])
-        import hashlib
-
         import numpy
 
         # What the framework will train on first, read back from the framework (equity tests).
-        first = data.batches(n_train, hyper.batch_size, hyper.seed, 1, 1)
-        digest = None
-        if first:
-            fx, fy = backend.framework_view(dataset.x_train[first[0]], dataset.y_train[first[0]])
-            digest = hashlib.sha256(
-                numpy.ascontiguousarray(fx, dtype=numpy.float32).tobytes()
-                + numpy.ascontiguousarray(fy, dtype=numpy.int64).tobytes()
-            ).hexdigest()
+        digest = global_first_batch_digest(backend, dataset, parallel, hyper)
         channel.emit(
             "run_started",
             framework=spec["framework"],
@@ -235,6 +366,14 @@ def main(argv: list[str] | None = None) -> int:
             settings=applied,
             threads_configured=spec["threads"],
             perf_env=performance_environment(),
+            workers=workers,
+            scaling=parallel.scaling,
+            worker_batch=hyper.batch_size,
+            global_batch=hyper.batch_size * workers,
+            threads_per_worker=spec["threads"],
+            threads_total=spec["threads"] * workers,
+            data_parallel=engine or None,
+            comm_setup_s=comm_setup_s,
         )
         phase = "train"
         summary = loop.run_training(
@@ -248,7 +387,11 @@ def main(argv: list[str] | None = None) -> int:
             target_accuracy=spec.get("target_accuracy"),
             fault=faults,
             settings=settings,
+            parallel=parallel,
         )
+        for peer_rank, peer in enumerate(peers, start=1):
+            if peer.wait() != 0:
+                raise RuntimeError(f"worker rank {peer_rank} exited with code {peer.returncode}")
         channel.emit("finished", summary=summary)
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the app as an event
@@ -267,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
                 close()
             except Exception:  # noqa: BLE001 - cleanup must not hide the run's own outcome
                 pass
+        for peer in peers:
+            if peer.poll() is None:
+                peer.kill()  # rank 0 failed: its peers would wait for it in a collective forever
 
 
 if __name__ == "__main__":

@@ -55,3 +55,80 @@ def test_fit_step_losses_are_recovered_when_read_later_in_order(stubbed_keras_ad
     means = [2.0, 1.5, 1.0, 1.0]
     handles = [keras_adapter.FitStepLoss(callback, m) for m in means]  # shared via adapters.loop
     assert [float(h) for h in handles] == [2.0, 1.0, 0.0, 1.0]
+
+
+# -- data-parallel runs: the same global batches, split, never duplicated or dropped --------------
+class _RecordingBackend:
+    """Trains nothing; records which training rows each step was handed."""
+
+    def __init__(self) -> None:
+        self.steps: list[list[int]] = []
+
+    def build(self, hyper, dataset) -> None:
+        pass
+
+    def param_count(self) -> int:
+        return 0
+
+    def sync(self) -> None:
+        pass
+
+    def take(self, x, y, idx):
+        self.steps.append([int(i) for i in idx])
+        return x[idx], y[idx]
+
+    def train_step(self, x, y) -> float:
+        return 1.0
+
+    def evaluate(self, x, y, batch_size):
+        return 0.0, 0.0
+
+    def framework_view(self, x, y):
+        return x, y
+
+
+def _steps_seen(parallel, batch_size: int, dataset) -> list[list[int]]:
+    from adapters import loop
+
+    backend = type("Recording", (_RecordingBackend, loop.Backend), {})()
+    hyper = loop.Hyper("cnn", batch_size, 1e-3, "adam", 0.0, seed=7)
+    loop.run_training(backend, dataset, hyper, 2, 3, 1, lambda *a, **k: None, parallel=parallel)
+    return backend.steps
+
+
+@pytest.mark.parametrize(("workers", "scaling", "per_worker"), [(2, "weak", 16), (4, "strong", 8)])
+def test_ranks_split_the_single_process_global_batches(
+    adapters_on_path, workers, scaling, per_worker
+):
+    from adapters import data, loop
+
+    dataset = data.load("synthetic-mnist", train_samples=200, test_samples=8)
+    single = _steps_seen(loop.Parallel(), 32, dataset)
+    ranks = [
+        _steps_seen(loop.Parallel(rank, workers, scaling), per_worker, dataset)
+        for rank in range(workers)
+    ]
+    assert (
+        loop.Parallel(0, workers, scaling).worker_batch(16 if scaling == "weak" else 32)
+        == per_worker
+    )
+    for step, indices in enumerate(single):
+        # Rank r's step is the r-th contiguous slice of the single run's step: nothing twice.
+        assert sum((r[step] for r in ranks), []) == indices
+
+
+def test_global_batch_digest_is_the_single_process_digest(adapters_on_path):
+    from adapters import data, loop, worker
+
+    dataset = data.load("synthetic-mnist", train_samples=200, test_samples=8)
+    view = _RecordingBackend()
+
+    def digest(parallel, batch):
+        hyper = loop.Hyper("cnn", batch, 1e-3, "adam", 0.0, seed=7)
+        return worker.global_first_batch_digest(view, dataset, parallel, hyper)
+
+    single = digest(loop.Parallel(), 32)
+    assert digest(loop.Parallel(0, 2, "weak"), 16) == single
+    assert digest(loop.Parallel(0, 4, "strong"), 8) == single
+    assert digest(loop.Parallel(0, 2, "weak", in_process=True), 16) == single
+    assert digest(loop.Parallel(), 16) != single  # a different batch is told apart

@@ -291,3 +291,32 @@ def test_shatnawi_cntk_configurations_are_skipped_with_the_reason():
     assert cntk and all(c.skip_reason for c in cntk)
     on_cpu = [c for c in cntk if c.spec.device == "cpu"]
     assert on_cpu and all(catalog.framework("cntk").unavailable in c.skip_reason for c in on_cpu)
+
+
+def test_workers_sweep_counts_every_workers_threads_against_the_cores(workdir, monkeypatch):
+    monkeypatch.setattr(presets.os, "cpu_count", lambda: 2)
+    configs = presets.expand(load(workdir, "workers = [1, 2]\nthreads = [1, 2]\n"), probe=None)
+    flagged = {(c.spec.workers, c.spec.threads): c.oversubscribed for c in configs}
+    assert flagged == {(1, 1): False, (1, 2): False, (2, 1): False, (2, 2): True}
+
+
+def test_a_multi_worker_gpu_run_needs_a_gpu_per_worker(monkeypatch):
+    from tui_bench.engine import sysinfo
+    from tui_bench.engine.spec import RunSpec
+
+    monkeypatch.setattr(sysinfo, "fingerprint", lambda: {"gpus": [{"name": "one"}]})
+    problem = presets.availability_problem(RunSpec(device="gpu", workers=2))
+    assert problem == "2 workers need 2 GPUs (NVML found 1)"
+
+
+def test_scaling_preset_sweeps_workers_for_torch_and_tensorflow():
+    configs = presets.expand(presets.load(REPO / "presets" / "scaling-quick.toml"), probe=None)
+    assert all(c.skip_reason is None for c in configs)
+    swept = {(c.spec.framework, c.spec.api, c.spec.scaling, c.spec.workers) for c in configs}
+    assert swept == {
+        (fw, api, scaling, workers)
+        for fw, api in (("torch", "eager"), ("tensorflow", "graph"))
+        for scaling in ("weak", "strong")
+        for workers in (1, 2)
+    }
+    assert all(c.spec.threads * c.spec.workers <= 2 for c in configs)

@@ -236,3 +236,51 @@ def test_old_records_without_the_new_spec_fields_group_with_defaults():
     new = runs("n", [1.2, 1.3], api="eager")
     (row,) = rows_as_dicts(table(report.build(old + new), "summary"))
     assert row["n"] == 4
+
+
+def scaling_run(run_id: str, rate: float, **spec_fields) -> dict:
+    rec = record(run_id, 32 / rate, **spec_fields)
+    rec["metrics"].update({"samples_per_s": rate, "comm_setup_s": 0.2, "rank_straggler_ratio": 1.1})
+    return rec
+
+
+def test_worker_scaling_table_weak_and_strong_efficiency_as_dlbs():
+    records = [
+        scaling_run("w1", 100.0, batch_size=16, workers=1),
+        scaling_run("w2", 150.0, batch_size=16, workers=2),
+        scaling_run("s1", 100.0, batch_size=32, workers=1, scaling="strong"),
+        scaling_run("s2", 180.0, batch_size=32, workers=2, scaling="strong"),
+        scaling_run("t2", 90.0, framework="tensorflow", api="graph", batch_size=16, workers=2),
+    ]
+    rows = rows_as_dicts(table(report.build(records), "workers"))
+    torch_weak = [r for r in rows if r["scaling"] == "weak" and "torch" in r["with"]]
+    assert [r["workers"] for r in torch_weak] == [1, 2]
+    weak2 = torch_weak[1]
+    # efficiency = throughput_N / (N x throughput_1): 150 / (2 x 100)
+    assert weak2["speed-up"] == pytest.approx(1.5) and weak2["efficiency"] == "75%"
+    assert weak2["global batch"] == 32 and torch_weak[0]["global batch"] == 16
+    strong = [r for r in rows if r["scaling"] == "strong"]
+    assert [r["workers"] for r in strong] == [1, 2]
+    assert strong[1]["efficiency"] == "90%" and strong[1]["global batch"] == 32
+    assert strong[1]["comm set-up s"] == 0.2 and strong[1]["slowest/fastest rank"] == 1.1
+    # A family with no one-worker run of its own is not compared with another framework's.
+    assert not any("tensorflow" in r["with"] for r in rows)
+
+
+def test_worker_scaling_lines_only_when_workers_differ():
+    same = [scaling_run("a", 100.0, workers=2), scaling_run("b", 120.0, workers=2, threads=2)]
+    assert report.worker_scaling_lines(same) == []
+    lines = report.worker_scaling_lines(
+        [scaling_run("a", 100.0, workers=1), scaling_run("b", 190.0, workers=2)]
+    )
+    assert any("95%" in line for line in lines)
+
+
+def test_oversubscription_counts_threads_of_every_worker():
+    assert (
+        report._oversubscribed({"spec": {"threads": 1, "workers": 2}, "env": {"logical_cores": 2}})
+        is False
+    )
+    assert report._oversubscribed(
+        {"spec": {"threads": 2, "workers": 2}, "env": {"logical_cores": 2}}
+    )

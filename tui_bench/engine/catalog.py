@@ -77,6 +77,11 @@ class Framework:
 
 
 _TF_DATA_ON_HOST = "Keras fit on TensorFlow reads its batches through tf.data, on the host"
+_TORCH_DDP = "DistributedDataParallel under torch.distributed.run (gloo on CPU, NCCL on GPU)"
+_TF_MULTI_WORKER = "tf.distribute.MultiWorkerMirroredStrategy, one process per worker"
+_KERAS_DISTRIBUTION_JAX_ONLY = (
+    "Keras 3's distribution API (keras.distribution) exists for the JAX backend only"
+)
 _BLAS_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _TF_THREADS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
@@ -96,12 +101,14 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="no (eager)",
+                data_parallel=_TORCH_DDP,
             ),
             "compile": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="yes (torch.compile, inductor)",
+                data_parallel=_TORCH_DDP,
             ),
         },
     ),
@@ -134,25 +141,35 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 compiles="graph (tf.function), XLA off (jit_compile=False)",
-                why_not={"input": _TF_DATA_ON_HOST},
+                why_not={
+                    "input": _TF_DATA_ON_HOST,
+                    "workers": "Keras fit shards its own tf.data input under a strategy; tui-bench "
+                    "does not yet feed fit each rank's slice of the global batch (use eager or graph)",
+                },
             ),
             "eager": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="no (eager)",
+                data_parallel=_TF_MULTI_WORKER,
             ),
             "graph": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="graph (tf.function), XLA off",
+                data_parallel=_TF_MULTI_WORKER,
             ),
             "xla": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="XLA (tf.function(jit_compile=True))",
+                why_not={
+                    "workers": "tui-bench has no multi-worker path for the XLA-compiled step yet "
+                    "(use eager or graph)"
+                },
             ),
             "estimator": Capabilities(
                 precisions_cpu=("fp32",),
@@ -164,6 +181,8 @@ FRAMEWORKS: dict[str, Framework] = {
                     "precision": "the Estimator's TF1 graph has no mixed-precision policy here",
                     "input": "the Estimator reads batches through its input_fn, on the host",
                     "timing": "every Estimator step is a session.run that returns its loss",
+                    "workers": "the Estimator distributes only through TF1's RunConfig "
+                    "train_distribute, which tui-bench does not drive",
                 },
             ),
         },
@@ -194,19 +213,21 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 compiles="graph (tf.function), XLA off (jit_compile=False)",
-                why_not={"input": _TF_DATA_ON_HOST},
+                why_not={"input": _TF_DATA_ON_HOST, "workers": _KERAS_DISTRIBUTION_JAX_ONLY},
             ),
             "torch": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="no (eager torch, jit_compile=False)",
+                why_not={"workers": _KERAS_DISTRIBUTION_JAX_ONLY},
             ),
             "jax": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="XLA (jax.jit, jit_compile=True)",
+                data_parallel="keras.distribution.DataParallel, one process over N JAX devices",
             ),
         },
     ),
@@ -234,7 +255,12 @@ FRAMEWORKS: dict[str, Framework] = {
                 why_not={
                     "precision": "MXNet 1.9 has AMP float16 for Gluon on a GPU only, no bfloat16"
                     + ("; the Module API has no AMP here" if api == "module" else ""),
+                    "workers": "the Module API's multi-context path is not wired into tui-bench",
                 },
+                data_parallel=None
+                if api == "module"
+                else "Gluon Trainer with kvstore ('local' on CPU, 'device' on GPUs) over N "
+                "contexts in one process",
             )
             for api, compiles in (
                 ("gluon", "no (imperative)"),
@@ -262,9 +288,16 @@ FRAMEWORKS: dict[str, Framework] = {
         },
         # fp32 and host input only: the adapter implements no precision or device-input path.
         capabilities={
-            "theano": Capabilities(compiles="graph (theano.function, C code compiled at build)"),
+            "theano": Capabilities(
+                compiles="graph (theano.function, C code compiled at build)",
+                why_not={"workers": "Theano has no data-parallel engine (one process, one device)"},
+            ),
             "keras2": Capabilities(
-                compiles="graph (Keras 2 builds a theano.function, C code compiled at build)"
+                compiles="graph (Keras 2 builds a theano.function, C code compiled at build)",
+                why_not={
+                    "workers": "Keras 2's multi_gpu_model is TensorFlow-only; on Theano it has "
+                    "no data-parallel engine"
+                },
             ),
         },
     ),

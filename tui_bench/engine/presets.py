@@ -294,6 +294,9 @@ def availability_problem(spec: RunSpec) -> str | None:
         gpus = fingerprint().get("gpus") or []
         if index >= len(gpus):
             return f"no GPU {index} on this machine (NVML found {len(gpus)})"
+        if spec.workers > 1 and spec.workers > len(gpus):
+            # One GPU per worker: NCCL refuses two ranks on one device.
+            return f"{spec.workers} workers need {spec.workers} GPUs (NVML found {len(gpus)})"
     try:
         runtimes.resolve(spec.framework, spec.api)
     except runtimes.RuntimeUnavailable as exc:
@@ -343,7 +346,7 @@ def expand(
                 key=key or spec.label(),
                 spec=spec,
                 skip_reason=reason,
-                oversubscribed=spec.threads > logical,
+                oversubscribed=spec.threads * spec.workers > logical,
             )
         )
     return configs

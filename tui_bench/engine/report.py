@@ -40,7 +40,8 @@ METRICS: dict[str, tuple[str, bool]] = {
 NOT_CONFIGURATION = ("repeats", "seed")
 SPEC_FIELDS = [f for f in RunSpec.__dataclass_fields__ if f not in NOT_CONFIGURATION]
 SPEC_DEFAULTS = {
-    f: getattr(RunSpec, f) for f in ("precision", "autotune", "input", "timing", "timing_window")
+    f: getattr(RunSpec, f)
+    for f in ("precision", "autotune", "input", "timing", "timing_window", "workers", "scaling")
 }
 # Metrics whose spread over repeats comes from the seed (initialisation, shuffling, dropout):
 # repeats with one seed are not replicates of them.
@@ -93,7 +94,8 @@ def _oversubscribed(record: dict[str, Any]) -> bool:
     if "oversubscribed" in record:
         return bool(record["oversubscribed"])
     cores = (record.get("env") or {}).get("logical_cores")
-    threads = (record.get("spec") or {}).get("threads")
+    spec = record.get("spec") or {}
+    threads = (spec.get("threads") or 0) * (spec.get("workers") or 1)
     return bool(cores and threads and threads > cores)
 
 
@@ -358,6 +360,98 @@ def scaling_table(groups: list[Group], varying: list[str], metric: str) -> Table
     return table
 
 
+def worker_scaling_table(groups: list[Group], varying: list[str]) -> Table | None:
+    """Data-parallel scaling as DLBS reports it: global throughput against the number of
+    workers, each family (weak or strong scaling, framework, …) against its fewest workers.
+
+    efficiency = throughput_N / ((N / N0) x throughput_N0), N0 the fewest workers (1 in a
+    sweep that starts there): 100 % means N workers did N times the work of one per second."""
+    if "workers" not in varying:
+        return None
+    table = Table(
+        "workers",
+        "data-parallel scaling: global samples/s (steady state) against workers",
+        [
+            "with",
+            "scaling",
+            "workers",
+            "threads/worker",
+            "global batch",
+            "samples/s",
+            "speed-up",
+            "efficiency",
+            "step median s",
+            "comm set-up s",
+            "slowest/fastest rank",
+            "oversubscribed",
+            "n",
+        ],
+        note="weak: batch_size per worker (the global batch grows with the workers); strong: "
+        "batch_size is the global batch, split evenly. samples/s counts global samples per "
+        "second of steady-state steps (warm-up and communication set-up excluded). efficiency "
+        "= samples/s at N / ((N / fewest) x samples/s at the fewest workers), as DLBS reports; "
+        "slowest/fastest rank = ratio of the ranks' own step medians (stragglers).",
+        terminal_columns=[
+            "with",
+            "scaling",
+            "workers",
+            "threads/worker",
+            "samples/s",
+            "speed-up",
+            "efficiency",
+            "comm set-up s",
+            "slowest/fastest rank",
+            "oversubscribed",
+        ],
+    )
+    # Each family differs only in workers; scaling stays in the family's name (weak vs strong
+    # are different questions) even when it does not vary between the compared runs.
+    for part in _partitions(groups, varying, "workers"):
+        part = sorted(part, key=lambda g: g.spec.get("workers") or 1)
+        base = part[0]
+        base_workers = base.spec.get("workers") or 1
+        base_rate = _median(base.values("samples_per_s"))
+        for g in part:
+            workers = g.spec.get("workers") or 1
+            rate = _median(g.values("samples_per_s"))
+            speedup = rate / base_rate if rate and base_rate else None
+            efficiency = speedup / (workers / base_workers) if speedup else None
+            batch = g.spec.get("batch_size")
+            scaling = g.spec.get("scaling") or "weak"
+            table.rows.append(
+                [
+                    _context(g, [f for f in varying if f != "scaling"], "workers"),
+                    scaling,
+                    workers,
+                    g.spec.get("threads"),
+                    batch * workers if scaling == "weak" and batch else batch,
+                    rate,
+                    speedup,
+                    f"{efficiency:.0%}" if efficiency is not None else None,
+                    _median(g.values("step_median_s")),
+                    _median(g.values("comm_setup_s")),
+                    _median(g.values("rank_straggler_ratio")),
+                    g.oversubscribed,
+                    len(g.values("samples_per_s")),
+                ]
+            )
+    return table
+
+
+def _median(values: list[float]) -> float | None:
+    return stats.median(values) if values else None
+
+
+def worker_scaling_lines(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The data-parallel scaling table as plain text lines (empty when the runs do not differ
+    in workers), for a front end that prints text."""
+    groups, varying = group_runs(records)
+    table = worker_scaling_table(groups, varying)
+    if table is None or not table.rows:
+        return []
+    return to_markdown([table]).splitlines()
+
+
 def study_table(groups: list[Group], metric: str = "train_wall_s") -> Table | None:
     """The processing-time table of a thread/framework study: rows dataset × device × threads,
     columns framework/api, cells the median (n)."""
@@ -504,6 +598,9 @@ def build(
     scaling = scaling_table(groups, varying, metric)
     if scaling is not None and scaling.rows:
         tables.append(scaling)
+    workers = worker_scaling_table(groups, varying)
+    if workers is not None and workers.rows:
+        tables.append(workers)
     study = study_table(groups, study_metric)
     if study is not None:
         tables.append(study)

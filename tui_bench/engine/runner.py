@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections import deque
@@ -16,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from tui_bench.engine import catalog, datasets, loc, procs, protocol, runtimes
 from tui_bench.engine.history import History, now_iso
@@ -69,6 +74,9 @@ class RunResult:
                 "steps_per_epoch",
                 "train_samples",
                 "test_samples",
+                "comm_setup_s",
+                "threads_per_worker",
+                "threads_total",
             ):
                 if key in self.started:
                     m[key] = self.started[key]
@@ -76,10 +84,12 @@ class RunResult:
         # Energy of the steady-state windows only (NVML counter read at their bounds): warm-up,
         # compilation, validation and process start-up are not in it.
         energy = self.resources.get("steady_energy_j")
-        trained = (self.summary.get("steady_steps") or 0) * self.spec.batch_size
+        global_batch = self.summary.get("global_batch") or self.spec.batch_size
+        trained = (self.summary.get("steady_steps") or 0) * global_batch
         if energy and trained:
             m["samples_per_joule"] = trained / energy
-        m.update(thread_observation(self.spec.threads, self.resources))
+        m.update(thread_observation(self.spec.threads * self.spec.workers, self.resources))
+        m.update(worker_threads(self.spec.workers, self.spec.threads))
         if self.started and isinstance(self.started.get("settings"), dict):
             m.update({f"setting_{k}": v for k, v in self.started["settings"].items()})
         m["process_wall_s"] = self.wall_s
@@ -114,6 +124,50 @@ def thread_observation(configured: int, resources: dict[str, Any]) -> dict[str, 
             "ran more threads than it was told"
         )
     return out
+
+
+def worker_threads(workers: int, threads: int, cores: int | None = None) -> dict[str, Any]:
+    """Threads per worker and in all; a run asking for more threads than the machine has cores
+    is flagged, not refused: oversubscription is a setting someone may want to measure, but its
+    figures must not be read as a fair scaling point."""
+    cores = cores or os.cpu_count() or 1
+    total = workers * threads
+    return {
+        "workers": workers,
+        "threads_per_worker": threads,
+        "threads_total": total,
+        "oversubscribed": (
+            f"{workers} worker(s) x {threads} thread(s) = {total} > {cores} cores"
+            if total > cores
+            else None
+        ),
+    }
+
+
+# How each framework's data-parallel engine is launched for workers > 1 (docs/scaling.md):
+# torch.distributed.run starts the ranks; TensorFlow has no launcher, so rank 0 starts its peers
+# with their TF_CONFIG (adapters/worker.py --spawn-peers); Keras on JAX and MXNet Gluon drive N
+# devices from one process (on a CPU: N XLA host devices; N MXNet CPU contexts).
+DATA_PARALLEL_LAUNCH = {
+    "torch": "torchrun",
+    "tensorflow": "peers",
+    "keras": "devices",
+    "mxnet": "devices",
+}
+
+
+def loopback_ports(count: int) -> list[int]:
+    """Free TCP ports on 127.0.0.1 (asked of the kernel, then released for the workers)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _nvml_indices(device: str) -> list[int]:
@@ -215,28 +269,64 @@ def worker_environment(spec: RunSpec) -> dict[str, str]:
         # TensorFlow and JAX place work on a visible GPU by default; a CPU run must not.
         env["CUDA_VISIBLE_DEVICES"] = ""
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if spec.workers > 1:
+        env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's pairs connect over the loopback only
+        if DATA_PARALLEL_LAUNCH.get(spec.framework) == "devices" and spec.device == "cpu":
+            # JAX on a CPU shows one device unless told to split the host into N.
+            flags = env.get("XLA_FLAGS", "")
+            env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={spec.workers}"
+            env["XLA_FLAGS"] = env["XLA_FLAGS"].strip()
     # Where frameworks that compile at run time (Theano) keep their cache: tui-bench's, not ~.
     env["TUI_BENCH_WORKER_CACHE"] = str(cache_home() / "compiled")
     return env
 
 
-def worker_command(spec: RunSpec, python: str, events_fd: int) -> list[str]:
+def worker_command(
+    spec: RunSpec, python: str, events_fd: int, events_path: str | None = None
+) -> list[str]:
+    """The worker's command line. ``workers`` > 1: torch's ranks under torch.distributed.run
+    (rank 0 writes events to the named pipe ``events_path``), TensorFlow's rank 0 starting its
+    peers; every address is on 127.0.0.1."""
     fw = catalog.framework(spec.framework)
     payload = {**spec.to_dict(), "adapter": fw.adapter}
     # Real datasets: the verified cache unless the user points the run elsewhere.
     payload["data_dir"] = spec.data_dir or str(datasets.cache_root())
-    command = [
+    launch = DATA_PARALLEL_LAUNCH.get(spec.framework) if spec.workers > 1 else None
+    if launch == "peers":
+        payload["dp_ports"] = loopback_ports(spec.workers)
+    payload["dp_launch"] = launch
+    worker = [
         python,
         "-I",
         "-u",
         str(adapters_dir() / "worker.py"),
         "--spec-json",
         json.dumps(payload),
-        "--events-fd",
-        str(events_fd),
     ]
+    if launch == "torchrun":
+        (master_port,) = loopback_ports(1)
+        command = [
+            python,
+            "-I",
+            "-u",
+            str(adapters_dir() / "torch_launch.py"),  # torch.distributed.run, store on loopback
+            "--rdzv-backend=loopback-static",
+            f"--rdzv-endpoint=127.0.0.1:{master_port}",
+            "--nnodes=1",
+            f"--nproc-per-node={spec.workers}",
+            "--no-python",  # the ranks run the worker with the runtime's own interpreter flags
+            *worker,
+            "--events-path",
+            str(events_path),
+        ]
+    else:
+        command = [*worker, "--events-fd", str(events_fd)]
+        if launch == "peers":
+            command.append("--spawn-peers")
     if fw.pins_affinity(spec.api):
-        cpus = sorted(os.sched_getaffinity(0))[: spec.threads]
+        # One process driving every worker's device: its pool gets every worker's threads.
+        in_process = launch == "devices"
+        cpus = sorted(os.sched_getaffinity(0))[: spec.threads * (spec.workers if in_process else 1)]
         command += ["--affinity", ",".join(map(str, cpus))]
     return command
 
@@ -300,9 +390,11 @@ class WorkerRun:
         if kind != "heartbeat":
             self.on_event(event)
 
-    def _read_events(self, fd: int) -> None:
+    def _read_events(self, source: int | str) -> None:
         splitter = protocol.LineSplitter()
-        with os.fdopen(fd, "rb", buffering=0) as pipe:
+        if isinstance(source, str):  # a named pipe: blocks until rank 0 opens it (or we do)
+            source = os.open(source, os.O_RDONLY)
+        with os.fdopen(source, "rb", buffering=0) as pipe:
             while chunk := pipe.read(65536):
                 for line in splitter.feed(chunk):
                     self._decode(line)
@@ -323,9 +415,15 @@ class WorkerRun:
     # -- process --------------------------------------------------------------------------------
     def _kill_group(self) -> None:
         assert self.process is not None
+        # torch.distributed.run starts each rank in a session of its own: end them by pid too.
+        ranks = _descendants(self.process.pid)
+        for rank in ranks:
+            _signal(rank, signal.SIGTERM)
         try:
             os.killpg(self.process.pid, signal.SIGTERM)
         except ProcessLookupError:
+            for rank in ranks:
+                _signal(rank, signal.SIGKILL)
             return
         try:
             self.process.wait(KILL_GRACE_S)
@@ -335,6 +433,8 @@ class WorkerRun:
             os.killpg(self.process.pid, signal.SIGKILL)  # the group: compile workers too
         except ProcessLookupError:
             pass
+        for rank in ranks:
+            _signal(rank, signal.SIGKILL)
         self.process.wait()
 
     def run(self) -> RunResult:
@@ -346,6 +446,14 @@ class WorkerRun:
             r.reason = str(exc)
             return r
         read_fd, write_fd = os.pipe()
+        events_path = None
+        if DATA_PARALLEL_LAUNCH.get(self.spec.framework) == "torchrun" and self.spec.workers > 1:
+            os.close(read_fd)
+            os.close(write_fd)
+            read_fd = write_fd = -1
+            fifo_dir = tempfile.mkdtemp(prefix="tui-bench-events-")
+            events_path = os.path.join(fifo_dir, "rank0")
+            os.mkfifo(events_path, 0o600)
         env = worker_environment(self.spec)
         if self.fault:
             env["TUI_BENCH_FAULT"] = self.fault
@@ -353,23 +461,28 @@ class WorkerRun:
         with open(self.log_path, "ab") as log:
             try:
                 self.process = subprocess.Popen(
-                    worker_command(self.spec, runtime.python, write_fd),
+                    worker_command(self.spec, runtime.python, write_fd, events_path),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    pass_fds=(write_fd,),
+                    pass_fds=(write_fd,) if write_fd >= 0 else (),
                     start_new_session=True,  # own process group: Ctrl-C in the app is ours to relay
                     env=env,
                 )
             except OSError as exc:
-                os.close(read_fd)
-                os.close(write_fd)
+                if write_fd >= 0:
+                    os.close(read_fd)
+                    os.close(write_fd)
+                else:
+                    shutil.rmtree(os.path.dirname(events_path), ignore_errors=True)
                 r.reason = f"could not start the worker with {runtime.python}: {exc.strerror}"
                 return r
-        os.close(write_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
         # Named in the series so a later look can end a worker whose supervisor died.
         self.on_event({"type": "worker", **procs.identity(self.process.pid)})
-        reader = threading.Thread(target=self._read_events, args=(read_fd,), daemon=True)
+        source = events_path if events_path else read_fd
+        reader = threading.Thread(target=self._read_events, args=(source,), daemon=True)
         reader.start()
         sampler = ResourceSampler(
             self.process.pid,
@@ -390,11 +503,15 @@ class WorkerRun:
                 self._kill_group()
                 break
         r.returncode = self.process.wait()
+        if events_path:
+            _release_fifo_reader(events_path)
         reader.join(timeout=5)
         if reader.is_alive():  # a grandchild kept the pipe open: end the whole group
             self._kill_group()
             reader.join(timeout=5)
         r.resources = sampler.stop().as_dict()
+        if events_path:
+            shutil.rmtree(os.path.dirname(events_path), ignore_errors=True)
         r.wall_s = time.monotonic() - started
         r.log_tail = tail(self.log_path)
         self._conclude(stalled)
@@ -425,6 +542,29 @@ class WorkerRun:
         else:
             r.status = "failed"
             r.reason = f"worker exited with code {r.returncode} before reporting a result"
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _signal(process: psutil.Process, signum: int) -> None:
+    try:
+        process.send_signal(signum)  # psutil checks the pid is still that process
+    except psutil.Error:
+        pass
+
+
+def _release_fifo_reader(path: str) -> None:
+    """Rank 0 never opened the named pipe (it died first): open and close its write end so the
+    reader's blocked open returns and it sees the end of the stream."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:
+        pass  # no reader waiting: it has already seen the end
 
 
 class SeriesWriter:

@@ -164,6 +164,8 @@ class SamplerSummary:
     energy_j: float | None = None
     energy_source: str | None = None
     mean_busy_threads: float | None = None
+    # Processes in the sampled tree at its largest (a data-parallel run: launcher + every worker).
+    peak_processes: int | None = None
     # Steady-state windows (the worker's ``steady`` marks): time, energy counter delta, and the
     # CPU use of the samples inside them.
     steady_windows: int = 0
@@ -298,6 +300,8 @@ def summarise(
     summary.peak_rss_mib = max(rss) if rss else None
     summary.mean_cpu_pct = _mean(cpu)
     summary.mean_busy_threads = _mean(col("busy_threads"))
+    processes = col("processes")
+    summary.peak_processes = int(max(processes)) if processes else None
     summary.mean_system_cpu_pct = _mean(col("system_cpu_pct"))
     summary.mean_gpu_util = _mean(util)
     summary.peak_gpu_util = max(util) if util else None

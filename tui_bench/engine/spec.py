@@ -167,6 +167,8 @@ class RunSpec:
     def label(self) -> str:
         """Short human name: 'torch/eager cnn synthetic-mnist cpu×2'."""
         where = f"{self.device}×{self.threads}" if self.device == "cpu" else self.device
+        if self.workers > 1:  # threads are per worker: 'cpu×1 ×2 workers (weak)'
+            where += f" ×{self.workers} workers ({self.scaling})"
         return f"{self.framework}/{self.api} {self.model} {self.dataset} {where}"
 
 

@@ -1,6 +1,7 @@
 """Compare: the statistics of ``tui_bench.engine.report`` over runs, groups or a sweep — median,
 IQR and n per configuration, ratios of medians with the Mann-Whitney verdict (or why there is
-none), speed-ups, thread scaling with efficiency, the study-shaped table, the fairness card (the
+none), speed-ups, thread scaling and data-parallel (workers) scaling with efficiency, the
+study-shaped table, the fairness card (the
 settings that differ between the compared runs) and what was skipped.
 The same tables as ``tui-bench compare``; this screen only lays them out."""
 
@@ -24,6 +25,7 @@ TAB_NAMES = {  # report table name -> tab label
     "summary": "summary",
     "comparisons": "ratios",
     "scaling": "threads",
+    "workers": "workers",  # engine.report.worker_scaling_table: data-parallel throughput
     "study": "study",
     "fairness": "fairness",  # engine.report.fairness_card: only the settings that differ
     "skipped": "skipped",
@@ -51,12 +53,14 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def scaling_line(table: report.Table) -> tuple[str, list[float], list[float]] | None:
-    """(context, threads, speed-ups) of the scaling table's first configuration family."""
+def scaling_line(
+    table: report.Table, x_column: str = "threads"
+) -> tuple[str, list[float], list[float]] | None:
+    """(context, threads or workers, speed-ups) of a scaling table's first family."""
     if not table.rows:
         return None
     with_ = table.columns.index("with")
-    threads = table.columns.index("threads")
+    threads = table.columns.index(x_column)
     speedup = table.columns.index("speed-up")
     context = table.rows[0][with_]
     points = [
@@ -199,6 +203,14 @@ class CompareScreen(Screen):
         plot = self.query_one(LinePlot)
         scaling = next((t for t in self.tables if t.name == "scaling"), None)
         line = scaling_line(scaling) if scaling is not None else None
+        workers = next((t for t in self.tables if t.name == "workers"), None)
+        if line is None and workers is not None:
+            line = scaling_line(workers, "workers")
+            if line is not None:
+                context, xs, ys = line
+                plot.title = "data-parallel scaling: speed-up ×"
+                plot.set_line(xs, ys, "workers" + (f" ({context})" if context != "—" else ""), "")
+                return
         if line is None:
             plot.title = "thread scaling: runs differ in more than threads"
             plot.set_line([], [], "threads", "speed-up")
