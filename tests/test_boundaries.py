@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import REPO
 
@@ -78,3 +81,40 @@ def test_worker_sees_no_app_package_and_shadows_pypi_adapters(tmp_path):
         [sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "False False"
+
+
+def _lint_imports(root) -> subprocess.CompletedProcess:
+    lint = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run(
+        [str(lint), "--no-cache", "--config", str(root / "pyproject.toml")],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+
+
+def test_layer_contracts_hold():
+    out = _lint_imports(REPO)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "BROKEN" not in out.stdout and "KEPT" in out.stdout
+
+
+def test_layer_contracts_catch_a_lazy_import_across_a_layer(tmp_path):
+    # The guard must bite: the same config over a copy where the engine reaches into the TUI
+    # inside a function (the kind of import the sys.modules walk can't see).
+    for name in ("tui_bench", "adapters"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    with open(tmp_path / "tui_bench" / "engine" / "paths.py", "a", encoding="utf-8") as f:
+        f.write("\n\ndef _leak():\n    from tui_bench.tui import app  # noqa\n")
+    out = _lint_imports(tmp_path)
+    assert out.returncode != 0
+    assert "tui_bench.engine.paths -> tui_bench.tui.app" in out.stdout
+
+
+def test_engine_type_checks():
+    from mypy import api
+
+    stdout, stderr, status = api.run(["--config-file", str(REPO / "pyproject.toml")])
+    assert status == 0, stdout[-4000:] + stderr[-1000:]

@@ -127,7 +127,7 @@ def framework_runtimes(fw: catalog.Framework) -> dict[str, tuple[str, ...]]:
 # -- history facts ------------------------------------------------------------------------------
 def tested(records: list[dict[str, Any]], framework: str, field_name: str) -> str:
     """What finished here for this framework: ``model (devices, n runs, last date)`` per value."""
-    seen: dict[str, dict[str, Any]] = {}
+    seen: dict[Any, dict[str, Any]] = {}
     for record in records:
         spec = record.get("spec") or {}
         if record.get("status") != "finished" or spec.get("framework") != framework:

@@ -14,6 +14,7 @@ Ray is an optional extra and is imported lazily, only here: nothing else in tui-
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import signal
@@ -216,7 +217,7 @@ class FleetExecutor:
                 address=address,
                 namespace="tui-bench",
                 log_to_driver=False,
-                logging_level="WARNING",
+                logging_level=logging.WARNING,
             )
         except (ConnectionError, ValueError, RuntimeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -217,7 +217,7 @@ def _parse_matrices(raw: Any, top_level: set[str], fail) -> list[list[dict[str, 
     if raw is None:
         return []
     named = raw if isinstance(raw, dict) else {"": raw}
-    matrices = []
+    matrices: list[list[dict[str, Any]]] = []
     for name, entries in named.items():
         where = f"matrix.{name}" if name else "matrix"
         if not isinstance(entries, list) or not entries:

@@ -42,7 +42,7 @@ def alive(pid: int | None, started: float | None) -> bool:
 def kill_group(pid: int | None, started: float | None) -> bool:
     """SIGKILL the process group led by ``pid`` if that process is still the one recorded.
     Workers lead their own group, so this takes their compile helpers down too."""
-    if not alive(pid, started):
+    if pid is None or not alive(pid, started):
         return False
     try:
         os.killpg(int(pid), signal.SIGKILL)

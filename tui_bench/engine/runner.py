@@ -473,7 +473,7 @@ class WorkerRun:
                 if write_fd >= 0:
                     os.close(read_fd)
                     os.close(write_fd)
-                else:
+                elif events_path:
                     shutil.rmtree(os.path.dirname(events_path), ignore_errors=True)
                 r.reason = f"could not start the worker with {runtime.python}: {exc.strerror}"
                 return r

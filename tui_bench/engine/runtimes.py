@@ -168,7 +168,7 @@ def setup_plan(name: str, gpu: bool = False, python: str | None = None) -> list[
         )
     if gpu and spec.gpu_packages is None:
         raise RuntimeSetupError(f"runtime '{name}' has no managed GPU variant: {spec.gpu_note}")
-    packages = spec.gpu_packages if gpu else spec.packages
+    packages = spec.gpu_packages if gpu and spec.gpu_packages else spec.packages
     target = managed_dir(name)
     venv_python = str(target / "bin" / "python")
     return [

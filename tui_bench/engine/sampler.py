@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import psutil
@@ -22,7 +23,7 @@ class Nvml:
     def __init__(self) -> None:
         self.available = False
         self.error: str | None = None
-        self._pynvml = None
+        self._pynvml: Any = None
         self.handles: list[Any] = []
         try:
             import pynvml
@@ -51,9 +52,9 @@ class Nvml:
         cuda = self._try(nv.nvmlSystemGetCudaDriverVersion)
         out = []
         for index, handle in enumerate(self.handles):
-            name = self._try(lambda h=handle: nv.nvmlDeviceGetName(h))
-            memory = self._try(lambda h=handle: nv.nvmlDeviceGetMemoryInfo(h))
-            capability = self._try(lambda h=handle: nv.nvmlDeviceGetCudaComputeCapability(h))
+            name = self._try(partial(nv.nvmlDeviceGetName, handle))
+            memory = self._try(partial(nv.nvmlDeviceGetMemoryInfo, handle))
+            capability = self._try(partial(nv.nvmlDeviceGetCudaComputeCapability, handle))
             out.append(
                 {
                     "index": index,
@@ -241,9 +242,10 @@ class ResourceSampler:
             last = now
             sample["system_cpu_pct"] = psutil.cpu_percent(None)
             sample["system_mem_pct"] = psutil.virtual_memory().percent
-            for index in self.gpu_indices:
-                for key, value in self.nvml.sample(index).items():
-                    sample[key if len(self.gpu_indices) == 1 else f"{key}_{index}"] = value
+            if self.nvml is not None:
+                for index in self.gpu_indices:
+                    for key, value in self.nvml.sample(index).items():
+                        sample[key if len(self.gpu_indices) == 1 else f"{key}_{index}"] = value
             self.samples.append(sample)
             if self.on_sample is not None:
                 self.on_sample(sample)

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,7 @@ class BatchState:
     header: dict[str, Any] | None = None
     supervisor: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
-    run_ids: list[str] | None = None
+    run_ids: list[str] = field(default_factory=list)
     position: dict[str, Any] | None = None  # the last sweep_run event
     done: dict[str, Any] | None = None
 

@@ -160,7 +160,7 @@ def records(sweep: Sweep, history: History) -> list[dict[str, Any]]:
     return [r for r in history.all() if r.get("group") == sweep.id]
 
 
-def finished_pairs(sweep: Sweep, history: History) -> set[tuple[str, int]]:
+def finished_pairs(sweep: Sweep, history: History) -> set[tuple[Any, Any]]:
     return {
         (r.get("config"), r.get("repeat"))
         for r in records(sweep, history)
