@@ -1,0 +1,136 @@
+"""``tui-bench runtime list|setup``: which interpreter runs each framework/API, and managed
+environments with pinned known-good versions. Frameworks are only ever probed in a subprocess.
+
+``setup`` shows one line per runtime (what it installs, time so far, then done or failed); pip's
+own output goes to a log file, whose path the error names when a setup fails."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tui_bench.cli import common
+from tui_bench.engine import catalog, runtimes
+
+
+def cmd_runtime_list(args: argparse.Namespace) -> int:
+    rows = [
+        runtimes.availability(fw.name, api, refresh=args.refresh)
+        for fw in catalog.FRAMEWORKS.values()
+        for api in fw.apis
+    ]
+    if args.json:
+        out = []
+        for row in rows:
+            item = asdict(row)
+            item["ok"] = row.ok
+            out.append(item)
+        print(json.dumps(out, indent=2))
+        return 0
+    table = Table(title="runtimes", title_justify="left")
+    for header in ("framework / api", "runtime", "interpreter", "versions", "status"):
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        where = f"{row.python} ({row.source})" if row.python else "—"
+        versions = row.probe.versions() if row.probe else "—"
+        status = "[green]available[/]" if row.ok else f"[red]{row.problem}[/]"
+        if row.fix:
+            status += f"\nfix: {row.fix}"
+        table.add_row(f"{row.framework} / {row.api}", row.runtime, where, versions, status)
+    common.console().print(table)
+    return 0
+
+
+def cmd_runtime_setup(args: argparse.Namespace) -> int:
+    out = common.console()
+    if args.name != "all":
+        _setup_one(args.name, args, out, "")
+        return 0
+    names = runtimes.needed_runtimes()
+    out.print(f"runtimes this installation needs: {', '.join(names) or 'none'}")
+    for position, name in enumerate(names, 1):
+        counter = f"[{position}/{len(names)}] "
+        python = runtimes.managed_python(name)
+        if not args.force and python.exists() and runtimes.probe(str(python), name).ok:
+            out.print(f"{counter}{name}: already set up: {python} (--force recreates it)")
+            continue
+        _setup_one(name, args, out, counter)
+    return 0
+
+
+def _installs(name: str, gpu: bool) -> str:
+    spec = runtimes.MANAGED.get(name)
+    if spec is None:
+        return "?"
+    packages = spec.gpu_packages if gpu and spec.gpu_packages else spec.packages
+    return ", ".join(packages)
+
+
+def _setup_one(name: str, args: argparse.Namespace, out: Console, counter: str) -> None:
+    """Set up one runtime under a single live line; a failure is raised (one line, log path)."""
+    what = f"{counter}{name}: installing {_installs(name, args.gpu)}"
+    log_path = runtimes.setup_log_path(name)
+    started = time.monotonic()
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        TextColumn("[dim]{task.fields[last]}"),
+        console=out,
+        transient=True,
+    )
+
+    def on_line(line: str) -> None:
+        progress.update(task, last=escape(line[:60]))
+
+    with progress:
+        task = progress.add_task(escape(what), last="")
+        try:
+            python = runtimes.setup(
+                name, gpu=args.gpu, python=args.python, on_line=on_line, log_path=log_path
+            )
+        except runtimes.RuntimeSetupError:
+            progress.stop()
+            out.print(f"{escape(what)}: [red]failed[/red] after {time.monotonic() - started:.0f} s")
+            raise
+    probe = runtimes.probe(str(python), name)
+    out.print(
+        f"{escape(what)}: [green]done[/green] in {time.monotonic() - started:.0f} s: {python} "
+        f"({escape(probe.versions())})"
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    runtime = subparsers.add_parser("runtime", help="framework runtimes: list them, set one up")
+    runtime_sub = runtime.add_subparsers(dest="runtime_command", metavar="ACTION", required=True)
+    listing = runtime_sub.add_parser(
+        "list", help="each framework/API: its interpreter, versions, and whether it can run"
+    )
+    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--refresh", action="store_true", help="probe again, ignore the cache")
+    listing.set_defaults(func=cmd_runtime_list)
+    names = ", ".join(f"{n} ({s.description})" for n, s in runtimes.MANAGED.items())
+    setup = runtime_sub.add_parser(
+        "setup",
+        help="create a managed virtual environment with pinned known-good versions",
+        description=f"Managed runtimes: {names}. One line per runtime; pip's own output goes "
+        f"to a log file under {runtimes.setup_log_path('NAME').parent}.",
+    )
+    setup.add_argument(
+        "name",
+        help=f"{', '.join(runtimes.MANAGED)}, or all: every runtime the catalog needs that this "
+        "installation lacks (ones already working are kept)",
+    )
+    setup.add_argument("--force", action="store_true", help="with all: recreate working ones too")
+    setup.add_argument("--gpu", action="store_true", help="install the CUDA variant")
+    setup.add_argument(
+        "--python", help="base interpreter for the environment (default: the app's own)"
+    )
+    setup.set_defaults(func=cmd_runtime_setup)
