@@ -54,12 +54,15 @@ def cmd_runtime_setup(args: argparse.Namespace) -> int:
         _setup_one(args.name, args, out, "")
         return 0
     names = runtimes.needed_runtimes()
-    out.print(f"runtimes this installation needs: {', '.join(names) or 'none'}")
+    out.print(f"runtimes this installation needs: {', '.join(names) or 'none'}", soft_wrap=True)
     for position, name in enumerate(names, 1):
         counter = f"[{position}/{len(names)}] "
         python = runtimes.managed_python(name)
         if not args.force and python.exists() and runtimes.probe(str(python), name).ok:
-            out.print(f"{counter}{name}: already set up: {python} (--force recreates it)")
+            out.print(
+                escape(f"{counter}{name}: already set up: {python} (--force recreates it)"),
+                soft_wrap=True,
+            )
             continue
         _setup_one(name, args, out, counter)
     return 0
@@ -85,6 +88,8 @@ def _setup_one(name: str, args: argparse.Namespace, out: Console, counter: str) 
         TextColumn("[dim]{task.fields[last]}"),
         console=out,
         transient=True,
+        # Piped or logged: only the final line per runtime, no redraws.
+        disable=not out.is_terminal,
     )
 
     def on_line(line: str) -> None:
@@ -98,12 +103,16 @@ def _setup_one(name: str, args: argparse.Namespace, out: Console, counter: str) 
             )
         except runtimes.RuntimeSetupError:
             progress.stop()
-            out.print(f"{escape(what)}: [red]failed[/red] after {time.monotonic() - started:.0f} s")
+            out.print(
+                f"{escape(what)}: [red]failed[/red] after {time.monotonic() - started:.0f} s",
+                soft_wrap=True,
+            )
             raise
     probe = runtimes.probe(str(python), name)
     out.print(
         f"{escape(what)}: [green]done[/green] in {time.monotonic() - started:.0f} s: {python} "
-        f"({escape(probe.versions())})"
+        f"({escape(probe.versions())})",
+        soft_wrap=True,
     )
 
 
