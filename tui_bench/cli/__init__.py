@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from tui_bench import __version__
 from tui_bench.cli import cards, data, history, presets, run, runs, runtime
-from tui_bench.cli.common import EXAMPLES
+from tui_bench.cli.common import EXAMPLES, error_line
 from tui_bench.engine.errors import TuiBenchError, UsageError
 
 # Order is the order of `tui-bench --help`.
@@ -59,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_app()
         return args.func(args)
     except TuiBenchError as exc:
-        print(f"tui-bench: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
-        print(f"tui-bench: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         return 2
 
 

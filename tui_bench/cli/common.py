@@ -45,6 +45,17 @@ from steady-state, effective thread count, versions and hardware recorded with e
 """
 
 
+def one_line(message: object) -> str:
+    """The message with control characters (a newline or a terminal escape typed into an
+    argument) shown escaped: an error stays one line and cannot restyle the terminal."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(message))
+
+
+def error_line(message: object) -> str:
+    """What every error looks like on stderr."""
+    return f"tui-bench: error: {one_line(message)}"
+
+
 def console(stderr: bool = False) -> Console:
     # NO_COLOR is honoured by rich itself.
     return Console(stderr=stderr, highlight=False)

@@ -22,7 +22,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from tui_bench.cli.common import UsageError, console
+from tui_bench.cli.common import UsageError, console, error_line
 from tui_bench.engine import datasets
 from tui_bench.engine.errors import EXIT_FAILED, TuiBenchError
 
@@ -120,7 +120,7 @@ def _download(args: argparse.Namespace) -> int:
                 state = datasets.download(name, progress=display)
             except datasets.DatasetError as exc:
                 display.progress.stop()
-                print(f"tui-bench: error: {exc}", file=sys.stderr)
+                print(error_line(exc), file=sys.stderr)
                 failed += 1
                 continue
         if not args.quiet:
@@ -144,7 +144,7 @@ def _import(args: argparse.Namespace) -> int:
     for item in total.already:
         err.print(f"already in the cache: {item}")
     for item in total.rejected:
-        print(f"tui-bench: error: rejected {item}", file=sys.stderr)
+        print(error_line(f"rejected {item}"), file=sys.stderr)
     if total.ignored and not args.quiet:
         err.print(f"[dim]ignored {len(total.ignored)} file(s) that are no dataset file[/dim]")
     if not (total.installed or total.already or total.rejected):
