@@ -158,7 +158,10 @@ config_leaf = st.one_of(toml_scalar, st.lists(toml_scalar, max_size=2))
 def config_tables(draw) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for setting in draw(st.lists(st.sampled_from(SETTINGS), max_size=3)):
-        parts = [draw(words.filter(bool)) if p == "*" else p for p in setting.key.split(".")]
+        star = words.filter(bool)
+        if setting.names is not None:
+            star = st.one_of(st.sampled_from(sorted(setting.names())), star)
+        parts = [draw(star) if p == "*" else p for p in setting.key.split(".")]
         table = data
         for part in parts[:-1]:
             table = table.setdefault(part, {}) if isinstance(table.get(part, {}), dict) else {}

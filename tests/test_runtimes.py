@@ -272,6 +272,11 @@ def test_runtime_setup_all_keeps_working_runtimes_and_stops_at_a_failure(
         ("[keys]\ncancel_run = true\n", "keys.cancel_run must be a key name, got bool"),
         ('[ui]\nrefresh_hz = "fast"\n', "ui.refresh_hz must be a number, got str"),
         ('[ui]\ncolour = "red"\n', "unknown key ui.colour (known: "),
+        (
+            '[runtimes.tensorflw]\npython = "/x"\n',
+            "unknown key runtimes.tensorflw (runtimes are: cntk, keras-jax, keras-torch, mxnet, "
+            "tensorflow, tf-legacy, theano, torch)",
+        ),
     ],
 )
 def test_config_file_is_checked_against_its_declared_keys(

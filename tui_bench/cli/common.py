@@ -21,8 +21,6 @@ from tui_bench.engine.follow import left_running_hint
 from tui_bench.engine.history import History
 from tui_bench.engine.spec import RunSpec, declared_fields
 
-__all__ = ["UsageError", "console"]
-
 POLL_S = 0.25
 
 EXAMPLES = """\

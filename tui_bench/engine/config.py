@@ -19,10 +19,12 @@ of the wrong type, is a one-line ``ConfigError`` that names the key.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui_bench.engine import catalog
 from tui_bench.engine.errors import ConfigError
 from tui_bench.engine.paths import config_file
 
@@ -35,6 +37,15 @@ class Setting:
     type: type | tuple[type, ...]
     expected: str  # the type in words, for the error message
     help: str
+    # The names ``*`` may take, where they are known here (binding ids live in the TUI: any).
+    names: Callable[[], Iterable[str]] | None = None
+
+
+def runtime_names() -> list[str]:
+    """Every runtime name the catalog uses: what ``[runtimes.NAME]`` may be."""
+    return sorted(
+        {catalog.runtime_for(fw.name, api) for fw in catalog.FRAMEWORKS.values() for api in fw.apis}
+    )
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -43,6 +54,7 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         "a path",
         "interpreter that runs this runtime (e.g. a conda env); `tui-bench runtime list` names them",
+        names=runtime_names,
     ),
     Setting(
         "keys.*", str, "a key name", "remap a TUI binding by its id, e.g. cancel_run = 'ctrl+x'"
@@ -75,9 +87,25 @@ def _shown(parts: list[str]) -> str:
     return ".".join(p if p.isprintable() else repr(p) for p in parts)
 
 
+def _check_names(here: list[str], path: Path) -> None:
+    """A ``*`` segment with known names (a runtime's) must be one of them: a typo is an error."""
+    for setting in SETTINGS:
+        wanted = setting.key.split(".")
+        if setting.names is None or len(here) > len(wanted):
+            continue
+        if all(w in ("*", p) for w, p in zip(wanted, here, strict=False)):
+            star = wanted.index("*") if "*" in wanted else -1
+            if star == len(here) - 1 and here[star] not in (names := list(setting.names())):
+                raise ConfigError(
+                    f"{path}: unknown key {_shown(here)} ({'.'.join(wanted[:star])} are: "
+                    f"{', '.join(names)})"
+                )
+
+
 def _check(table: dict[str, Any], parts: list[str], path: Path) -> None:
     for name, value in table.items():
         here = [*parts, name]
+        _check_names(here, path)
         setting = next((s for s in SETTINGS if _matches(s.key, here)), None)
         if setting is not None:
             wrong = isinstance(value, bool) or not isinstance(value, setting.type)
