@@ -125,3 +125,54 @@ def test_sysinfo_reports_machine_and_runtimes():
     info = json.loads(out.stdout)
     assert info["machine"]["logical_cores"] >= 1 and info["machine"]["cpu_model"]
     assert {r["framework"] for r in info["runtimes"]} >= {"torch"}
+
+
+# -- the package's shape -----------------------------------------------------------------------------
+def test_every_command_module_registers_alike_and_imports_no_sibling():
+    import ast
+    import inspect
+
+    from tui_bench import cli
+
+    package = REPO / "tui_bench" / "cli"
+    commands = {p.stem for p in package.glob("*.py")} - {"__init__", "common"}
+    assert {group.__name__.rsplit(".", 1)[1] for group in cli.COMMAND_GROUPS} == commands
+    for group in cli.COMMAND_GROUPS:
+        assert list(inspect.signature(group.register).parameters) == ["subparsers"]
+    for name in commands | {"common"}:
+        tree = ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+                if node.module == "tui_bench.cli":
+                    imported.update(f"tui_bench.cli.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        siblings = {f"tui_bench.cli.{other}" for other in commands}
+        assert not imported & siblings, (name, imported & siblings)
+
+
+def test_run_flags_are_generated_from_the_spec_declaration():
+    from tui_bench import cli
+    from tui_bench.engine.spec import declared_fields
+
+    parser = cli.build_parser()
+    run = parser._subparsers._group_actions[0].choices["run"]
+    by_dest = {action.dest: action for action in run._actions}
+    for declared in declared_fields():
+        action = by_dest[declared.name]
+        assert action.option_strings == ["--" + declared.name.replace("_", "-")]
+        assert action.type is declared.type and action.default is None
+        assert declared.help.split(" (")[0].replace("%", "%%") in action.help
+        if declared.choices:
+            assert ", ".join(declared.choices) in action.help
+
+
+def test_a_usage_mistake_is_one_line_too():
+    out = cli("run", "--threads", "two")
+    assert out.returncode == 2
+    assert out.stderr == "tui-bench: error: run: argument --threads: invalid int value: 'two'\n"
+    out = cli("nonsense")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert out.stderr.startswith("tui-bench: error: argument COMMAND: invalid choice: 'nonsense'")

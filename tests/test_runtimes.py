@@ -197,6 +197,124 @@ def test_runtime_setup_cli_reports_a_refusal_in_one_line(
     assert "\n" not in err
 
 
+def test_runtime_setup_shows_one_line_per_runtime_and_keeps_pip_output_in_a_log(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failing install (a fake command, no real runtime built): the terminal gets one line for
+    the runtime and one error line naming the log; the installer's output is only in the log."""
+    noisy_failure = (
+        "import sys\n"
+        "for i in range(50): print(f'Collecting package-{i}')\n"
+        "print('ERROR: No matching distribution found for tui-bench-nothing')\n"
+        "sys.exit(1)\n"
+    )
+    monkeypatch.setattr(
+        runtimes,
+        "setup_plan",
+        lambda name, gpu=False, python=None: [[sys.executable, "-c", noisy_failure]],
+    )
+    assert cli.main(["runtime", "setup", "mxnet"]) == 1
+    captured = capsys.readouterr()
+    out_lines = captured.out.strip().splitlines()
+    assert len(out_lines) == 1, captured.out
+    assert out_lines[0].startswith("mxnet: installing mxnet==1.9.1, numpy<1.24: failed after")
+    assert "Collecting" not in captured.out + captured.err
+    err = captured.err.strip()
+    assert "\n" not in err
+    assert err.startswith(
+        "tui-bench: error: setting up runtime 'mxnet' failed: "
+        "ERROR: No matching distribution found for tui-bench-nothing (full log: "
+    )
+    log = Path(err.rsplit("(full log: ", 1)[1].rstrip(")"))
+    assert log == runtimes.setup_log_path("mxnet")
+    assert str(log).startswith(os.environ["TUI_BENCH_CACHE"])
+    logged = log.read_text(encoding="utf-8")
+    assert "Collecting package-49" in logged and "ERROR: No matching distribution" in logged
+    assert not runtimes.managed_dir("mxnet").exists()
+
+
+def test_runtime_setup_all_keeps_working_runtimes_and_stops_at_a_failure(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, isolated: Path
+) -> None:
+    working = runtimes.managed_python("tensorflow")
+    working.parent.mkdir(parents=True)
+    working.symlink_to(sys.executable)
+    monkeypatch.setattr(runtimes, "needed_runtimes", lambda: ["tensorflow", "theano"])
+    monkeypatch.setattr(
+        runtimes, "probe", lambda python, name, refresh=False: runtimes.Probe(python, ok=True)
+    )
+    monkeypatch.setattr(
+        runtimes,
+        "setup_plan",
+        lambda name, gpu=False, python=None: [[sys.executable, "-c", "raise SystemExit(3)"]],
+    )
+    assert cli.main(["runtime", "setup", "all"]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert lines[0] == "runtimes this installation needs: tensorflow, theano"
+    assert lines[1].startswith("[1/2] tensorflow: already set up:")
+    assert (
+        lines[2].startswith("[2/2] theano: installing theano==1.0.5") and "failed after" in lines[2]
+    )
+    assert captured.err.strip().startswith(
+        "tui-bench: error: setting up runtime 'theano' failed: exit code 3 (full log: "
+    )
+
+
+# -- config file ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[runtime.torch]\npython = "/x"\n', "unknown key runtime (known: "),
+        ('[runtimes.torch]\npyhton = "/x"\n', "unknown key runtimes.torch.pyhton (known: "),
+        ("[runtimes.torch]\npython = 3\n", "runtimes.torch.python must be a path, got int"),
+        ('runtimes = "torch"\n', "runtimes must be a table, got str"),
+        ("[keys]\ncancel_run = true\n", "keys.cancel_run must be a key name, got bool"),
+        ('[ui]\nrefresh_hz = "fast"\n', "ui.refresh_hz must be a number, got str"),
+        ('[ui]\ncolour = "red"\n', "unknown key ui.colour (known: "),
+        (
+            '[runtimes.tensorflw]\npython = "/x"\n',
+            "unknown key runtimes.tensorflw (runtimes are: cntk, keras-jax, keras-torch, mxnet, "
+            "tensorflow, tf-legacy, theano, torch)",
+        ),
+    ],
+)
+def test_config_file_is_checked_against_its_declared_keys(
+    isolated: Path, text: str, message: str
+) -> None:
+    from tui_bench.engine.config import ConfigError, load_config
+
+    path = isolated / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert str(info.value).startswith(f"{path}: {message}")
+    assert "\n" not in str(info.value)
+
+
+def test_config_file_accepts_every_declared_key(isolated: Path) -> None:
+    from tui_bench.engine.config import SETTINGS, load_config
+
+    (isolated / "config.toml").write_text(
+        '[runtimes.torch]\npython = "/usr/bin/python3"\n[keys]\ncancel_run = "ctrl+x"\n'
+        '[ui]\ntheme = "textual-dark"\nrefresh_hz = 2\n',
+        encoding="utf-8",
+    )
+    config = load_config()
+    assert config["ui"]["refresh_hz"] == 2 and config["keys"]["cancel_run"] == "ctrl+x"
+    assert {s.key for s in SETTINGS} == {"runtimes.*.python", "keys.*", "ui.theme", "ui.refresh_hz"}
+    assert all(s.help for s in SETTINGS)
+
+
+def test_a_bad_config_file_is_one_cli_error_line(
+    isolated: Path, capsys: pytest.CaptureFixture
+) -> None:
+    (isolated / "config.toml").write_text("[runtimes.torch]\npython = 3\n", encoding="utf-8")
+    assert cli.main(["sysinfo", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "runtimes.torch.python must be a path" in err
+
+
 # -- catalog hooks -------------------------------------------------------------------------------
 def test_keras_backend_and_affinity_are_per_api() -> None:
     from tui_bench.engine.runner import worker_command, worker_environment

@@ -220,3 +220,48 @@ def test_every_user_facing_error_derives_from_the_one_root():
         assert cls.title and cls.title != errors.TuiBenchError.title, cls
     err = SpecError("lr", "lr must be a number")
     assert (err.field, str(err), err.exit_code) == ("lr", "lr must be a number", 2)
+
+
+# -- the declaration ------------------------------------------------------------------------------
+def test_every_field_is_declared_with_help_and_the_rules_it_is_checked_by():
+    from dataclasses import fields
+
+    from tui_bench.engine.spec import declared_fields
+
+    declared = {d.name: d for d in declared_fields()}
+    assert list(declared) == [f.name for f in fields(RunSpec)]
+    for d in declared.values():
+        assert d.help, d.name
+        if d.type in (int, float):
+            assert d.low is not None and d.high is not None, d.name
+    defaults = RunSpec()
+    assert all(getattr(defaults, name) == d.default for name, d in declared.items())
+    assert declared["threads"].high == 64 and declared["lr"].low_open
+    assert declared["optimizer"].choices == ("adam", "sgd")
+    assert declared["steps_per_epoch"].optional and not declared["epochs"].optional
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"lr": float("nan")}, "lr must be in (0.0, 10.0], got nan"),
+        ({"target_accuracy": float("nan")}, "target_accuracy must be in (0.0, 1.0], got nan"),
+        ({"dropout": float("inf")}, "dropout must be in [0.0, 1.0), got inf"),
+        ({"model": "a\nb"}, "model 'a\\nb' is not known (choose: cnn, mlp, vgg16, lstm)"),
+        ({"optimizer": ["adam"]}, "optimizer ['adam'] is not known (choose: adam, sgd)"),
+        ({"api": 3}, "api must be text, got 3"),
+        ({"device": None}, "device must be cpu, gpu or gpu:N, got None"),
+        ({"data_dir": 3}, "data_dir must be a path, got 3"),
+    ],
+)
+def test_values_that_slipped_through_or_broke_the_line_are_refused_in_one_line(fields, message):
+    assert str(error_of(**fields)) == message
+
+
+def test_specs_that_are_not_tables_are_one_line_errors():
+    with pytest.raises(SpecError) as info:
+        RunSpec.from_json("[1, 2]")
+    assert str(info.value) == "a spec is a table of fields, got list"
+    with pytest.raises(SpecError) as info:
+        RunSpec.from_json("{")
+    assert info.value.field == "json" and "\n" not in str(info.value)

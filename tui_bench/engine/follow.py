@@ -171,3 +171,13 @@ def progress(batch_id: str, history: History | None = None) -> Progress:
         elif kind == "steps":
             p.step = event.get("first_step", 0) + len(event.get("losses") or [])
     return p
+
+
+def left_running_hint(batch_id: str) -> str:
+    """What to tell someone who leaves a batch running: how to follow or cancel it, and whether
+    logging out would kill it."""
+    from tui_bench.engine.sysinfo import logout_trap
+
+    hint = f"follow it with: tui-bench attach {batch_id}; cancel it with: tui-bench stop {batch_id}"
+    trap = logout_trap()
+    return hint + (f"\nwarning: {trap}" if trap else "")

@@ -163,7 +163,7 @@ def parse(data: dict[str, Any], path: Path) -> Preset:
 
     for key in data:
         if key not in META_KEYS and key not in SPEC_KEYS:
-            raise PresetError(f"{shown}: unknown key '{key}'{_suggest(key)}")
+            raise PresetError(f"{shown}: unknown key {key!r}{_suggest(key)}")
     for key in ("name", "description", "study"):
         if key in data and not isinstance(data[key], str):
             raise fail(key, f"must be a string, got {data[key]!r}")
@@ -229,7 +229,7 @@ def _parse_matrices(raw: Any, top_level: set[str], fail) -> list[list[dict[str, 
                 raise fail(at, f"must be a table of spec fields, got {entry!r}")
             for key, value in entry.items():
                 if key not in SPEC_KEYS or key == "repeats":
-                    raise fail(at, f"unknown key '{key}'{_suggest(key)}")
+                    raise fail(at, f"unknown key {key!r}{_suggest(key)}")
                 if key in top_level:
                     raise fail(at, f"'{key}' is also set at the top level; set it in one place")
                 _check_scalar(fail, f"{at}.{key}", value)

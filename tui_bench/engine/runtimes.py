@@ -195,48 +195,75 @@ def _python_version(python: str) -> tuple[int, int, int]:
     return major, minor, micro
 
 
+def setup_log_path(name: str) -> Path:
+    """Where ``setup`` keeps the full output of its commands (pip's log) for runtime NAME."""
+    return cache_home() / "logs" / f"runtime-setup-{name}.log"
+
+
 def setup(
     name: str,
     gpu: bool = False,
     python: str | None = None,
     on_line: Callable[[str], None] = print,
+    log_path: Path | None = None,
 ) -> Path:
-    """Create (or recreate) the managed runtime NAME, streaming pip's output lines to ``on_line``.
+    """Create (or recreate) the managed runtime NAME, streaming pip's output lines to ``on_line``
+    and, with ``log_path``, into that file (replaced on each setup).
 
-    Returns the new interpreter. Raises RuntimeSetupError with one line when it cannot."""
+    Returns the new interpreter. Raises RuntimeSetupError with one line when it cannot; with a
+    log, the line ends with where the log is."""
     commands = setup_plan(name, gpu=gpu, python=python)
     target = managed_dir(name)
     target.parent.mkdir(parents=True, exist_ok=True)
-    for step, command in enumerate(commands, 1):
-        on_line(f"[{step}/{len(commands)}] {' '.join(command)}")
-        last_error = ""
-        try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
+    log = None
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = log_path.open("w", encoding="utf-8")
+    see_log = f" (full log: {log_path})" if log_path is not None else ""
+
+    def emit(line: str) -> None:
+        if log is not None:
+            log.write(line + "\n")
+            log.flush()
+        on_line(line)
+
+    try:
+        for step, command in enumerate(commands, 1):
+            emit(f"[{step}/{len(commands)}] {' '.join(command)}")
+            last_error = ""
+            try:
+                process = subprocess.Popen(
+                    command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",
+                )
+            except OSError as exc:
+                raise RuntimeSetupError(
+                    f"cannot run {command[0]}: {exc.strerror}{see_log}"
+                ) from None
+            assert process.stdout is not None
+            for line in process.stdout:
+                line = line.rstrip()
+                if line.startswith("ERROR"):
+                    last_error = line
+                emit(line)
+            if process.wait() != 0:
+                # A half-built environment must not be mistaken for a working runtime.
+                shutil.rmtree(target, ignore_errors=True)
+                why = last_error or f"exit code {process.returncode}"
+                raise RuntimeSetupError(f"setting up runtime '{name}' failed: {why}{see_log}")
+        probe_result = probe(str(managed_python(name)), name, refresh=True)
+        if not probe_result.ok:
+            emit(f"probe: {probe_result.problem}")
+            raise RuntimeSetupError(
+                f"runtime '{name}' was installed but does not work: {probe_result.problem}{see_log}"
             )
-        except OSError as exc:
-            raise RuntimeSetupError(f"cannot run {command[0]}: {exc.strerror}") from None
-        assert process.stdout is not None
-        for line in process.stdout:
-            line = line.rstrip()
-            if line.startswith("ERROR"):
-                last_error = line
-            on_line(line)
-        if process.wait() != 0:
-            # A half-built environment must not be mistaken for a working runtime.
-            shutil.rmtree(target, ignore_errors=True)
-            why = last_error or f"exit code {process.returncode}"
-            raise RuntimeSetupError(f"setting up runtime '{name}' failed: {why}")
-    probe_result = probe(str(managed_python(name)), name, refresh=True)
-    if not probe_result.ok:
-        raise RuntimeSetupError(
-            f"runtime '{name}' was installed but does not work: {probe_result.problem}"
-        )
+    finally:
+        if log is not None:
+            log.close()
     return managed_python(name)
 
 

@@ -6,7 +6,8 @@ import json
 import os
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field, fields, replace
+from collections.abc import Callable, Iterable
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 import tomli_w
@@ -15,76 +16,143 @@ from tui_bench.engine import catalog
 from tui_bench.engine.errors import SpecError
 
 MAX_THREADS = 64
-_DEVICE = re.compile(r"^(cpu|gpu(:\d+)?)$")
 
 
 def _default_threads() -> int:
     return max(1, min(os.cpu_count() or 1, MAX_THREADS))
 
 
+_APIS = "; ".join(f"{f.name}: {', '.join(f.apis)}" for f in catalog.FRAMEWORKS.values())
+
+
+def spec_field(
+    default: Any = MISSING,
+    *,
+    help: str,
+    default_factory: Callable[[], Any] | Any = MISSING,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    choices: Iterable[str] | None = None,
+    pattern: str | None = None,
+    expected: str | None = None,
+) -> Any:
+    """A RunSpec field and its rules, declared once: validation, the CLI flags and forms read them.
+
+    ``low``/``high`` bound numbers (``*_open``: the bound itself is refused); ``choices`` lists the
+    values a text field takes (the catalog's own collection, so it stays current); ``pattern`` is a
+    regular expression a text field must match, ``expected`` says in words what it accepts."""
+    metadata = {
+        "help": help,
+        "low": low,
+        "high": high,
+        "low_open": low_open,
+        "high_open": high_open,
+        "choices": choices,
+        "pattern": re.compile(pattern) if pattern else None,
+        "expected": expected,
+    }
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass(frozen=True)
 class RunSpec:
-    framework: str = "torch"
-    api: str = "eager"
-    model: str = "cnn"
-    dataset: str = "synthetic-mnist"
-    device: str = "cpu"
-    threads: int = field(default_factory=_default_threads)
-    batch_size: int = 128
-    epochs: int = 2
-    steps_per_epoch: int | None = None  # cap on steps per epoch, for quick runs
-    lr: float = 1e-3
-    optimizer: str = "adam"
-    dropout: float = 0.25
-    seed: int = 0
-    warmup_steps: int = 5
-    repeats: int = 1
-    train_samples: int | None = None
-    test_samples: int | None = None
-    target_accuracy: float | None = None  # stop once validation accuracy reaches it
-    data_dir: str | None = None
+    framework: str = spec_field("torch", help="deep-learning framework", choices=catalog.FRAMEWORKS)
+    # Which APIs a framework has depends on the framework: checked in validate().
+    api: str = spec_field("eager", help=f"the framework's API ({_APIS})")
+    model: str = spec_field("cnn", help="network to train", choices=catalog.MODELS)
+    dataset: str = spec_field(
+        "synthetic-mnist", help="synthetic-* needs no files", choices=catalog.DATASETS
+    )
+    device: str = spec_field(
+        "cpu",
+        help="where the model trains",
+        pattern=r"^(cpu|gpu(:\d+)?)$",
+        expected="cpu, gpu or gpu:N",
+    )
+    threads: int = spec_field(
+        help="CPU threads (default: all cores)",
+        default_factory=_default_threads,
+        low=1,
+        high=MAX_THREADS,
+    )
+    batch_size: int = spec_field(128, help="samples per step", low=1, high=65536)
+    epochs: int = spec_field(2, help="passes over the training split", low=1, high=10_000)
+    steps_per_epoch: int | None = spec_field(
+        None, help="cap on steps per epoch (quick runs)", low=1, high=10_000_000
+    )
+    lr: float = spec_field(1e-3, help="learning rate", low=0.0, high=10.0, low_open=True)
+    optimizer: str = spec_field("adam", help="optimizer", choices=catalog.OPTIMIZERS)
+    dropout: float = spec_field(0.25, help="dropout probability", low=0.0, high=1.0, high_open=True)
+    seed: int = spec_field(0, help="initialisation and shuffling seed", low=0, high=2**32 - 1)
+    warmup_steps: int = spec_field(
+        5, help="steps kept out of steady-state figures", low=0, high=100_000
+    )
+    repeats: int = spec_field(
+        1, help="run the spec N times, each in its own worker", low=1, high=1000
+    )
+    train_samples: int | None = spec_field(
+        None,
+        help="use the first N training samples (20 % of them validate)",
+        low=1,
+        high=100_000_000,
+    )
+    test_samples: int | None = spec_field(
+        None, help="use the first N test samples", low=1, high=100_000_000
+    )
+    target_accuracy: float | None = spec_field(
+        None, help="stop once validation accuracy reaches it", low=0.0, high=1.0, low_open=True
+    )
+    data_dir: str | None = spec_field(None, help="directory with dataset files", expected="a path")
     # The rules that decide a GPU number (docs/gpu.md), applied in the worker and read back.
-    precision: str = "fp32"  # fp32 (strict, TF32 off), tf32, amp-fp16, bf16
-    autotune: str = "on"  # cuDNN/XLA algorithm autotuning, one choice for every framework
-    input: str = "host"  # host: gather + copy in every timed step; device: split resident
-    timing: str = "synced"  # synced: sync per step; pipelined: sync every timing_window steps
-    timing_window: int = 10
+    precision: str = spec_field(
+        "fp32", help="fp32 is strict: TF32 off everywhere", choices=catalog.PRECISIONS
+    )
+    autotune: str = spec_field(
+        "on",
+        help="cuDNN/XLA algorithm autotuning, one choice for every framework",
+        choices=catalog.AUTOTUNE,
+    )
+    input: str = spec_field(
+        "host",
+        help="host: gather + copy each batch inside the timed step; device: the split is "
+        "resident on the device",
+        choices=catalog.INPUTS,
+    )
+    timing: str = spec_field(
+        "synced",
+        help="synced: sync around every step; pipelined: no per-step sync, one sync per "
+        "timing window",
+        choices=catalog.TIMINGS,
+    )
+    timing_window: int = spec_field(10, help="steps per pipelined window", low=1, high=100_000)
     # Data-parallel training (docs/scaling.md): N processes/devices under the framework's own
     # engine. weak: batch_size is per worker (global = N x batch_size); strong: batch_size is the
     # global batch, split evenly across the workers. threads is per worker.
-    workers: int = 1
-    scaling: str = "weak"
+    workers: int = spec_field(1, help="data-parallel workers", low=1, high=64)
+    scaling: str = spec_field(
+        "weak",
+        help="weak: batch size per worker; strong: global batch split over the workers",
+        choices=catalog.SCALINGS,
+    )
 
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> RunSpec:
-        """Return self, or raise SpecError naming the first bad field."""
-        _choice("framework", self.framework, catalog.FRAMEWORKS)
+        """Return self, or raise SpecError naming the first bad field.
+
+        Each field is checked against its declaration; then the rules that tie fields together."""
+        for declared in declared_fields():
+            _check_declared(declared, getattr(self, declared.name))
         fw = catalog.FRAMEWORKS[self.framework]
         if self.api not in fw.apis:
             raise SpecError(
                 "api",
-                f"api '{self.api}' is not available for framework '{self.framework}' "
+                f"api {_quoted(self.api)} is not available for framework '{self.framework}' "
                 f"(choose: {', '.join(fw.apis)})",
             )
-        _choice("model", self.model, catalog.MODELS)
-        _choice("dataset", self.dataset, catalog.DATASETS)
-        if not _DEVICE.match(str(self.device)):
-            raise SpecError("device", f"device must be cpu, gpu or gpu:N, got {self.device!r}")
-        _int_range("threads", self.threads, 1, MAX_THREADS)
-        _int_range("batch_size", self.batch_size, 1, 65536)
-        _int_range("epochs", self.epochs, 1, 10_000)
-        if self.steps_per_epoch is not None:
-            _int_range("steps_per_epoch", self.steps_per_epoch, 1, 10_000_000)
-        _float_range("lr", self.lr, 0.0, 10.0, low_open=True)
-        _choice("optimizer", self.optimizer, catalog.OPTIMIZERS)
-        _float_range("dropout", self.dropout, 0.0, 1.0, high_open=True)
-        _int_range("seed", self.seed, 0, 2**32 - 1)
-        _int_range("warmup_steps", self.warmup_steps, 0, 100_000)
-        _int_range("repeats", self.repeats, 1, 1000)
-        for name in ("train_samples", "test_samples"):
-            value = getattr(self, name)
-            if value is not None:
-                _int_range(name, value, 1, 100_000_000)
         if self.train_samples is not None:
             usable = self.train_samples - round(self.train_samples * 0.2)
             if usable < self.batch_size:
@@ -93,20 +161,9 @@ class RunSpec:
                     f"train_samples {self.train_samples} leaves {usable} training samples after the "
                     f"20 % validation split, fewer than one batch of {self.batch_size}",
                 )
-        if self.target_accuracy is not None:
-            _float_range("target_accuracy", self.target_accuracy, 0.0, 1.0, low_open=True)
-        if self.data_dir is not None and not isinstance(self.data_dir, str):
-            raise SpecError("data_dir", f"data_dir must be a path, got {self.data_dir!r}")
         problem = catalog.combination_problem(self.framework, self.api, self.model, self.dataset)
         if problem:
             raise SpecError("model", problem)
-        _choice("precision", self.precision, catalog.PRECISIONS)
-        _choice("autotune", self.autotune, catalog.AUTOTUNE)
-        _choice("input", self.input, catalog.INPUTS)
-        _choice("timing", self.timing, catalog.TIMINGS)
-        _int_range("timing_window", self.timing_window, 1, 100_000)
-        _int_range("workers", self.workers, 1, 64)
-        _choice("scaling", self.scaling, catalog.SCALINGS)
         if self.scaling == "strong" and self.batch_size % self.workers:
             raise SpecError(
                 "batch_size",
@@ -132,11 +189,14 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], validate: bool = True) -> RunSpec:
+        if not isinstance(data, dict):
+            raise SpecError("spec", f"a spec is a table of fields, got {type(data).__name__}")
         known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(data) - set(known))
+        unknown = sorted(set(data) - set(known), key=str)
         if unknown:
             raise SpecError(
-                unknown[0], f"unknown field '{unknown[0]}' (fields: {', '.join(known)})"
+                str(unknown[0]),
+                f"unknown field {_quoted(unknown[0])} (fields: {', '.join(known)})",
             )
         values = {k: _coerce(k, v, known[k].type) for k, v in data.items()}
         spec = cls(**values)
@@ -147,7 +207,11 @@ class RunSpec:
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
-        return cls.from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SpecError("json", f"not valid JSON: {exc}") from None
+        return cls.from_dict(data)
 
     def to_toml(self) -> str:
         # TOML has no null: unset optional fields are simply left out.
@@ -172,9 +236,92 @@ class RunSpec:
         return f"{self.framework}/{self.api} {self.model} {self.dataset} {where}"
 
 
-def _choice(name: str, value: Any, allowed) -> None:
-    if value not in allowed:
-        raise SpecError(name, f"{name} '{value}' is not known (choose: {', '.join(allowed)})")
+@dataclass(frozen=True)
+class DeclaredField:
+    """One RunSpec field as declared: what the CLI flags, forms and validation read."""
+
+    name: str
+    type: type  # int, float or str; ``optional`` says whether None (unset) is allowed
+    optional: bool
+    default: Any
+    help: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] | None = None
+    pattern: re.Pattern[str] | None = None
+    expected: str | None = None
+
+
+_BASE_TYPES = {"int": int, "float": float, "str": str}
+
+
+def _declared(spec_field_: Any) -> DeclaredField:
+    annotation = str(spec_field_.type)
+    base = annotation.split("|")[0].strip()
+    meta = spec_field_.metadata
+    if spec_field_.default_factory is not MISSING:
+        default = spec_field_.default_factory()
+    else:
+        default = spec_field_.default
+    return DeclaredField(
+        name=spec_field_.name,
+        type=_BASE_TYPES[base],
+        optional="None" in annotation,
+        default=default,
+        help=meta["help"],
+        low=meta["low"],
+        high=meta["high"],
+        low_open=meta["low_open"],
+        high_open=meta["high_open"],
+        choices=tuple(meta["choices"]) if meta["choices"] is not None else None,
+        pattern=meta["pattern"],
+        expected=meta["expected"],
+    )
+
+
+def declared_fields() -> tuple[DeclaredField, ...]:
+    """Every RunSpec field in declaration order, with its type, default, help and constraints."""
+    return tuple(_declared(f) for f in fields(RunSpec))
+
+
+def _check_declared(declared: DeclaredField, value: Any) -> None:
+    name = declared.name
+    if value is None and declared.optional:
+        return
+    if declared.type is int:
+        _int_range(name, value, int(declared.low), int(declared.high))  # type: ignore[arg-type]
+    elif declared.type is float:
+        _float_range(
+            name,
+            value,
+            declared.low,  # type: ignore[arg-type]
+            declared.high,  # type: ignore[arg-type]
+            low_open=declared.low_open,
+            high_open=declared.high_open,
+        )
+    elif declared.choices is not None:
+        _choice(name, value, declared.choices)
+    elif declared.pattern is not None:
+        if not isinstance(value, str) or not declared.pattern.match(value):
+            raise SpecError(name, f"{name} must be {declared.expected}, got {value!r}")
+    elif not isinstance(value, str):
+        raise SpecError(name, f"{name} must be {declared.expected or 'text'}, got {value!r}")
+
+
+def _quoted(value: Any) -> str:
+    """'caffe' for a plain word; repr() for anything that could break the one-line message."""
+    if isinstance(value, str) and value.isprintable() and "'" not in value:
+        return f"'{value}'"
+    return repr(value)
+
+
+def _choice(name: str, value: Any, allowed: Iterable[str]) -> None:
+    if not isinstance(value, str) or value not in allowed:
+        raise SpecError(
+            name, f"{name} {_quoted(value)} is not known (choose: {', '.join(allowed)})"
+        )
 
 
 def _int_range(name: str, value: Any, low: int, high: int) -> None:
@@ -189,9 +336,10 @@ def _float_range(
 ) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SpecError(name, f"{name} must be a number, got {value!r}")
-    too_low = value <= low if low_open else value < low
-    too_high = value >= high if high_open else value > high
-    if too_low or too_high:
+    # Written as "inside the range" so that NaN, which compares false to everything, is refused.
+    above_low = value > low if low_open else value >= low
+    below_high = value < high if high_open else value <= high
+    if not (above_low and below_high):
         lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
         raise SpecError(name, f"{name} must be in {lo}{low}, {high}{hi}, got {value}")
 

@@ -680,7 +680,7 @@ def run_app() -> int:
     app = TuiBenchApp()
     app.run()
     if app.left_running:
-        from tui_bench.commands_runs import left_running_hint
+        from tui_bench.engine.follow import left_running_hint
 
         print(f"{app.left_running} is still running; {left_running_hint(app.left_running)}")
     return 0

@@ -1,17 +1,22 @@
 """``tui-bench runtime list|setup``: which interpreter runs each framework/API, and managed
-environments with pinned known-good versions. Frameworks are only ever probed in a subprocess."""
+environments with pinned known-good versions. Frameworks are only ever probed in a subprocess.
+
+``setup`` shows one line per runtime (what it installs, time so far, then done or failed); pip's
+own output goes to a log file, whose path the error names when a setup fails."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import asdict
 
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from tui_bench.cli import common
 from tui_bench.engine import catalog, runtimes
 
 
@@ -39,47 +44,80 @@ def cmd_runtime_list(args: argparse.Namespace) -> int:
         if row.fix:
             status += f"\nfix: {row.fix}"
         table.add_row(f"{row.framework} / {row.api}", row.runtime, where, versions, status)
-    Console(highlight=False).print(table)
+    common.console().print(table)
     return 0
 
 
 def cmd_runtime_setup(args: argparse.Namespace) -> int:
+    out = common.console()
     if args.name != "all":
-        return _setup_one(args.name, args)
+        _setup_one(args.name, args, out, "")
+        return 0
     names = runtimes.needed_runtimes()
-    print(f"runtimes this installation needs: {', '.join(names) or 'none'}", flush=True)
-    for name in names:
+    out.print(f"runtimes this installation needs: {', '.join(names) or 'none'}", soft_wrap=True)
+    for position, name in enumerate(names, 1):
+        counter = f"[{position}/{len(names)}] "
         python = runtimes.managed_python(name)
         if not args.force and python.exists() and runtimes.probe(str(python), name).ok:
-            print(f"runtime '{name}' is already set up: {python} (--force recreates it)")
+            out.print(
+                escape(f"{counter}{name}: already set up: {python} (--force recreates it)"),
+                soft_wrap=True,
+            )
             continue
-        if code := _setup_one(name, args):
-            return code
+        _setup_one(name, args, out, counter)
     return 0
 
 
-def _setup_one(name: str, args: argparse.Namespace) -> int:
+def _installs(name: str, gpu: bool) -> str:
+    spec = runtimes.MANAGED.get(name)
+    if spec is None:
+        return "?"
+    packages = spec.gpu_packages if gpu and spec.gpu_packages else spec.packages
+    return ", ".join(packages)
+
+
+def _setup_one(name: str, args: argparse.Namespace, out: Console, counter: str) -> None:
+    """Set up one runtime under a single live line; a failure is raised (one line, log path)."""
+    what = f"{counter}{name}: installing {_installs(name, args.gpu)}"
+    log_path = runtimes.setup_log_path(name)
     started = time.monotonic()
-    try:
-        python = runtimes.setup(
-            name,
-            gpu=args.gpu,
-            python=args.python,
-            on_line=lambda line: print(line, flush=True),
-        )
-    except runtimes.RuntimeSetupError as exc:
-        print(f"tui-bench: error: {exc}", file=sys.stderr)
-        return 1
-    probe = runtimes.probe(str(python), name)
-    print(
-        f"runtime '{name}' ready in {time.monotonic() - started:.0f} s: {python} "
-        f"({probe.versions()})"
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        TextColumn("[dim]{task.fields[last]}"),
+        console=out,
+        transient=True,
+        # Piped or logged: only the final line per runtime, no redraws.
+        disable=not out.is_terminal,
     )
-    return 0
+
+    def on_line(line: str) -> None:
+        progress.update(task, last=escape(line[:60]))
+
+    with progress:
+        task = progress.add_task(escape(what), last="")
+        try:
+            python = runtimes.setup(
+                name, gpu=args.gpu, python=args.python, on_line=on_line, log_path=log_path
+            )
+        except runtimes.RuntimeSetupError:
+            progress.stop()
+            out.print(
+                f"{escape(what)}: [red]failed[/red] after {time.monotonic() - started:.0f} s",
+                soft_wrap=True,
+            )
+            raise
+    probe = runtimes.probe(str(python), name)
+    out.print(
+        f"{escape(what)}: [green]done[/green] in {time.monotonic() - started:.0f} s: {python} "
+        f"({escape(probe.versions())})",
+        soft_wrap=True,
+    )
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    runtime = sub.add_parser("runtime", help="framework runtimes: list them, set one up")
+def register(subparsers: argparse._SubParsersAction) -> None:
+    runtime = subparsers.add_parser("runtime", help="framework runtimes: list them, set one up")
     runtime_sub = runtime.add_subparsers(dest="runtime_command", metavar="ACTION", required=True)
     listing = runtime_sub.add_parser(
         "list", help="each framework/API: its interpreter, versions, and whether it can run"
@@ -91,7 +129,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     setup = runtime_sub.add_parser(
         "setup",
         help="create a managed virtual environment with pinned known-good versions",
-        description=f"Managed runtimes: {names}.",
+        description=f"Managed runtimes: {names}. One line per runtime; pip's own output goes "
+        f"to a log file under {runtimes.setup_log_path('NAME').parent}.",
     )
     setup.add_argument(
         "name",

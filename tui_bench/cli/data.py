@@ -22,16 +22,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tui_bench.cli.common import UsageError, console, error_line
 from tui_bench.engine import datasets
-
-
-def _console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False)
-
-
-def _error(message: str, code: int) -> int:
-    print(f"tui-bench: error: {message}", file=sys.stderr)
-    return code
+from tui_bench.engine.errors import EXIT_FAILED, TuiBenchError
 
 
 class TransferDisplay:
@@ -74,7 +67,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         return _download(args)
     if action == "import":
         return _import(args)
-    return _error(f"unknown data command {action}", 2)
+    raise UsageError(f"unknown data command {action}")
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -102,9 +95,9 @@ def _list(args: argparse.Namespace) -> int:
             datasets.megabytes(s.download_size) if s.download_size else "—",
             s.where if s.present else "",
         )
-    console = _console()
-    console.print(table)
-    console.print(
+    out = console()
+    out.print(table)
+    out.print(
         "synthetic-* datasets need no files. Real ones: `tui-bench data download NAME`, or copy "
         "the published files over and `tui-bench data import PATH`.",
         style="dim",
@@ -116,10 +109,10 @@ def _download(args: argparse.Namespace) -> int:
     names = list(datasets.REGISTRY) if "all" in args.names else args.names
     unknown = [n for n in names if n not in datasets.REGISTRY]
     if unknown:
-        return _error(
-            f"unknown dataset '{unknown[0]}' (choose: {', '.join(datasets.REGISTRY)}, all)", 2
+        raise UsageError(
+            f"unknown dataset {unknown[0]!r} (choose: {', '.join(datasets.REGISTRY)}, all)"
         )
-    err = _console(stderr=True)
+    err = console(stderr=True)
     failed = 0
     for name in names:
         with TransferDisplay(err, not args.quiet, "downloading") as display:
@@ -127,7 +120,7 @@ def _download(args: argparse.Namespace) -> int:
                 state = datasets.download(name, progress=display)
             except datasets.DatasetError as exc:
                 display.progress.stop()
-                print(f"tui-bench: error: {exc}", file=sys.stderr)
+                print(error_line(exc), file=sys.stderr)
                 failed += 1
                 continue
         if not args.quiet:
@@ -138,14 +131,12 @@ def _download(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    err = _console(stderr=True)
+    err = console(stderr=True)
     total = datasets.ImportReport()
     for path in args.paths:
         with TransferDisplay(err, not args.quiet, "checking") as display:
-            try:
-                report = datasets.import_path(path, progress=display)
-            except datasets.DatasetError as exc:
-                return _error(str(exc), 2)
+            # A DatasetError here is bad input (exit 2), raised to main.
+            report = datasets.import_path(path, progress=display)
         for name in ("installed", "already", "rejected", "ignored"):
             getattr(total, name).extend(getattr(report, name))
     for item in total.installed:
@@ -153,20 +144,21 @@ def _import(args: argparse.Namespace) -> int:
     for item in total.already:
         err.print(f"already in the cache: {item}")
     for item in total.rejected:
-        print(f"tui-bench: error: rejected {item}", file=sys.stderr)
+        print(error_line(f"rejected {item}"), file=sys.stderr)
     if total.ignored and not args.quiet:
         err.print(f"[dim]ignored {len(total.ignored)} file(s) that are no dataset file[/dim]")
     if not (total.installed or total.already or total.rejected):
-        return _error(f"no published dataset file found in {', '.join(args.paths)}", 1)
+        raise TuiBenchError(
+            f"no published dataset file found in {', '.join(args.paths)}", exit_code=EXIT_FAILED
+        )
     complete = [s.name for s in datasets.status() if s.verified]
     if not args.quiet:
         err.print(f"complete and verified: {', '.join(complete) or 'none yet'}")
     return 1 if total.rejected else 0
 
 
-def add_data_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``data`` on the main parser's subcommands."""
-    data = sub.add_parser(
+def register(subparsers: argparse._SubParsersAction) -> None:
+    data = subparsers.add_parser(
         "data",
         help="real datasets: list the cache, download, import files copied over",
         description="Real datasets (MNIST, Fashion-MNIST, CIFAR-10, IMDb) live in the cache "

@@ -1,0 +1,70 @@
+"""``tui-bench``: the TUI with no arguments, headless subcommands otherwise.
+
+Every subcommand reports bad input as one line on stderr (``tui-bench: error: ...``) and a non-zero
+exit: 2 for bad input, 1 for a run that failed. Each command group is one module of this package
+with a ``register(subparsers)``; what they share lives in ``common``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from tui_bench import __version__
+from tui_bench.cli import cards, data, history, presets, run, runs, runtime
+from tui_bench.cli.common import EXAMPLES, error_line
+from tui_bench.engine.errors import TuiBenchError, UsageError
+
+# Order is the order of `tui-bench --help`.
+COMMAND_GROUPS = (run, history, cards, data, presets, runtime, runs)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is a UsageError: one line, exit 2, like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("tui-bench").strip()
+        raise UsageError(f"{command}: {message}" if command else message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="tui-bench",
+        description="Compare deep-learning frameworks, APIs and settings on this machine. "
+        "With no command, opens the terminal UI.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"tui-bench {__version__}")
+    parser.add_argument(
+        "--home", help="history directory (default: the user data dir; env TUI_BENCH_HOME)"
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for group in COMMAND_GROUPS:
+        group.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.home:
+            os.environ["TUI_BENCH_HOME"] = str(Path(args.home).expanduser().resolve())
+        if args.command is None:
+            from tui_bench.tui.app import run_app  # lazy: headless commands never load Textual
+
+            return run_app()
+        return args.func(args)
+    except TuiBenchError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return exc.exit_code
+    except OSError as exc:
+        print(error_line(exc), file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

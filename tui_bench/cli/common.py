@@ -1,0 +1,448 @@
+"""What the command modules share: consoles, the spec flags (generated from RunSpec's declared
+fields), the run display and Ctrl-C handling, starting and following a batch, and the tables
+that several commands print. Command modules import this one, never each other."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import time
+from contextlib import ExitStack
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from tui_bench.engine import follow, presets, report, supervisor
+from tui_bench.engine.errors import HistoryError, PresetError, UsageError
+from tui_bench.engine.follow import left_running_hint
+from tui_bench.engine.history import History
+from tui_bench.engine.spec import RunSpec, declared_fields
+
+POLL_S = 0.25
+
+EXAMPLES = """\
+examples:
+  tui-bench run                                  the offline default: PyTorch, reference CNN,
+                                                 synthetic MNIST-shaped data, all CPU threads
+  tui-bench run --threads 1 --epochs 1 --steps-per-epoch 50
+  tui-bench run --model lstm --dataset synthetic-imdb --batch-size 500 --lr 1e-2
+  tui-bench run --preset my-run.toml --json      a TOML file of spec fields; machine output
+  tui-bench presets list                         shipped study replications and quick variants
+  tui-bench run --preset shatnawi-2018-quick     a sweep: configurations x repeats, interleaved
+  tui-bench run --preset shatnawi-2018-quick --resume   finish an interrupted sweep
+  tui-bench compare SWEEP_ID --markdown out.md   statistics, speed-ups, significance
+  tui-bench history list
+  tui-bench history export --csv runs.csv
+  tui-bench sysinfo
+
+Figures are honest: device-synchronised step times, warm-up and compile time reported apart
+from steady-state, effective thread count, versions and hardware recorded with every run.
+"""
+
+
+def one_line(message: object) -> str:
+    """The message with control characters (a newline or a terminal escape typed into an
+    argument) shown escaped: an error stays one line and cannot restyle the terminal."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(message))
+
+
+def error_line(message: object) -> str:
+    """What every error looks like on stderr."""
+    return f"tui-bench: error: {one_line(message)}"
+
+
+def console(stderr: bool = False) -> Console:
+    # NO_COLOR is honoured by rich itself.
+    return Console(stderr=stderr, highlight=False)
+
+
+# -- spec flags ---------------------------------------------------------------------------------
+def add_spec_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per RunSpec field (``batch_size`` → ``--batch-size``), typed, with the field's
+    declared help, choices and default. Unset flags stay None: the spec's own default applies."""
+    group = parser.add_argument_group("run spec (every field of a run; flags override presets)")
+    for declared in declared_fields():
+        parts = [declared.help.replace("%", "%%")]
+        if declared.choices is not None:
+            parts.append(", ".join(declared.choices))
+        elif declared.pattern is not None and declared.expected:
+            parts.append(declared.expected)
+        if declared.name == "threads":
+            parts[0] = parts[0].replace("all cores", f"all {declared.default}")
+        elif declared.default is not None:
+            parts.append(f"default {declared.default}")
+        metavar = {int: "N", float: "NUM"}.get(declared.type, declared.name.upper())
+        group.add_argument(
+            "--" + declared.name.replace("_", "-"),
+            dest=declared.name,
+            type=declared.type,
+            metavar=metavar,
+            help="; ".join(parts),
+        )
+
+
+def spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Spec fields given as flags: they override a preset's or a replayed run's values."""
+    return {
+        d.name: getattr(args, d.name)
+        for d in declared_fields()
+        if getattr(args, d.name, None) is not None
+    }
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    base: dict[str, Any] = {}
+    if getattr(args, "from_history", None):
+        # Replay: the recorded spec, as it ran; flags still override it.
+        base = dict(History().get(args.from_history)["spec"])
+    base.update(spec_overrides(args))
+    return RunSpec.from_dict(base)
+
+
+def load_preset(name_or_path: str) -> presets.Preset:
+    try:
+        return presets.load(presets.find(name_or_path))
+    except PresetError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def warn_if_busy(err: Console) -> None:
+    from tui_bench.engine.runner import machine_load
+
+    load = machine_load()
+    if load["busy"]:
+        err.print(
+            f"[yellow]warning:[/yellow] the machine is busy (load {load['loadavg_1m']:.1f} on "
+            f"{load['logical_cores']} logical cores): timings will be slower and noisier; "
+            "the load is recorded with the run"
+        )
+
+
+def worker_options(args: argparse.Namespace) -> dict[str, Any]:
+    options = {"stall_timeout": args.stall_timeout, "sample_interval": args.sample_interval}
+    if getattr(args, "cluster", None):
+        options["cluster"] = args.cluster
+    return options
+
+
+# -- following a batch --------------------------------------------------------------------------
+class RunDisplay:
+    """Progress bar (epochs/steps, ETA, live loss) on stderr while a run streams events."""
+
+    def __init__(self, console: Console, enabled: bool) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total} steps"),
+            TextColumn("loss {task.fields[loss]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            disable=not enabled,
+        )
+        self.task = None
+
+    def __enter__(self) -> RunDisplay:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "run_started" and self.enabled:
+            self.console.print(
+                f"  {event['framework']} {event['framework_version']} on {event['device']} "
+                f"({event['device_name']}), threads {event['threads_effective']} effective, "
+                f"{event['param_count']:,} parameters; import {event['import_s']:.1f} s, "
+                f"data {event['data_s']:.1f} s, build {event['build_s']:.1f} s"
+            )
+        elif kind == "epoch_started":
+            description = f"epoch {event['epoch']}/{event['epochs']}"
+            if self.task is None:
+                self.task = self.progress.add_task(description, total=event["steps"], loss="—")
+            else:
+                self.progress.reset(
+                    self.task, total=event["steps"], description=description, loss="—"
+                )
+        elif kind == "steps" and self.task is not None:
+            loss = event["losses"][-1]
+            self.progress.update(
+                self.task,
+                advance=len(event["losses"]),
+                loss="nan" if loss is None else f"{loss:.4f}",
+            )
+        elif kind == "epoch_finished" and self.enabled:
+            acc = event.get("val_accuracy")
+            median = event.get("step_median_s")
+            self.console.print(
+                f"  epoch {event['epoch']}: {event['wall_s']:.2f} s"
+                + (f" (warm-up {event['warmup_s']:.2f} s)" if event.get("warmup_s") else "")
+                + (f", step {median * 1000:.1f} ms median" if median else "")
+                + (
+                    f", {event['samples_per_s']:.0f} samples/s"
+                    if event.get("samples_per_s")
+                    else ""
+                )
+                + (f", val acc {acc:.4f}" if acc is not None else "")
+            )
+
+
+class Interrupts:
+    """Ctrl-C while following. ``cancels``: the first asks the supervisor to cancel the batch and
+    keeps following until it has recorded that; a second stops following at once. Otherwise
+    (attach) the first Ctrl-C detaches and the run goes on."""
+
+    def __init__(self, batch_id: str, err: Console, cancels: bool) -> None:
+        self.batch_id, self.err, self.cancels = batch_id, err, cancels
+        self.count = 0
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        if not self.cancels or self.count > 1:
+            raise KeyboardInterrupt
+        self.err.print(
+            "[yellow]cancelling: stopping the run (Ctrl-C again to stop waiting)[/yellow]"
+        )
+        try:
+            supervisor.stop(self.batch_id)
+        except HistoryError as exc:
+            self.err.print(f"[yellow]{exc}[/yellow]")
+
+    def __enter__(self) -> Interrupts:
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+
+def follow_batch(
+    batch_id: str, err: Console, show: bool, cancels: bool
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Follow a batch in the terminal until it ends (or Ctrl-C, see ``Interrupts``): the same
+    progress display as ever, replayed from the first step when attaching late. Returns the
+    batch_done event (None if we stopped following first) and the batch's run ids."""
+    follower = follow.BatchFollower(batch_id)
+    # One display per run; a run's display spans many polls, so it lives in its own stack.
+    display_scope = ExitStack()
+    display: RunDisplay | None = None
+    done: dict[str, Any] | None = None
+    total, index, sweep = 1, 0, False
+
+    def close_display() -> None:
+        nonlocal display
+        display_scope.close()
+        display = None
+
+    with Interrupts(batch_id, err, cancels), display_scope:
+        try:
+            while done is None:
+                for event in follower.poll():
+                    kind = event.get("type")
+                    if kind == "plan":
+                        total, sweep = event.get("total", 1), bool(event.get("sweep_id"))
+                    elif kind == "sweep_run" and show:
+                        flag = (
+                            " [yellow](oversubscribed)[/yellow]"
+                            if event.get("oversubscribed")
+                            else ""
+                        )
+                        err.print(
+                            f"[bold][{event['index'] + 1}/{event['total']}][/bold] "
+                            f"{event['key']}{flag}, repeat {event['repeat'] + 1}/{event['repeats']}"
+                        )
+                    elif kind == "record":
+                        close_display()
+                        index += 1
+                        if show and not sweep:
+                            label = event["record"].get("label", "")
+                            err.print(f"[bold]run {index}/{total}[/bold]: {label}")
+                        display = display_scope.enter_context(RunDisplay(err, show))
+                    elif kind == "result":
+                        close_display()
+                        if show:
+                            _print_result(err, event["record"], sweep)
+                    elif kind == "batch_done":
+                        close_display()
+                        done = event
+                        if event.get("lost") or event.get("error"):
+                            err.print(f"[red]{event.get('lost') or event.get('error')}[/red]")
+                    elif display is not None:
+                        display.on_event(event)
+                if done is None:
+                    time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            pass
+    return done, follower.run_ids
+
+
+def describe_finished(metrics: dict[str, Any]) -> str:
+    """One line for a finished run of a sweep: step time, training time, target accuracy."""
+    m = metrics
+    parts = []
+    if m.get("step_median_s") is not None:
+        parts.append(f"step {m['step_median_s'] * 1000:.1f} ms median")
+    if m.get("train_wall_s") is not None:
+        parts.append(f"train {m['train_wall_s']:.2f} s")
+    if m.get("target_accuracy") is not None:
+        reached = m.get("target_reached_epoch")
+        parts.append(
+            f"target {m['target_accuracy']:g} reached at epoch {reached}, "
+            f"{m['target_reached_s']:.2f} s"
+            if reached is not None
+            else f"target {m['target_accuracy']:g} not reached"
+        )
+    return "finished: " + ", ".join(parts)
+
+
+def _print_result(err: Console, record: dict[str, Any], sweep: bool) -> None:
+    status = record.get("status")
+    if status == "finished":
+        if sweep:
+            err.print(f"  {describe_finished(record.get('metrics') or {})}")
+        return
+    err.print(f"  [red]{status}[/red]: {record.get('reason')}")
+    if status == "failed" and record.get("log_tail"):
+        err.print("[dim]last lines of the worker log:[/dim]")
+        err.print(record["log_tail"], markup=False)
+
+
+def records_of(run_ids: list[str]) -> list[dict[str, Any]]:
+    history = History()
+    found = []
+    for run_id in run_ids:
+        try:
+            found.append(history.get(run_id))
+        except HistoryError:
+            continue
+    return found
+
+
+def batch_exit_code(done: dict[str, Any] | None, records: list[dict[str, Any]]) -> int:
+    """0 all finished, 130 cancelled, 1 anything else (failed, lost, nothing ran)."""
+    statuses = [r.get("status") for r in records]
+    if (done or {}).get("cancelled") or "cancelled" in statuses:
+        return 130
+    return 0 if statuses and all(s == "finished" for s in statuses) else 1
+
+
+def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
+    """Hand a batch to a supervisor, then follow it here (or return at once with --detach).
+
+    The run belongs to the supervisor: a hangup or a killed terminal leaves it running; Ctrl-C
+    here cancels it (asks the supervisor), a second Ctrl-C stops waiting."""
+    batch_id = supervisor.launch(request)
+    if args.detach:
+        if args.json:
+            print(json.dumps({"batch": batch_id}))
+        else:
+            print(batch_id)
+            err.print(f"running in the background; {left_running_hint(batch_id)}")
+        return 0
+    done, run_ids = follow_batch(batch_id, err, show=not args.json and not args.quiet, cancels=True)
+    records = records_of(run_ids)
+    if done is None:
+        err.print(f"stopped waiting; {left_running_hint(batch_id)}")
+        return 130
+    if getattr(args, "json", False) and not getattr(args, "preset", None):
+        print(json.dumps(records, indent=2, default=str))
+    elif not args.quiet and not getattr(args, "preset", None) and records:
+        console().print(summary_table(records))
+    return batch_exit_code(done, records)
+
+
+# -- tables -------------------------------------------------------------------------------------
+def fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> str:
+    if value is None:
+        return "—"
+    return f"{value * scale:.{digits}f}{suffix}"
+
+
+SUMMARY_ROWS: list[tuple[str, str, float, int, str]] = [
+    # (label, metric key, scale, digits, what it means)
+    ("train s", "train_wall_s", 1, 2, "wall time of all training steps, warm-up included"),
+    (
+        "warm-up s",
+        "warmup_s",
+        1,
+        2,
+        "warm-up steps (tracing, compilation), kept out of steady state",
+    ),
+    ("first step s", "first_step_s", 1, 3, ""),
+    ("step ms median", "step_median_s", 1000, 1, "steady state, device-synchronised"),
+    ("step ms IQR", "step_iqr_s", 1000, 1, ""),
+    ("samples/s", "samples_per_s", 1, 0, "steady state"),
+    ("val accuracy", "val_accuracy", 1, 4, "last epoch"),
+    ("test s", "test_s", 1, 2, "inference over the test set"),
+    ("test accuracy", "test_accuracy", 1, 4, ""),
+    ("threads", "threads_effective", 1, 0, "read back from the framework"),
+    ("cores observed", "cores_observed", 1, 1, "steady-state CPU use of the worker (sampler)"),
+    ("busy threads", "busy_threads_observed", 1, 1, "OS threads busy ≥ half the time (sampler)"),
+    ("parameters", "param_count", 1, 0, "trainable"),
+    ("peak RSS MiB", "res_peak_rss_mib", 1, 0, "worker process tree"),
+    ("CPU %", "res_mean_cpu_pct", 1, 0, "mean; 100 % = one core"),
+    ("GPU util %", "res_mean_gpu_util", 1, 0, "mean"),
+    ("GPU mem MiB", "res_peak_gpu_mem_mib", 1, 0, "peak, device-wide (NVML)"),
+    ("allocator MiB", "allocator_peak_mib", 1, 0, "peak of the framework's own allocator"),
+    ("energy J", "res_energy_j", 1, 0, "GPU, whole process"),
+    ("steady energy J", "res_steady_energy_j", 1, 0, "GPU, steady-state windows (NVML counter)"),
+    ("samples/J", "samples_per_joule", 1, 1, "steady samples / steady energy"),
+]
+
+
+def summary_table(records: list[dict[str, Any]]) -> Table:
+    """Metrics as rows, runs as columns: stays readable at 80 columns."""
+    table = Table(title="tui-bench results", title_justify="left")
+    table.add_column("metric")
+    for r in records:
+        spec = r.get("spec") or {}
+        table.add_column(f"{r['id']}\n{spec.get('framework')}/{spec.get('api')}", justify="right")
+    table.add_row(
+        "status",
+        *(
+            r.get("status") if r.get("status") == "finished" else f"[red]{r.get('status')}[/red]"
+            for r in records
+        ),
+    )
+    metrics = [r.get("metrics") or {} for r in records]
+    for label, key, scale, digits, _meaning in SUMMARY_ROWS:
+        if all(m.get(key) is None for m in metrics):
+            continue
+        table.add_row(
+            label,
+            *(
+                fmt(m.get(key), scale, digits)
+                if key != "param_count" or m.get(key) is None
+                else f"{m[key]:,}"
+                for m in metrics
+            ),
+        )
+    notes = [
+        f"{label}: {meaning}"
+        for label, key, _s, _d, meaning in SUMMARY_ROWS
+        if meaning and any(m.get(key) is not None for m in metrics)
+    ]
+    table.caption = "; ".join(notes)
+    return table
+
+
+def render_report(out: Console, tables: list[report.Table]) -> None:
+    """The report's tables (a sweep's results, a comparison) as rich tables."""
+    for t in tables:
+        columns, rows = t.view()
+        rich_table = Table(title=t.title, title_justify="left", caption=t.note or None)
+        for i, column in enumerate(columns):
+            numeric = any(isinstance(row[i], (int, float)) for row in rows)
+            rich_table.add_column(column, justify="right" if numeric else "left", overflow="fold")
+        for row in rows:
+            rich_table.add_row(*(report.cell_text(v) for v in row))
+        out.print(rich_table)

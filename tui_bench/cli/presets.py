@@ -1,0 +1,140 @@
+"""``tui-bench presets list|show`` and ``tui-bench compare``: what the presets hold, and the
+statistics over runs, groups or sweeps. Running a preset is ``run --preset`` (``run.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.table import Table as RichTable
+
+from tui_bench.cli import common
+from tui_bench.cli.common import UsageError
+from tui_bench.engine import presets, report
+from tui_bench.engine import sweep as sweep_module
+from tui_bench.engine.history import History
+from tui_bench.engine.presets import PresetError
+
+
+# -- presets ------------------------------------------------------------------------------------
+def cmd_presets(args: argparse.Namespace) -> int:
+    console = common.console()
+    if args.presets_command in (None, "list"):
+        table = RichTable(title="presets", title_justify="left")
+        for header in ("name", "configurations", "repeats", "study / problem"):
+            table.add_column(header, overflow="fold")
+        for name, path in presets.preset_files().items():
+            try:
+                preset = presets.load(path)
+                configs = presets.expand(preset, probe=None)
+                runnable = sum(c.skip_reason is None for c in configs)
+                table.add_row(
+                    name,
+                    f"{len(configs)} ({runnable} in this catalog)",
+                    str(preset.repeats),
+                    preset.study or preset.description,
+                )
+            except PresetError as exc:
+                table.add_row(name, "—", "—", f"[red]{exc}[/red]")
+        console.print(table)
+        return 0
+    preset = common.load_preset(args.name)
+    try:
+        configs = presets.expand(preset)
+    except PresetError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "name": preset.name,
+                    "path": str(preset.path),
+                    "description": preset.description,
+                    "study": preset.study,
+                    "repeats": preset.repeats,
+                    "configurations": [c.as_dict() for c in configs],
+                },
+                indent=2,
+            )
+        )
+        return 0
+    console.print(f"[bold]{preset.name}[/bold]  ({preset.shown_path})")
+    if preset.study:
+        console.print(f"study: {preset.study}")
+    if preset.description:
+        console.print(preset.description)
+    runnable = [c for c in configs if c.skip_reason is None]
+    console.print(
+        f"{len(configs)} configuration(s) × {preset.repeats} repeat(s); {len(runnable)} can run "
+        f"here: {len(runnable) * preset.repeats} run(s), interleaved across configurations"
+    )
+    table = RichTable(title="configurations", title_justify="left")
+    for header in ("configuration", "run", "here"):
+        table.add_column(header, overflow="fold")
+    for c in configs:
+        status = "runs" if c.skip_reason is None else f"skipped: {c.skip_reason}"
+        if c.oversubscribed:
+            status += f" (oversubscribed: {c.spec.threads} threads)"
+        table.add_row(c.key, c.spec.label(), status)
+    console.print(table)
+    return 0
+
+
+# -- compare ------------------------------------------------------------------------------------
+def cmd_compare(args: argparse.Namespace) -> int:
+    history = History()
+    records, skipped = sweep_module.collect(args.ids, history)
+    if args.metric not in report.METRICS:
+        raise UsageError(
+            f"metric '{args.metric}' is not known (choose: {', '.join(report.METRICS)})"
+        )
+    tables = report.build(
+        records, metric=args.metric, study_metric=args.study_metric, skipped=skipped
+    )
+    report.write_exports(
+        tables,
+        Path(args.csv) if args.csv else None,
+        Path(args.markdown) if args.markdown else None,
+    )
+    if args.json:
+        print(json.dumps([t.__dict__ for t in tables], indent=2, default=str))
+    else:
+        common.render_report(common.console(), tables)
+    err = common.console(stderr=True)
+    for path in (args.csv, args.markdown):
+        if path:
+            err.print(f"wrote {path}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("presets", help="list the shipped and user presets, or show one")
+    p_sub = p.add_subparsers(dest="presets_command", metavar="ACTION")
+    p_sub.add_parser("list", help="every preset with its study")
+    show = p_sub.add_parser("show", help="a preset's configurations and what can run here")
+    show.add_argument("name", help="preset name or TOML file")
+    show.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_presets, json=False)
+
+    c = subparsers.add_parser(
+        "compare",
+        help="statistics, ratios with significance, speed-ups over runs, groups or a sweep",
+    )
+    c.add_argument(
+        "ids", nargs="*", help="run ids, group ids or sweep ids (prefixes ok; default: last sweep)"
+    )
+    c.add_argument(
+        "--metric",
+        default="step_median_s",
+        help=f"per-run figure to compare (default step_median_s; {', '.join(report.METRICS)})",
+    )
+    c.add_argument(
+        "--study-metric",
+        default="train_wall_s",
+        help="figure in the study-shaped table (default train_wall_s, the training time)",
+    )
+    c.add_argument("--csv", metavar="FILE", help="write every table to one CSV file")
+    c.add_argument("--markdown", metavar="FILE", help="write every table as markdown")
+    c.add_argument("--json", action="store_true", help="print the tables as JSON")
+    c.set_defaults(func=cmd_compare)

@@ -1,0 +1,190 @@
+"""``tui-bench run``: one spec, a replayed run, or a preset's sweep (``--preset``, ``--resume``),
+handed to a supervisor and followed here. Watching and stopping runs already going is in
+``runs.py``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from tui_bench.cli import common
+from tui_bench.cli.common import UsageError
+from tui_bench.engine import report
+from tui_bench.engine import sweep as sweep_module
+from tui_bench.engine.history import History
+from tui_bench.engine.presets import PresetError
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if args.cluster:
+        from tui_bench.engine import fleet
+
+        fleet.require_ray()  # one line, before a sweep is planned or a process started
+    if args.preset or args.resume:
+        return run_preset(args)
+    spec = common.spec_from_args(args)
+    from tui_bench.engine.batch import BatchRequest
+    from tui_bench.engine.datasets import problem as dataset_problem
+
+    if missing := dataset_problem(spec):  # before any process starts: one line, exit 2
+        raise UsageError(missing)
+    History().mark_interrupted()
+    err = common.console(stderr=True)
+    common.warn_if_busy(err)
+    request = BatchRequest(spec=spec.to_dict(), options=common.worker_options(args))
+    return common.start_batch(request, args, err)
+
+
+# -- sweeps -------------------------------------------------------------------------------------
+def _skipped(sweep: sweep_module.Sweep, not_run: dict[str, str] | None = None) -> list:
+    return sweep.skipped() + [(key, reason) for key, reason in (not_run or {}).items()]
+
+
+def _sweep_to_run(args: argparse.Namespace, history: History) -> sweep_module.Sweep:
+    """The sweep ``run --preset/--resume`` means: a new one from the preset, or one to finish."""
+    overrides = common.spec_overrides(args)
+    if args.from_history:
+        raise UsageError("--from-history replays one run; it cannot be combined with --preset")
+    if not args.resume:
+        preset = common.load_preset(args.preset)
+        try:
+            return sweep_module.create(preset, overrides)
+        except PresetError as exc:
+            raise UsageError(str(exc)) from None
+    if overrides:
+        raise UsageError(
+            "a resumed sweep keeps its plan; flags that change spec fields cannot be added"
+        )
+    if args.resume != "latest":
+        sweep = sweep_module.find(args.resume)
+    elif args.preset:
+        preset = common.load_preset(args.preset)
+        found = sweep_module.latest_unfinished(preset.name, history)
+        if found is None:
+            raise UsageError(f"no unfinished sweep of preset '{preset.name}' to resume")
+        sweep = found
+    else:
+        raise UsageError("--resume needs a SWEEP_ID or --preset NAME")
+    from tui_bench.engine import supervisor
+
+    for running in supervisor.in_progress():
+        if (running.header or {}).get("request", {}).get("sweep_id") == sweep.id:
+            raise UsageError(
+                f"sweep {sweep.id} is still running ({running.id}): "
+                f"tui-bench attach {running.id} follows it, tui-bench stop {running.id} stops it"
+            )
+    sweep.refresh()
+    return sweep
+
+
+def run_preset(args: argparse.Namespace) -> int:
+    history = History()
+    history.mark_interrupted()
+    err = common.console(stderr=True)
+    show = not args.json and not args.quiet
+    sweep = _sweep_to_run(args, history)
+    todo = sweep_module.pending(sweep, history)
+    if show:
+        runnable = sum(c.skip_reason is None for c in sweep.configs)
+        err.print(
+            f"[bold]{sweep.preset}[/bold] sweep {sweep.id}: {runnable} of {len(sweep.configs)} "
+            f"configuration(s) can run here, {len(todo)} run(s) to go"
+            + (f"\nstudy: {sweep.study}" if sweep.study else "")
+        )
+        for key, reason in _skipped(sweep):
+            err.print(f"  [yellow]{key}[/yellow]: {reason}")
+        common.warn_if_busy(err)
+    started = time.monotonic()
+    from tui_bench.engine.batch import BatchRequest
+
+    request = BatchRequest(
+        sweep_id=sweep.id, refresh=bool(args.resume), options=common.worker_options(args)
+    )
+    code = common.start_batch(request, args, err)
+    if args.detach:
+        return code
+    records = sweep_module.records(sweep, history)
+    remaining = sweep_module.pending(sweep, history)
+    failed = {
+        r.get("config"): f"repeat {(r.get('repeat') or 0) + 1} failed ({r.get('reason')})"
+        for r in records
+        if r.get("status") == "failed"
+    }
+    tables = report.build(records, skipped=_skipped(sweep, failed))
+    if args.json:
+        print(json.dumps({"sweep": sweep.id, "runs": records}, indent=2, default=str))
+    elif not args.quiet:
+        common.render_report(common.console(), tables)
+    if show:
+        err.print(
+            f"sweep {sweep.id}: {len(records)} run(s) recorded, "
+            f"{time.monotonic() - started:.0f} s this session"
+        )
+        if remaining:
+            err.print(
+                f"{len(remaining)} run(s) left: resume with "
+                f"[bold]tui-bench run --resume {sweep.id}[/bold]"
+            )
+        err.print(f"compare later with: tui-bench compare {sweep.id} --markdown FILE")
+    if code == 130:
+        return 130
+    if not todo:
+        if not records:
+            err.print("[red]nothing in this preset can run in this installation[/red]")
+        return 0 if records else 1
+    return 0 if records and not failed and not remaining else 1
+
+
+# -- parser -------------------------------------------------------------------------------------
+def register(subparsers: argparse._SubParsersAction) -> None:
+    run = subparsers.add_parser(
+        "run",
+        help="run a benchmark headless",
+        epilog=common.EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common.add_spec_flags(run)
+    run.add_argument(
+        "--preset",
+        metavar="NAME|FILE",
+        help="a shipped or user preset (see `tui-bench presets list`) or a TOML file: one run or "
+        "a sweep; flags override its fields",
+    )
+    run.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        metavar="SWEEP_ID",
+        help="continue an interrupted sweep (the preset's latest unfinished one, or SWEEP_ID)",
+    )
+    run.add_argument(
+        "--from-history", metavar="ID", help="replay a recorded run's spec; flags override it"
+    )
+    run.add_argument("--json", action="store_true", help="print the run records as JSON on stdout")
+    run.add_argument("--quiet", "-q", action="store_true", help="no progress, no table")
+    run.add_argument(
+        "--detach",
+        "-d",
+        action="store_true",
+        help="start the run in the background and print its id (tui-bench attach ID follows it)",
+    )
+    run.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=300.0,
+        help="kill a worker silent for this many seconds (default 300)",
+    )
+    run.add_argument(
+        "--sample-interval",
+        type=float,
+        default=1.0,
+        help="resource sampling interval in seconds (default 1)",
+    )
+    run.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run on a Ray cluster: its address (HOST:PORT, ray://HOST:PORT) or auto "
+        "(docs/cluster.md)",
+    )
+    run.set_defaults(func=cmd_run)
