@@ -41,23 +41,31 @@ from __future__ import annotations
 
 import json
 import math
+from enum import Enum
 from typing import Any
 
 SCHEMA_VERSION = 1
 
-EVENT_TYPES = frozenset(
-    {
-        "run_started",
-        "epoch_started",
-        "steps",
-        "epoch_finished",
-        "test_finished",
-        "heartbeat",
-        "steady",
-        "finished",
-        "error",
-    }
-)
+
+class WorkerEvent(str, Enum):  # noqa: UP042 (older runtimes)
+    """The kinds of event a worker sends. ``str`` mixin rather than StrEnum: a runtime the user
+    points at may run an older Python than the app."""
+
+    RUN_STARTED = "run_started"
+    EPOCH_STARTED = "epoch_started"
+    STEPS = "steps"
+    EPOCH_FINISHED = "epoch_finished"
+    TEST_FINISHED = "test_finished"
+    HEARTBEAT = "heartbeat"
+    STEADY = "steady"
+    FINISHED = "finished"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+EVENT_TYPES = frozenset(kind.value for kind in WorkerEvent)
 
 # Losses per second the worker sends at most; the UI redraws at its own, lower rate.
 MAX_STEP_MESSAGES_PER_S = 10

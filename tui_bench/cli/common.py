@@ -19,6 +19,7 @@ from tui_bench.engine import follow, presets, report, supervisor
 from tui_bench.engine.errors import HistoryError, PresetError, UsageError
 from tui_bench.engine.follow import left_running_hint
 from tui_bench.engine.history import History
+from tui_bench.engine.kinds import BatchEvent, RunStatus, SeriesEvent, WorkerEvent
 from tui_bench.engine.spec import RunSpec, declared_fields
 
 POLL_S = 0.25
@@ -158,14 +159,14 @@ class RunDisplay:
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event["type"]
-        if kind == "run_started" and self.enabled:
+        if kind == WorkerEvent.RUN_STARTED and self.enabled:
             self.console.print(
                 f"  {event['framework']} {event['framework_version']} on {event['device']} "
                 f"({event['device_name']}), threads {event['threads_effective']} effective, "
                 f"{event['param_count']:,} parameters; import {event['import_s']:.1f} s, "
                 f"data {event['data_s']:.1f} s, build {event['build_s']:.1f} s"
             )
-        elif kind == "epoch_started":
+        elif kind == WorkerEvent.EPOCH_STARTED:
             description = f"epoch {event['epoch']}/{event['epochs']}"
             if self.task is None:
                 self.task = self.progress.add_task(description, total=event["steps"], loss="—")
@@ -173,14 +174,14 @@ class RunDisplay:
                 self.progress.reset(
                     self.task, total=event["steps"], description=description, loss="—"
                 )
-        elif kind == "steps" and self.task is not None:
+        elif kind == WorkerEvent.STEPS and self.task is not None:
             loss = event["losses"][-1]
             self.progress.update(
                 self.task,
                 advance=len(event["losses"]),
                 loss="nan" if loss is None else f"{loss:.4f}",
             )
-        elif kind == "epoch_finished" and self.enabled:
+        elif kind == WorkerEvent.EPOCH_FINISHED and self.enabled:
             acc = event.get("val_accuracy")
             median = event.get("step_median_s")
             self.console.print(
@@ -248,9 +249,9 @@ def follow_batch(
             while done is None:
                 for event in follower.poll():
                     kind = event.get("type")
-                    if kind == "plan":
+                    if kind == BatchEvent.PLAN:
                         total, sweep = event.get("total", 1), bool(event.get("sweep_id"))
-                    elif kind == "sweep_run" and show:
+                    elif kind == BatchEvent.SWEEP_RUN and show:
                         flag = (
                             " [yellow](oversubscribed)[/yellow]"
                             if event.get("oversubscribed")
@@ -260,18 +261,18 @@ def follow_batch(
                             f"[bold][{event['index'] + 1}/{event['total']}][/bold] "
                             f"{event['key']}{flag}, repeat {event['repeat'] + 1}/{event['repeats']}"
                         )
-                    elif kind == "record":
+                    elif kind == SeriesEvent.RECORD:
                         close_display()
                         index += 1
                         if show and not sweep:
                             label = event["record"].get("label", "")
                             err.print(f"[bold]run {index}/{total}[/bold]: {label}")
                         display = display_scope.enter_context(RunDisplay(err, show))
-                    elif kind == "result":
+                    elif kind == SeriesEvent.RESULT:
                         close_display()
                         if show:
                             _print_result(err, event["record"], sweep)
-                    elif kind == "batch_done":
+                    elif kind == BatchEvent.BATCH_DONE:
                         close_display()
                         done = event
                         if event.get("lost") or event.get("error"):
@@ -306,12 +307,12 @@ def describe_finished(metrics: dict[str, Any]) -> str:
 
 def _print_result(err: Console, record: dict[str, Any], sweep: bool) -> None:
     status = record.get("status")
-    if status == "finished":
+    if status == RunStatus.FINISHED:
         if sweep:
             err.print(f"  {describe_finished(record.get('metrics') or {})}")
         return
     err.print(f"  [red]{status}[/red]: {record.get('reason')}")
-    if status == "failed" and record.get("log_tail"):
+    if status == RunStatus.FAILED and record.get("log_tail"):
         err.print("[dim]last lines of the worker log:[/dim]")
         err.print(record["log_tail"], markup=False)
 
@@ -330,9 +331,9 @@ def records_of(run_ids: list[str]) -> list[dict[str, Any]]:
 def batch_exit_code(done: dict[str, Any] | None, records: list[dict[str, Any]]) -> int:
     """0 all finished, 130 cancelled, 1 anything else (failed, lost, nothing ran)."""
     statuses = [r.get("status") for r in records]
-    if (done or {}).get("cancelled") or "cancelled" in statuses:
+    if (done or {}).get("cancelled") or RunStatus.CANCELLED in statuses:
         return 130
-    return 0 if statuses and all(s == "finished" for s in statuses) else 1
+    return 0 if statuses and all(s == RunStatus.FINISHED for s in statuses) else 1
 
 
 def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
@@ -409,7 +410,9 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     table.add_row(
         "status",
         *(
-            r.get("status") if r.get("status") == "finished" else f"[red]{r.get('status')}[/red]"
+            r.get("status")
+            if r.get("status") == RunStatus.FINISHED
+            else f"[red]{r.get('status')}[/red]"
             for r in records
         ),
     )

@@ -13,6 +13,7 @@ from tui_bench.cli.common import UsageError
 from tui_bench.engine import report
 from tui_bench.engine import sweep as sweep_module
 from tui_bench.engine.history import History
+from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.presets import PresetError
 
 
@@ -109,7 +110,7 @@ def run_preset(args: argparse.Namespace) -> int:
     failed = {
         r.get("config"): f"repeat {(r.get('repeat') or 0) + 1} failed ({r.get('reason')})"
         for r in records
-        if r.get("status") == "failed"
+        if r.get("status") == RunStatus.FAILED
     }
     tables = report.build(records, skipped=_skipped(sweep, failed))
     if args.json:

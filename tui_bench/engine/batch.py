@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.history import History, HistoryError, new_run_id, now_iso
+from tui_bench.engine.kinds import BatchEvent
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.spec import RunSpec
 
@@ -153,7 +154,7 @@ def run_batch(
     try:
         sweep = plan(batch_id, request)
     except (HistoryError, ValueError, TypeError) as exc:
-        on_batch_event({"type": "batch_done", "statuses": [], "error": str(exc)})
+        on_batch_event({"type": BatchEvent.BATCH_DONE, "statuses": [], "error": str(exc)})
         return None
     todo = sweep_module.pending(sweep, history)
     on_batch_event(
@@ -182,7 +183,7 @@ def run_batch(
             )
 
     def on_start(worker: runner.WorkerRun) -> None:
-        on_batch_event({"type": "run", "run_id": worker.run_id})
+        on_batch_event({"type": BatchEvent.RUN, "run_id": worker.run_id})
         control.attach(worker)
 
     options = dict(request.options)

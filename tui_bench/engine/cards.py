@@ -16,6 +16,7 @@ from typing import Any
 
 from tui_bench.engine import catalog, runtimes
 from tui_bench.engine.history import History
+from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.paths import adapters_dir, cache_home
 
 MISSING = "—"
@@ -130,7 +131,7 @@ def tested(records: list[dict[str, Any]], framework: str, field_name: str) -> st
     seen: dict[Any, dict[str, Any]] = {}
     for record in records:
         spec = record.get("spec") or {}
-        if record.get("status") != "finished" or spec.get("framework") != framework:
+        if record.get("status") != RunStatus.FINISHED or spec.get("framework") != framework:
             continue
         value = spec.get(field_name)
         entry = seen.setdefault(value, {"devices": set(), "runs": 0, "last": ""})
@@ -299,7 +300,7 @@ def hardware_card(
     """One card per device of ``machine`` (a ``sysinfo.fingerprint()``). ``measure(device,
     threads)`` runs the probe (default: in the torch runtime); pass ``None`` results through."""
     measure = measure or (lambda device, threads: run_hardware_probe(device, threads))
-    records = [r for r in (history or History()).all() if r.get("status") == "finished"]
+    records = [r for r in (history or History()).all() if r.get("status") == RunStatus.FINISHED]
     devices = [("cpu", "cpu", machine.get("cpu_model") or MISSING, machine.get("logical_cores"))]
     for gpu in machine.get("gpus") or []:
         devices.append(("gpu", f"gpu:{gpu['index']}", gpu.get("name") or MISSING, None))

@@ -28,6 +28,7 @@ from typing import Any
 from tui_bench import __version__
 from tui_bench.engine import procs
 from tui_bench.engine.history import History, HistoryError, now_iso
+from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.spec import RunSpec
 
@@ -98,12 +99,12 @@ class RelayHistory(History):
 
     def add(self, record: dict[str, Any]) -> str:
         run_id = super().add(record)
-        self._relay({"type": "record", "record": dict(record)})
+        self._relay({"type": SeriesEvent.RECORD, "record": dict(record)})
         return run_id
 
     def update(self, run_id: str, **fields: Any) -> None:
         super().update(run_id, **fields)
-        self._relay({"type": "result", "record": {"id": run_id, **fields}})
+        self._relay({"type": SeriesEvent.RESULT, "record": {"id": run_id, **fields}})
 
 
 def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -135,7 +136,7 @@ def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
     started: list[Any] = []
 
     def relabel(event: dict[str, Any]) -> None:
-        if event.get("type") == "worker":
+        if event.get("type") == SeriesEvent.WORKER:
             # A pid on another machine: the head must never signal a local process by it.
             event = {**event, "type": "remote_worker", "node": node["id"]}
         relay.put(event)
@@ -253,7 +254,7 @@ class FleetExecutor:
         handle = RemoteRun(run_id)
         base = {
             "id": run_id,
-            "status": "running",
+            "status": RunStatus.RUNNING,
             "started_at": now_iso(),
             "spec": spec.to_dict(),
             "label": spec.label(),
@@ -270,7 +271,7 @@ class FleetExecutor:
         def write_record(record: dict[str, Any]) -> None:
             state["record"] = {**record, **head, "cluster": self.address}
             history.add(state["record"])
-            series.write({"type": "record", "record": state["record"]})
+            series.write({"type": SeriesEvent.RECORD, "record": state["record"]})
 
         wanted = resources_for(spec)
         if not _fits(wanted, ray.nodes()):
@@ -298,14 +299,14 @@ class FleetExecutor:
         if final is None:
             final = {
                 **record,
-                "status": "cancelled" if handle.cancelled.is_set() else "failed",
+                "status": RunStatus.CANCELLED if handle.cancelled.is_set() else RunStatus.FAILED,
                 "reason": "cancelled by the user" if handle.cancelled.is_set() else state["error"],
                 "finished_at": now_iso(),
                 "metrics": {"process_wall_s": time.monotonic() - started},
                 "log_tail": "",
             }
         final = {**final, "recorder_pid": None, "recorder_started": None}
-        series.write({"type": "result", "record": final})
+        series.write({"type": SeriesEvent.RESULT, "record": final})
         series.close()
         history.update(run_id, **{k: v for k, v in final.items() if k != "id"})
         result = runner.RunResult(run_id=run_id, spec=spec, status=final["status"])
@@ -355,7 +356,7 @@ class FleetExecutor:
                 if state["final"] is None and state["error"] is None:
                     state["error"] = "the node's task ended without a result"
                 return
-            if kind == "error":
+            if kind == WorkerEvent.ERROR:
                 state["error"] = self._lost_reason(value, state["node"])
                 return
             event = value
@@ -367,9 +368,9 @@ class FleetExecutor:
                         f"node {node_name(event['node'])} runs tui-bench {event['tui_bench']}, "
                         f"this machine {__version__}: install the same version on every node"
                     )
-            elif kind == "record":
+            elif kind == SeriesEvent.RECORD:
                 write_record(event["record"])
-            elif kind == "result":
+            elif kind == SeriesEvent.RESULT:
                 state["final"] = {**(state["record"] or base), **event["record"]}
             elif kind == "node_error":
                 state["error"] = f"on node {node_name(state['node'] or {})}: {event['reason']}"

@@ -16,6 +16,7 @@ from typing import Any
 from tui_bench.engine import batch as batch_module
 from tui_bench.engine import procs
 from tui_bench.engine.history import History, HistoryError
+from tui_bench.engine.kinds import BatchEvent, SeriesEvent, WorkerEvent
 
 
 class Tail:
@@ -64,19 +65,19 @@ class BatchFollower:
         out: list[dict[str, Any]] = []
         for event in self._batch.read():
             kind = event.get("type")
-            if kind == "batch":
+            if kind == BatchEvent.BATCH:
                 self.header = event
                 continue
-            if kind == "supervisor":
+            if kind == BatchEvent.SUPERVISOR:
                 self.supervisor = event
                 continue
             # A batch event is written after the current run's series is complete: drain it.
             if self._run is not None:
                 out += self._run.read()
-            if kind == "run":
+            if kind == BatchEvent.RUN:
                 self.run_ids.append(event["run_id"])
                 self._run = Tail(self.history.series_path(event["run_id"]))
-            elif kind == "batch_done":
+            elif kind == BatchEvent.BATCH_DONE:
                 self.done = True
             out.append(event)
         if self._run is not None and not self.done:
@@ -93,7 +94,7 @@ class BatchFollower:
         """The supervisor died without ending the batch (SIGKILL, OOM, reboot): settle its runs
         in history and end the view with what was recorded."""
         out = self._batch.read()  # it may have ended the batch just before dying
-        if any(e.get("type") == "batch_done" for e in out):
+        if any(e.get("type") == BatchEvent.BATCH_DONE for e in out):
             self.done = True
             return ([] if self._run is None else self._run.read()) + [
                 e for e in out if e.get("type") != "supervisor"
@@ -103,7 +104,9 @@ class BatchFollower:
         self.history.mark_interrupted()
         if self.run_ids:
             try:
-                out.append({"type": "result", "record": self.history.get(self.run_ids[-1])})
+                out.append(
+                    {"type": SeriesEvent.RESULT, "record": self.history.get(self.run_ids[-1])}
+                )
             except HistoryError:
                 pass
         pid = (self.supervisor or {}).get("pid")
@@ -156,19 +159,19 @@ def progress(batch_id: str, history: History | None = None) -> Progress:
     p = Progress()
     for event in follower.poll():
         kind = event.get("type")
-        if kind == "plan":
+        if kind == BatchEvent.PLAN:
             p.runs_total = event.get("total", 0)
-        elif kind == "sweep_run":
+        elif kind == BatchEvent.SWEEP_RUN:
             p.position = f"{event['key']} · repeat {event['repeat'] + 1}/{event['repeats']}"
-        elif kind == "record":
+        elif kind == SeriesEvent.RECORD:
             p.run_index += 1
             p.run_id = event["record"].get("id")
             p.host = event["record"].get("host")
             p.epoch = p.epochs = p.step = p.steps = 0
-        elif kind == "epoch_started":
+        elif kind == WorkerEvent.EPOCH_STARTED:
             p.epoch, p.epochs = event.get("epoch", 0), event.get("epochs", 0)
             p.steps, p.step = event.get("steps", 0), 0
-        elif kind == "steps":
+        elif kind == WorkerEvent.STEPS:
             p.step = event.get("first_step", 0) + len(event.get("losses") or [])
     return p
 

@@ -29,9 +29,8 @@ from tinydb.storages import Storage
 
 from tui_bench.engine import procs
 from tui_bench.engine.errors import HistoryError
+from tui_bench.engine.kinds import RunStatus, SeriesEvent
 from tui_bench.engine.paths import data_home
-
-STATUSES = ("running", "finished", "failed", "cancelled", "interrupted")
 
 
 class AtomicJSONStorage(Storage):
@@ -123,7 +122,7 @@ class History:
             if record is None:
                 continue
             if result is None and not recorder_alive(record):
-                record = {**record, "status": "interrupted", "reason": INTERRUPTED_REASON}
+                record = {**record, "status": RunStatus.INTERRUPTED, "reason": INTERRUPTED_REASON}
             yield record
 
     # -- records --------------------------------------------------------------------------------
@@ -170,7 +169,11 @@ class History:
         """Delete runs and their files. A run in progress is refused: stop it first."""
         ids = set(run_ids)
         for record in self.all():
-            if record["id"] in ids and record.get("status") == "running" and recorder_alive(record):
+            if (
+                record["id"] in ids
+                and record.get("status") == RunStatus.RUNNING
+                and recorder_alive(record)
+            ):
                 raise HistoryError(
                     f"run {record['id']} is in progress: stop it first "
                     f"(tui-bench stop {record.get('batch') or record['id']})"
@@ -191,7 +194,7 @@ class History:
         how many became interrupted."""
         interrupted = 0
         for record in self.all():
-            if record.get("status") != "running" or recorder_alive(record):
+            if record.get("status") != RunStatus.RUNNING or recorder_alive(record):
                 continue
             run_id = record["id"]
             _header, result = series_ends(self.series_path(run_id))
@@ -204,7 +207,7 @@ class History:
             pid = record.get("recorder_pid")
             self.update(
                 run_id,
-                status="interrupted",
+                status=RunStatus.INTERRUPTED,
                 finished_at=now_iso(),
                 reason=f"{INTERRUPTED_REASON} (its supervisor, pid {pid}, is gone)",
             )
@@ -247,9 +250,9 @@ def series_ends(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | Non
     """The header record and the result record of a series file (None where missing)."""
     header = result = None
     for event in read_jsonl(path):
-        if event.get("type") == "record":
+        if event.get("type") == SeriesEvent.RECORD:
             header = event["record"]
-        elif event.get("type") == "result":
+        elif event.get("type") == SeriesEvent.RESULT:
             result = event["record"]
     return header, result
 
@@ -258,7 +261,7 @@ def last_worker(path: Path) -> dict[str, Any] | None:
     """The worker process a series file names (pid and start time), if any."""
     worker = None
     for event in read_jsonl(path):
-        if event.get("type") == "worker":
+        if event.get("type") == SeriesEvent.WORKER:
             worker = event
     return worker
 

@@ -25,6 +25,7 @@ def _load():
 _protocol = _load()
 SCHEMA_VERSION: int = _protocol.SCHEMA_VERSION
 EVENT_TYPES: frozenset[str] = _protocol.EVENT_TYPES
+WorkerEvent = _protocol.WorkerEvent
 DecodeError = _protocol.DecodeError
 LineSplitter = _protocol.LineSplitter
 decode = _protocol.decode

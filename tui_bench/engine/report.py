@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine import stats
+from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.spec import RunSpec
 
 # metric key → (label, lower is better)
@@ -75,7 +76,7 @@ class Group:
     runs: list[dict[str, Any]] = field(default_factory=list)
 
     def finished(self) -> list[dict[str, Any]]:
-        return [r for r in self.runs if r.get("status") == "finished"]
+        return [r for r in self.runs if r.get("status") == RunStatus.FINISHED]
 
     def values(self, metric: str) -> list[float]:
         out = []
@@ -199,7 +200,7 @@ def summary_table(groups: list[Group], metric: str) -> Table:
     )
     for g in groups:
         values = g.values(metric)
-        failed = [r for r in g.runs if r.get("status") != "finished"]
+        failed = [r for r in g.runs if r.get("status") != RunStatus.FINISHED]
         failed_text = (
             f"{len(failed)} not finished (last: {failed[-1].get('status')}: "
             f"{failed[-1].get('reason') or ''})"

@@ -24,6 +24,7 @@ import psutil
 
 from tui_bench.engine import catalog, datasets, loc, procs, protocol, runtimes
 from tui_bench.engine.history import History, now_iso
+from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
 from tui_bench.engine.paths import adapters_dir, cache_home
 from tui_bench.engine.sampler import ResourceSampler
 from tui_bench.engine.spec import RunSpec
@@ -55,7 +56,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "finished"
+        return self.status == RunStatus.FINISHED
 
     def metrics(self) -> dict[str, Any]:
         """Flat figures for history and tables. Every name says what was timed."""
@@ -366,7 +367,7 @@ class WorkerRun:
         self._last_event = time.monotonic()
         self._final: dict[str, Any] | None = None
         self._sampler: ResourceSampler | None = None
-        self.result = RunResult(run_id=run_id, spec=spec, status="failed")
+        self.result = RunResult(run_id=run_id, spec=spec, status=RunStatus.FAILED)
 
     def cancel(self) -> None:
         """Thread-safe: ask for the run to stop; ``wait`` kills the process group."""
@@ -377,15 +378,15 @@ class WorkerRun:
         self._last_event = time.monotonic()
         kind = event["type"]
         r = self.result
-        if kind == "run_started":
+        if kind == WorkerEvent.RUN_STARTED:
             r.started = event
-        elif kind == "epoch_finished":
+        elif kind == WorkerEvent.EPOCH_FINISHED:
             r.epochs.append(event)
-        elif kind == "test_finished":
+        elif kind == WorkerEvent.TEST_FINISHED:
             r.test = event
         elif kind in ("finished", "error"):
             self._final = event
-        elif kind == "steady" and self._sampler is not None:
+        elif kind == WorkerEvent.STEADY and self._sampler is not None:
             self._sampler.mark(event.get("edge", ""))  # energy counter at the window's bounds
         if kind != "heartbeat":
             self.on_event(event)
@@ -480,7 +481,7 @@ class WorkerRun:
         if write_fd >= 0:
             os.close(write_fd)
         # Named in the series so a later look can end a worker whose supervisor died.
-        self.on_event({"type": "worker", **procs.identity(self.process.pid)})
+        self.on_event({"type": SeriesEvent.WORKER, **procs.identity(self.process.pid)})
         source = events_path if events_path else read_fd
         reader = threading.Thread(target=self._read_events, args=(source,), daemon=True)
         reader.start()
@@ -488,7 +489,7 @@ class WorkerRun:
             self.process.pid,
             gpu_indices=_nvml_indices(self.spec.device),
             interval=self.sample_interval,
-            on_sample=lambda s: self.on_event({"type": "sample", **s}),
+            on_sample=lambda s: self.on_event({"type": SeriesEvent.SAMPLE, **s}),
         )
         self._sampler = sampler
         sampler.start()
@@ -521,15 +522,15 @@ class WorkerRun:
         r = self.result
         final = self._final
         if self._cancel.is_set():
-            r.status, r.reason = "cancelled", "cancelled by the user"
+            r.status, r.reason = RunStatus.CANCELLED, "cancelled by the user"
         elif stalled:
-            r.status = "failed"
+            r.status = RunStatus.FAILED
             r.reason = f"worker sent nothing for {self.stall_timeout:g} s and was killed (hung)"
-        elif final is not None and final["type"] == "finished" and r.returncode == 0:
-            r.status = "finished"
+        elif final is not None and final["type"] == WorkerEvent.FINISHED and r.returncode == 0:
+            r.status = RunStatus.FINISHED
             r.summary = final.get("summary", {})
-        elif final is not None and final["type"] == "error":
-            r.status = "failed"
+        elif final is not None and final["type"] == WorkerEvent.ERROR:
+            r.status = RunStatus.FAILED
             r.error = final
             r.reason = f"{final.get('error_type')}: {final.get('message', '').splitlines()[0] if final.get('message') else ''}"
             if final.get("phase") == "import" and final.get("error_type") == "ModuleNotFoundError":
@@ -538,9 +539,9 @@ class WorkerRun:
                 r.reason += f"; runtime '{name}' lacks it: {runtimes.fix_command(name)}"
         elif r.returncode is not None and r.returncode < 0:
             name = signal.Signals(-r.returncode).name
-            r.status, r.reason = "failed", f"worker was killed by {name}"
+            r.status, r.reason = RunStatus.FAILED, f"worker was killed by {name}"
         else:
-            r.status = "failed"
+            r.status = RunStatus.FAILED
             r.reason = f"worker exited with code {r.returncode} before reporting a result"
 
 
@@ -603,7 +604,7 @@ def execute(
     env = fingerprint()
     record: dict[str, Any] = {
         "id": run_id,
-        "status": "running",
+        "status": RunStatus.RUNNING,
         "started_at": now_iso(),
         "spec": spec.to_dict(),
         "label": spec.label(),
@@ -617,7 +618,7 @@ def execute(
     }
     history.add(record)
     series = SeriesWriter(history.series_path(run_id))
-    series.write({"type": "record", "record": record})
+    series.write({"type": SeriesEvent.RECORD, "record": record})
 
     def forward(event: dict[str, Any]) -> None:
         series.write(event)
@@ -631,11 +632,14 @@ def execute(
         result = worker.run()
     except BaseException as exc:  # the runner must turn even its own failures into a result
         result = worker.result
-        result.status, result.reason = "failed", f"runner error: {type(exc).__name__}: {exc}"
+        result.status, result.reason = (
+            RunStatus.FAILED,
+            f"runner error: {type(exc).__name__}: {exc}",
+        )
         if worker.process is not None and worker.process.poll() is None:
             worker._kill_group()
         if isinstance(exc, KeyboardInterrupt):
-            result.status, result.reason = "cancelled", "interrupted"
+            result.status, result.reason = RunStatus.CANCELLED, "interrupted"
     final = {
         **record,
         "status": result.status,
@@ -647,7 +651,7 @@ def execute(
         "recorder_pid": None,
         "recorder_started": None,
     }
-    series.write({"type": "result", "record": final})
+    series.write({"type": SeriesEvent.RESULT, "record": final})
     series.close()
     history.update(run_id, **{k: v for k, v in final.items() if k != "id"})
     return result

@@ -27,6 +27,7 @@ from tui_bench.engine import batch as batch_module
 from tui_bench.engine import procs
 from tui_bench.engine.errors import SupervisorError
 from tui_bench.engine.history import History, read_jsonl
+from tui_bench.engine.kinds import BatchEvent
 from tui_bench.engine.paths import data_home
 
 START_TIMEOUT_S = 20.0  # the supervisor imports the engine, then names itself
@@ -79,17 +80,17 @@ class BatchState:
         state = cls(batch_id, run_ids=[])
         for event in read_jsonl(batch_module.events_path(batch_id)):
             kind = event.get("type")
-            if kind == "batch":
+            if kind == BatchEvent.BATCH:
                 state.header = event
-            elif kind == "supervisor":
+            elif kind == BatchEvent.SUPERVISOR:
                 state.supervisor = event
-            elif kind == "plan":
+            elif kind == BatchEvent.PLAN:
                 state.plan = event
-            elif kind == "sweep_run":
+            elif kind == BatchEvent.SWEEP_RUN:
                 state.position = event
-            elif kind == "run":
+            elif kind == BatchEvent.RUN:
                 state.run_ids.append(event["run_id"])
-            elif kind == "batch_done":
+            elif kind == BatchEvent.BATCH_DONE:
                 state.done = event
         return state
 
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     from tui_bench.engine.runner import SeriesWriter
 
     events = SeriesWriter(batch_module.events_path(args.batch_id))
-    events.write({"type": "supervisor", **procs.identity()})
+    events.write({"type": BatchEvent.SUPERVISOR, **procs.identity()})
     history = History()
     history.mark_interrupted()  # settle runs of supervisors that died before this one
     try:

@@ -18,6 +18,7 @@ from typing import Any
 from tui_bench.engine import presets as presets_module
 from tui_bench.engine import runner
 from tui_bench.engine.history import History, HistoryError, atomic_write, new_run_id, now_iso
+from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.presets import Config, Preset
 from tui_bench.engine.spec import RunSpec
@@ -164,7 +165,7 @@ def finished_pairs(sweep: Sweep, history: History) -> set[tuple[Any, Any]]:
     return {
         (r.get("config"), r.get("repeat"))
         for r in records(sweep, history)
-        if r.get("status") == "finished"
+        if r.get("status") == RunStatus.FINISHED
     }
 
 
@@ -253,7 +254,7 @@ def run(
         outcome.ran.append((config, repeat, result))
         if after_run is not None:
             after_run(config, repeat, result)
-        if result.status == "cancelled":
+        if result.status == RunStatus.CANCELLED:
             outcome.cancelled = True
             break
         if not result.ok:

@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState
 
 from tui_bench.engine.config import ConfigError, load_config
 from tui_bench.engine.errors import TuiBenchError
+from tui_bench.engine.kinds import BatchEvent, RunStatus
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.commands import TuiBenchCommands
 from tui_bench.tui.keys import KeyLabels
@@ -345,12 +346,12 @@ class TuiBenchApp(App[None]):
             if live.cancel_requested:  # x was confirmed while the supervisor was starting
                 supervisor.stop(live.batch_id)
         except (TuiBenchError, OSError) as exc:  # an unreadable preset, no supervisor
-            live.push({"type": "batch_done", "statuses": [], "error": str(exc)})
+            live.push({"type": BatchEvent.BATCH_DONE, "statuses": [], "error": str(exc)})
             title = exc.title if isinstance(exc, TuiBenchError) else "run not started"
             self.post_message(BatchFinished(live, title))
             return
         except Exception as exc:  # a bug: end the view (not 'running' forever), then the modal
-            live.push({"type": "batch_done", "statuses": [], "error": repr(exc)})
+            live.push({"type": BatchEvent.BATCH_DONE, "statuses": [], "error": repr(exc)})
             self.post_message(BatchFinished(live))
             raise
         self._follow(live)
@@ -420,14 +421,14 @@ class TuiBenchApp(App[None]):
             self.notify(
                 live.reason or "the run did not start", title=message.title, severity="error"
             )
-        elif all(s == "finished" for s in statuses):
+        elif all(s == RunStatus.FINISHED for s in statuses):
             step = live.metrics.get("step_median_s")
             figure = f": step {step * 1000:.1f} ms median" if step else ""
             self.notify(f"{len(statuses)} run(s) finished{figure}", title="done", timeout=8)
-        elif "cancelled" in statuses:
+        elif RunStatus.CANCELLED in statuses:
             self.notify("run cancelled; recorded as cancelled in History", severity="warning")
         else:
-            failed = next(r for r in live.results if r.get("status") != "finished")
+            failed = next(r for r in live.results if r.get("status") != RunStatus.FINISHED)
             self.push_screen(
                 MessageScreen(
                     f"run {failed.get('status')}",
@@ -441,7 +442,7 @@ class TuiBenchApp(App[None]):
         self.compare_ids = [live.sweep_id]  # Compare (F5) now shows this sweep
         left = live.sweep_left
         resume = f"resume later with: tui-bench run --resume {live.sweep_id}"
-        if live.cancel_requested or "cancelled" in statuses:
+        if live.cancel_requested or RunStatus.CANCELLED in statuses:
             self.notify(
                 f"sweep cancelled after {statuses.count('finished')} run(s), {left} left; {resume}",
                 title="sweep cancelled",

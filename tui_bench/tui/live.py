@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui_bench.engine.errors import TuiBenchError
+from tui_bench.engine.kinds import BatchEvent, RunStatus, SeriesEvent, WorkerEvent
 from tui_bench.engine.spec import RunSpec
 
 # Series kept whole in memory are bounded: a week-long run still fits.
@@ -102,7 +103,7 @@ class LiveRun:
     # -- state ------------------------------------------------------------------------------
     def apply(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
-        if kind == "record":
+        if kind == SeriesEvent.RECORD:
             record = event["record"]
             if self.run_id is not None and record.get("id") != self.run_id:
                 self._next_run()
@@ -115,16 +116,16 @@ class LiveRun:
                     pass  # keep the previous spec on screen rather than fail the view
             if self.run_id and self.run_id not in self.run_ids:
                 self.run_ids.append(self.run_id)
-            self.status = "running"
-        elif kind == "run_started":
+            self.status = RunStatus.RUNNING
+        elif kind == WorkerEvent.RUN_STARTED:
             self.started = event
-            self.status = "running"
-        elif kind == "epoch_started":
+            self.status = RunStatus.RUNNING
+        elif kind == WorkerEvent.EPOCH_STARTED:
             self.epoch = event["epoch"]
             self.epochs = event.get("epochs", self.epochs)
             self.epoch_steps = event.get("steps", 0)
             self.epoch_step = 0
-        elif kind == "steps":
+        elif kind == WorkerEvent.STEPS:
             losses = event.get("losses") or []
             if len(self.losses) < MAX_POINTS:
                 self.losses.extend(losses)
@@ -133,27 +134,27 @@ class LiveRun:
                 self.first_step_t = event.get("t")
                 self.first_steps_done = self.steps_done
             self.last_t = event.get("t", self.last_t)
-        elif kind == "epoch_finished":
+        elif kind == WorkerEvent.EPOCH_FINISHED:
             self.epoch_records.append(event)
             self.steps_done_before += event.get("steps", self.epoch_steps)
             self.epoch_step = self.epoch_steps = 0
             self.last_t = event.get("t", self.last_t)
-        elif kind == "test_finished":
+        elif kind == WorkerEvent.TEST_FINISHED:
             self.test = event
-        elif kind == "finished":
+        elif kind == WorkerEvent.FINISHED:
             self.summary = event.get("summary") or {}
-        elif kind == "error":
+        elif kind == WorkerEvent.ERROR:
             self.reason = f"{event.get('error_type')}: {(event.get('message') or '').strip()}"
-        elif kind == "sample":
+        elif kind == SeriesEvent.SAMPLE:
             if len(self.samples) < MAX_POINTS:
                 self.samples.append(event)
-        elif kind == "result":
+        elif kind == SeriesEvent.RESULT:
             record = event["record"]
-            self.status = record.get("status", "failed")
+            self.status = record.get("status", RunStatus.FAILED)
             self.reason = record.get("reason")
             self.metrics = record.get("metrics") or {}
             self.results.append(record)
-        elif kind == "sweep_run":
+        elif kind == BatchEvent.SWEEP_RUN:
             self.sweep_line = (
                 f"run {event['index'] + 1} of {event['total']} · {event['key']} · "
                 f"repeat {event['repeat'] + 1}/{event['repeats']}"
@@ -164,13 +165,13 @@ class LiveRun:
                 self.spec = RunSpec.from_dict(event["spec"], validate=False)
             except SPEC_UNREADABLE:
                 pass  # keep the previous spec on screen rather than fail the view
-        elif kind == "plan":
+        elif kind == BatchEvent.PLAN:
             self.runs_total = max(event.get("total") or 1, 1)
             self.sweep_id = event.get("sweep_id") or self.sweep_id
             self.skipped = [tuple(item) for item in event.get("skipped") or []]
-        elif kind == "worker":
+        elif kind == SeriesEvent.WORKER:
             self.worker_pid = event.get("pid")
-        elif kind == "batch_done":
+        elif kind == BatchEvent.BATCH_DONE:
             self.done = True
             self.sweep_left = event.get("sweep_left") or 0
             self.sweep_failed = dict(event.get("not_run") or {})
@@ -257,7 +258,7 @@ def live_run_from_series(events: list[dict[str, Any]]) -> LiveRun:
     """Rebuild a recorded run's view from its series file (History → open)."""
     spec = RunSpec()
     for event in events:
-        if event.get("type") == "record":
+        if event.get("type") == SeriesEvent.RECORD:
             try:
                 spec = RunSpec.from_dict(event["record"].get("spec") or {}, validate=False)
             except SPEC_UNREADABLE:
@@ -266,7 +267,7 @@ def live_run_from_series(events: list[dict[str, Any]]) -> LiveRun:
     run = LiveRun(spec=spec)
     for event in events:
         run.apply(event)
-    if run.status == "running":  # no result line: the app died during the run
-        run.status, run.reason = "interrupted", "the run has no recorded end"
+    if run.status == RunStatus.RUNNING:  # no result line: the app died during the run
+        run.status, run.reason = RunStatus.INTERRUPTED, "the run has no recorded end"
     run.done = True
     return run

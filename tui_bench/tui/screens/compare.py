@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from tui_bench.engine import report
+from tui_bench.engine.kinds import RunStatus
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
@@ -157,7 +158,7 @@ class CompareScreen(Screen):
     def _rebuild(self) -> None:
         self.tables = report.build(self.records, metric=self.metric, skipped=self.skipped)
         label, _lower = report.METRICS[self.metric]
-        finished = sum(r.get("status") == "finished" for r in self.records)
+        finished = sum(r.get("status") == RunStatus.FINISHED for r in self.records)
         card = next((t for t in self.tables if t.name == "fairness"), None)
         differs = (
             " · [!] also differs: " + ", ".join(row[0] for row in card.rows) + " (fairness tab)"

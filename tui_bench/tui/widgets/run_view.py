@@ -8,6 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Collapsible, Label, Log, ProgressBar, Static
 
+from tui_bench.engine.kinds import RunStatus
 from tui_bench.tui.live import LiveRun
 from tui_bench.tui.widgets.graphs import FixedRangeGraph
 from tui_bench.tui.widgets.plots import BarPlot, LossPlot
@@ -67,7 +68,7 @@ def header_text(run: LiveRun) -> str:
 
 def status_text(run: LiveRun) -> str:
     status = run.status
-    if run.done and status == "running":
+    if run.done and status == RunStatus.RUNNING:
         status = "ended"
     text = f"[b]{status}[/b]"
     if run.run_id:
