@@ -143,7 +143,7 @@ class Backend:
         """(mean loss, accuracy) over all of x in batches, no dropout, no update."""
         raise NotImplementedError
 
-    # -- optional hooks (issue 10) -------------------------------------------------------------
+    # -- optional hooks ------------------------------------------------------------------------
     def apply_settings(self, settings: Settings) -> dict[str, Any]:
         """Apply precision / autotune / input / timing before ``build``; return what is in
         effect, read back from the framework where it can say (recorded as ``settings``)."""

@@ -94,7 +94,7 @@ class RunResult:
         if self.started and isinstance(self.started.get("settings"), dict):
             m.update({f"setting_{k}": v for k, v in self.started["settings"].items()})
         m["process_wall_s"] = self.wall_s
-        # Ease of coding (issue 3): lines that define the model and the step for this API.
+        # Ease of coding: lines that define the model and the step for this API.
         try:
             m.update(loc.lines_of_code(self.spec.framework, self.spec.api))
         except (OSError, KeyError, loc.MarkerError):

@@ -65,7 +65,7 @@ def resolve(framework_name: str, api: str) -> Runtime:
     )
 
 
-# -- managed runtimes (issue 3) -----------------------------------------------------------------
+# -- managed runtimes -----------------------------------------------------------------------------
 # Known-good pins, measured on this project's machines (shared/FIELD-NOTES.md). torch is always
 # pinned: an unpinned requirement pulls gigabytes of CUDA packages.
 
