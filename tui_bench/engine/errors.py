@@ -68,6 +68,12 @@ class SupervisorError(HistoryError):
     title = "Run supervisor"
 
 
+class FleetError(SupervisorError):
+    """A Ray cluster cannot be used (Ray missing, nothing at the address); one line."""
+
+    title = "Ray cluster"
+
+
 class DatasetError(TuiBenchError):
     """A dataset cannot be used, downloaded or imported. ``str()`` is one line naming the file."""
 

@@ -27,17 +27,14 @@ from typing import Any
 
 from tui_bench import __version__
 from tui_bench.engine import procs
-from tui_bench.engine.history import History, HistoryError, now_iso
+from tui_bench.engine.errors import FleetError
+from tui_bench.engine.history import History, now_iso
 from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.spec import RunSpec
 
 INSTALL_HINT = "pip install 'tui-bench[ray]'"
 CANCEL_GRACE_S = 30.0  # a cancelled task gets this long to stop its worker and say so
-
-
-class FleetError(HistoryError):
-    """The cluster cannot be used (Ray missing, no cluster at the address); one line."""
 
 
 def require_ray() -> None:
