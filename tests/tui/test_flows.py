@@ -230,7 +230,9 @@ async def test_quit_mid_run_can_cancel_the_run_and_records_it(tui_home):
 async def test_quit_leaves_the_run_running_and_a_new_app_attaches_to_it(tui_home):
     app = TuiBenchApp()
     async with app.run_test(size=(100, 30)) as pilot:
-        await fill_quick_run(pilot, app.screen, epochs="3", steps="60")
+        # Long enough (8 epochs) to still be running when the second app starts on a loaded
+        # machine: a run that ends first is (rightly) not attached to.
+        await fill_quick_run(pilot, app.screen, epochs="8", steps="60")
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.live.steps_done > 0, 120, "steps")
         run_id, batch_id = app.live.run_id, app.live.batch_id
@@ -249,8 +251,8 @@ async def test_quit_leaves_the_run_running_and_a_new_app_attaches_to_it(tui_home
         )
         assert isinstance(again.screen, LiveScreen)
         await wait_for(pilot, lambda: again.live.done, 120, "the run to end")
-        assert len(again.live.losses) == 3 * 25  # 800 training samples / batch 32, from step 1
-        assert len(again.live.epoch_records) == 3
+        assert len(again.live.losses) == 8 * 25  # 800 training samples / batch 32, from step 1
+        assert len(again.live.epoch_records) == 8
     assert History().get(run_id)["status"] == "finished"
 
 
