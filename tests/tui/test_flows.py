@@ -51,7 +51,7 @@ async def test_run_progress_result_history_export(tui_home, tmp_path):
         await type_into(pilot, setup, "batch_size", "abc")
         await pilot.pause()
         problem = str(setup.query_one("#setup-problem", Static).render())
-        assert "batch size must be a whole number" in problem
+        assert "batch_size must be a whole number, got 'abc'" in problem
         assert setup.query_one("#start").disabled
         await pilot.press("ctrl+r")
         assert app.live is None  # nothing started
@@ -178,7 +178,7 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         assert "skipped 1× framework 'nope'" in header
         records = [r for r in History().all() if r.get("group") == live.sweep_id]
         assert sorted(r["repeat"] for r in records) == [0, 1]
-        assert app.compare_ids == [live.sweep_id] and "sweep done" in notes(app)
+        assert "sweep done" in notes(app)
         await pilot.press("f5")  # Compare shows the sweep through engine.report
         summary = app.screen.query_one("#table-summary", DataTable)
         await wait_for(pilot, lambda: summary.row_count == 1, 10, "compare summary")

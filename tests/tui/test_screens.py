@@ -231,7 +231,8 @@ async def test_help_lists_binding_ids(tui_home):
 async def test_palette_lists_actions_and_loads_a_preset(tui_home):
     presets = tui_home / "presets"
     presets.mkdir()
-    (presets / "tiny-mlp.toml").write_text(RunSpec(model="mlp", epochs=4, warmup_steps=2).to_toml())
+    preset = RunSpec(model="mlp", epochs=4, warmup_steps=2, optimizer="sgd")
+    (presets / "tiny-mlp.toml").write_text(preset.to_toml())
     app = TuiBenchApp()
     async with app.run_test(size=(100, 30)) as pilot:
         setup = app.screen
@@ -242,14 +243,15 @@ async def test_palette_lists_actions_and_loads_a_preset(tui_home):
         await pilot.press("enter")
         await wait_for(pilot, lambda: setup.query_one("#model", Select).value == "mlp", 5, "preset")
         assert setup.query_one("#epochs", Input).value == "4"
+        assert setup.query_one("#warmup_steps", Input).value == "2"
         # A field the form does not show is kept (and said), not reset to its default.
         await wait_for(
             pilot,
-            lambda: "warmup_steps = 2" in str(setup.query_one("#option-notes", Static).render()),
+            lambda: "optimizer = sgd" in str(setup.query_one("#option-notes", Static).render()),
             5,
             "note",
         )
-        assert setup.current()[0].warmup_steps == 2
+        assert setup.current()[0].warmup_steps == 2 and setup.current()[0].optimizer == "sgd"
         await pilot.press("ctrl+p")
         await pilot.press(*"History: recorded")
         await pilot.pause(0.5)

@@ -87,10 +87,16 @@ def test_parse_form_one_line_errors_and_sweep():
         "steps_per_epoch": "",
         "train_samples": "",
         "test_samples": "",
+        "dropout": "0.25",
+        "warmup_steps": "5",
+        "target_accuracy": "",
+        "timing_window": "10",
+        "workers": "1",
+        "scaling": "weak",
     }
     spec, sweep = parse_form(base, [1, 2])
     assert spec.threads == 2 and sweep is None and spec.steps_per_epoch is None
-    with pytest.raises(SpecError, match="learning rate must be a number"):
+    with pytest.raises(SpecError, match="^lr must be a number, got 'fast'$"):
         parse_form({**base, "lr": "fast"}, [1, 2])
     with pytest.raises(SpecError, match="needs a sequence dataset"):
         parse_form({**base, "model": "lstm"}, [1, 2])

@@ -171,7 +171,6 @@ class TuiBenchApp(App[None]):
         self.start_mode = start_mode
         self.live: LiveRun | None = None
         self.left_running: str | None = None  # batch id the user chose to leave running on quit
-        self.compare_ids: list[str] = []
         self.config_error: str | None = None
         try:
             self.config = load_config()
@@ -439,7 +438,8 @@ class TuiBenchApp(App[None]):
             screen.reload()
 
     def _sweep_finished(self, live: LiveRun, statuses: list[Any]) -> None:
-        self.compare_ids = [live.sweep_id]  # Compare (F5) now shows this sweep
+        # Compare (F5) now shows this sweep; a Compare screen not built yet shows the latest sweep.
+        self._hand_compare_ids([live.sweep_id])
         left = live.sweep_left
         resume = f"resume later with: tui-bench run --resume {live.sweep_id}"
         if live.cancel_requested or RunStatus.CANCELLED in statuses:
@@ -647,15 +647,16 @@ class TuiBenchApp(App[None]):
         self.open_compare(message.run_ids)
 
     def open_compare(self, run_ids: list[str]) -> None:
-        self.compare_ids = list(run_ids)
-        self.switch_mode("compare")
-        self.call_after_refresh(self._reload_compare)
+        self.switch_mode("compare")  # builds the Compare screen the first time, synchronously
+        self._hand_compare_ids(run_ids)
 
-    def _reload_compare(self) -> None:
+    def _hand_compare_ids(self, run_ids: list[str]) -> None:
+        """Attributes down: the app tells the Compare screen what to compare."""
         from tui_bench.tui.screens.compare import CompareScreen
 
-        if isinstance(self.screen, CompareScreen):
-            self.screen.load(self.compare_ids)
+        for screen in self._screens_of("compare"):
+            if isinstance(screen, CompareScreen):
+                screen.compare(run_ids)
 
 
 def binding_owners() -> list[type]:

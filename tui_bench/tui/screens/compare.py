@@ -7,6 +7,7 @@ The same tables as ``tui-bench compare``; this screen only lays them out."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
@@ -80,8 +81,10 @@ class CompareScreen(Screen):
         Binding("m", "next_metric", "Metric", id="compare_metric"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, run_ids: Sequence[str] = ()) -> None:
         super().__init__()
+        # What to compare, handed down by the app (no ids: the latest sweep).
+        self.run_ids: list[str] = list(run_ids)
         self.metric = "step_median_s"
         self.records: list[dict[str, Any]] = []
         self.skipped: list[tuple[str, str]] = []
@@ -112,11 +115,13 @@ class CompareScreen(Screen):
         for name in TAB_NAMES:  # until there is something to compare, no empty tabs
             if name != "summary":
                 tabs.hide_tab(f"tab-{name}")
-        self.load(self.app.compare_ids)
+        self._load(list(self.run_ids))
 
-    def load(self, ids: list[str]) -> None:
-        """Runs, groups or sweeps by id (no ids: the latest sweep, if there is one)."""
-        self._load(list(ids))
+    def compare(self, run_ids: Sequence[str]) -> None:
+        """Show these runs, groups or sweeps by id (no ids: the latest sweep, if there is one)."""
+        self.run_ids = list(run_ids)
+        if self.is_mounted:  # else on_mount loads them
+            self._load(list(self.run_ids))
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def _load(self, ids: list[str]) -> None:
@@ -130,7 +135,19 @@ class CompareScreen(Screen):
                 self.app.call_from_thread(self.notify, str(exc), severity="warning")
             return
         source = ", ".join(ids) if ids else "the latest sweep"
-        self.app.call_from_thread(self.show, records, skipped, source)
+        self.app.call_from_thread(self._loaded, ids, records, skipped, source)
+
+    def _loaded(
+        self,
+        ids: list[str],
+        records: list[dict[str, Any]],
+        skipped: list[tuple[str, str]],
+        source: str,
+    ) -> None:
+        # A thread worker cannot be stopped: the result of an earlier request that ends after a
+        # later one is dropped, so the screen never shows ids it was no longer asked for.
+        if ids == self.run_ids:
+            self.show(records, skipped, source)
 
     def show(
         self,

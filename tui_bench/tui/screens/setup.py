@@ -20,7 +20,7 @@ from textual.widgets.select import InvalidSelectValueError
 from tui_bench.engine import catalog, runtimes
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.sampler import Nvml
-from tui_bench.engine.spec import RunSpec, SpecError
+from tui_bench.engine.spec import DeclaredField, RunSpec, SpecError, declared_fields
 from tui_bench.tui.keys import key_labels
 from tui_bench.tui.messages import PresetRequested, StartRequested, SweepRequested
 from tui_bench.tui.presets_io import default_preset_path, save_preset
@@ -28,17 +28,47 @@ from tui_bench.tui.screens.dialogs import PresetPickerScreen, PromptScreen
 from tui_bench.tui.widgets.mode_bar import ModeBar
 
 SWEEP = "sweep"
-NUMBER_FIELDS = {  # input id -> (spec field, type, label)
-    "batch_size": (int, "batch size"),
-    "epochs": (int, "epochs"),
-    "lr": (float, "learning rate"),
-    "repeats": (int, "repeats"),
-    "seed": (int, "seed"),
-    "steps_per_epoch": (int, "steps/epoch"),
-    "train_samples": (int, "train samples"),
-    "test_samples": (int, "test samples"),
+# The Setup form's numbers and choices come from RunSpec's declaration, like the CLI flags: every
+# declared number except threads (a choice of this machine's core counts, or a sweep), and the
+# data-parallel scaling rule beside the workers count.
+DECLARED = {d.name: d for d in declared_fields()}
+NUMBER_FIELDS = {
+    name: d for name, d in DECLARED.items() if d.type in (int, float) and name != "threads"
 }
-OPTIONAL_FIELDS = {"steps_per_epoch", "train_samples", "test_samples"}
+CHOICE_FIELDS = {name: DECLARED[name] for name in ("scaling",)}
+# Names longer than the form's label column, abbreviated; every other label is the field's name.
+SHORT_LABELS = {"steps_per_epoch": "steps/epoch", "target_accuracy": "target acc."}
+UNSET = "unset"  # what an optional number's empty input shows
+
+
+def field_label(name: str) -> str:
+    return SHORT_LABELS.get(name, name.replace("_", " "))
+
+
+def field_tooltip(declared: DeclaredField) -> str:
+    """The declaration's help, range and default, shown on hover."""
+    parts = [f"{declared.name}: {declared.help}"]
+    if declared.type is int:
+        parts.append(f"{int(declared.low)} to {int(declared.high)}")  # type: ignore[arg-type]
+    elif declared.type is float:
+        lo, hi = ("(" if declared.low_open else "["), (")" if declared.high_open else "]")
+        parts.append(f"in {lo}{declared.low}, {declared.high}{hi}")
+    elif declared.choices is not None:
+        parts.append(", ".join(declared.choices))
+    parts.append(f"default {UNSET if declared.default is None else declared.default}")
+    return " · ".join(parts)
+
+
+def parse_number(declared: DeclaredField, text: str) -> Any:
+    """A typed number, None for an optional field left empty, or the text itself when it is not
+    a number: RunSpec.validate() then refuses it with the declaration's own one-line message."""
+    text = text.strip()
+    if not text and declared.optional:
+        return None
+    try:
+        return declared.type(text)
+    except ValueError:
+        return text
 
 
 @dataclass
@@ -62,7 +92,16 @@ def probe_choices() -> SetupChoices:
     return SetupChoices(found, Nvml().devices())
 
 
-FORM_FIELDS = {"framework", "api", "model", "dataset", "device", "threads", *NUMBER_FIELDS}
+FORM_FIELDS = {
+    "framework",
+    "api",
+    "model",
+    "dataset",
+    "device",
+    "threads",
+    *NUMBER_FIELDS,
+    *CHOICE_FIELDS,
+}
 
 
 def fields_beyond_form(spec: RunSpec) -> dict[str, Any]:
@@ -94,17 +133,15 @@ def parse_form(
         data["threads"] = sweep_counts[-1]
     else:
         data["threads"] = int(threads)
-    for name, (kind, label) in NUMBER_FIELDS.items():
-        text = str(values.get(name, "")).strip()
-        if not text:
-            if name in OPTIONAL_FIELDS:
-                continue
-            raise SpecError(name, f"{label} is empty")
-        try:
-            data[name] = kind(text)
-        except ValueError:
-            what = "a whole number" if kind is int else "a number"
-            raise SpecError(name, f"{label} must be {what}, got {text!r}") from None
+    for name, declared in NUMBER_FIELDS.items():
+        value = parse_number(declared, str(values.get(name, "")))
+        if value is not None:
+            data[name] = value
+    for name in CHOICE_FIELDS:
+        value = values.get(name)
+        if value is None or value is Select.BLANK:
+            raise SpecError(name, f"choose a {name}")
+        data[name] = value
     return RunSpec.from_dict(data), sweep
 
 
@@ -234,16 +271,28 @@ class SetupScreen(Screen):
                     compact=True,
                     id="threads",
                 )
-                for name, (_kind, label) in NUMBER_FIELDS.items():
-                    yield Label(label)
-                    value = getattr(d, name)
-                    placeholder = "all" if name in OPTIONAL_FIELDS else ""
+                for name, declared in NUMBER_FIELDS.items():
+                    tooltip = field_tooltip(declared)
+                    yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
                     yield Input(
-                        "" if value is None else str(value),
-                        placeholder=placeholder,
+                        "" if declared.default is None else str(declared.default),
+                        placeholder=UNSET if declared.optional else str(declared.default),
+                        compact=True,
+                        tooltip=tooltip,
+                        id=name,
+                    )
+                for name, declared in CHOICE_FIELDS.items():
+                    tooltip = field_tooltip(declared)
+                    yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
+                    select = Select(
+                        [(choice, choice) for choice in declared.choices or ()],
+                        value=declared.default,
+                        allow_blank=False,
                         compact=True,
                         id=name,
                     )
+                    select.tooltip = tooltip
+                    yield select
             yield Static("", id="option-notes", markup=False)
         with Vertical(id="setup-bottom"):
             yield Static("", id="setup-problem", markup=False)
@@ -490,6 +539,8 @@ class SetupScreen(Screen):
             for name in NUMBER_FIELDS:
                 value = getattr(spec, name)
                 self.query_one(f"#{name}", Input).value = "" if value is None else str(value)
+            for name in CHOICE_FIELDS:
+                self.query_one(f"#{name}", Select).value = getattr(spec, name)
         self.revalidate()
 
     # -- actions ------------------------------------------------------------------------------

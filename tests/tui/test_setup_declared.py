@@ -1,0 +1,139 @@
+"""The Setup form is built from RunSpec's declaration, as the CLI flags are: an input per declared
+number with its default and help, the declaration's own one-line messages, the workers fields."""
+
+from __future__ import annotations
+
+import pytest
+from textual.message import Message
+from textual.widgets import Input, Select, Static
+
+from tests.tui.helpers import wait_for
+from tui_bench.engine.spec import RunSpec, SpecError, declared_fields
+from tui_bench.tui.app import TuiBenchApp
+from tui_bench.tui.messages import StartRequested
+from tui_bench.tui.screens.setup import SetupScreen
+
+# Every declared number but threads, which the form offers as this machine's core counts.
+DECLARED_NUMBERS = [d for d in declared_fields() if d.type in (int, float) and d.name != "threads"]
+
+
+async def _ready_setup(pilot, app) -> SetupScreen:
+    setup = app.screen
+    assert isinstance(setup, SetupScreen)
+    await wait_for(pilot, lambda: setup.available is not None, 30, "runtime probe")
+    await pilot.pause()
+    return setup
+
+
+async def _type(pilot, setup: SetupScreen, field: str, text: str) -> None:
+    widget = setup.query_one(f"#{field}", Input)
+    widget.focus()
+    widget.value = ""
+    await pilot.press(*text)
+    await pilot.pause()
+
+
+def _problem(setup: SetupScreen) -> str:
+    return str(setup.query_one("#setup-problem", Static).render())
+
+
+async def test_setup_has_an_input_per_declared_number_with_its_default_and_help(tui_home):
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = await _ready_setup(pilot, app)
+        inputs = {widget.id: widget for widget in setup.query("#setup-grid Input")}
+        assert sorted(inputs) == sorted(d.name for d in DECLARED_NUMBERS)
+        for declared in DECLARED_NUMBERS:
+            widget = inputs[declared.name]
+            expected = "" if declared.default is None else str(declared.default)
+            assert widget.value == expected, declared.name
+            assert declared.help in str(widget.tooltip), declared.name
+            if declared.optional:
+                assert widget.placeholder == "unset"
+        assert setup.query_one("#workers", Input).value == "1"
+        scaling = setup.query_one("#scaling", Select)
+        (declared_scaling,) = [d for d in declared_fields() if d.name == "scaling"]
+        assert scaling.value == declared_scaling.default == "weak"
+        assert declared_scaling.choices == ("weak", "strong")
+        scaling.value = "strong"  # each declared choice is an option of the Select
+        assert scaling.value == "strong"
+        # The form as it stands is the declared defaults (threads aside).
+        spec, _sweep = setup.current()
+        assert spec == RunSpec(threads=spec.threads, scaling="strong")
+
+
+@pytest.mark.parametrize(
+    ("field", "typed", "value", "bounds"),
+    [
+        ("batch_size", "0", 0, "between 1 and 65536, got 0"),
+        ("workers", "65", 65, "between 1 and 64, got 65"),
+        ("dropout", "1", 1.0, "in [0.0, 1.0), got 1.0"),
+        ("timing_window", "0", 0, "between 1 and 100000, got 0"),
+        ("lr", "fast", "fast", "must be a number, got 'fast'"),
+        ("epochs", "1.5", "1.5", "must be a whole number, got '1.5'"),
+    ],
+)
+async def test_out_of_range_value_says_the_declared_bounds_and_blocks_start(
+    tui_home, field, typed, value, bounds
+):
+    seen: list[Message] = []
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24), message_hook=seen.append) as pilot:
+        setup = await _ready_setup(pilot, app)
+        assert not setup.query_one("#start").disabled, _problem(setup)
+        await _type(pilot, setup, field, typed)
+        # The message is RunSpec.validate()'s own, word for word, on one line.
+        with pytest.raises(SpecError) as refused:
+            RunSpec.from_dict({**RunSpec().to_dict(), field: value})
+        problem = _problem(setup)
+        assert f"{field}: {refused.value}" in problem and bounds in problem
+        assert "\n" not in str(refused.value)
+        assert setup.query_one("#start").disabled
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert not [m for m in seen if isinstance(m, StartRequested)]
+        assert app.live is None
+
+
+async def test_two_workers_with_torch_eager_reach_start_requested(tui_home, monkeypatch):
+    from tui_bench.engine import supervisor
+    from tui_bench.engine.errors import SupervisorError
+
+    def refuse(request):  # the spec is what this test is about: no worker is started
+        raise SupervisorError("not started by this test")
+
+    monkeypatch.setattr(supervisor, "launch", refuse)
+    seen: list[Message] = []
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24), message_hook=seen.append) as pilot:
+        setup = await _ready_setup(pilot, app)
+        assert setup.query_one("#framework", Select).value == "torch"
+        assert setup.query_one("#api", Select).value == "eager"
+        await _type(pilot, setup, "workers", "2")
+        setup.query_one("#scaling", Select).value = "strong"
+        await pilot.pause()
+        assert not setup.query_one("#start").disabled, _problem(setup)
+        await pilot.press("ctrl+r")
+        await wait_for(
+            pilot, lambda: any(isinstance(m, StartRequested) for m in seen), 5, "StartRequested"
+        )
+        # The hook sees a message at each node it bubbles through: one request, seen there.
+        (request,) = {id(m): m for m in seen if isinstance(m, StartRequested)}.values()
+        assert request.spec.workers == 2 and request.spec.scaling == "strong"
+        assert (request.spec.framework, request.spec.api) == ("torch", "eager")
+
+
+async def test_workers_refused_by_the_api_say_why_before_start(tui_home):
+    """theano has no data-parallel engine: the form shows the spec's own reason."""
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = await _ready_setup(pilot, app)
+        await _type(pilot, setup, "workers", "2")
+        setup.query_one("#framework", Select).value = "theano"
+        await pilot.pause()
+        await pilot.pause()
+        spec = RunSpec(framework="theano", api="theano", workers=2)
+        with pytest.raises(SpecError) as refused:
+            spec.validate()
+        assert f"workers: {refused.value}" in _problem(setup)
+        assert setup.query_one("#start").disabled
