@@ -169,14 +169,12 @@ def _run(history: History, watch: ListenWatch | None = None, **fields) -> RunRes
 def data_parallel_runs(tmp_path_factory):
     """One single-process reference (global batch 32) and three 2-worker runs: torch weak
     (16 per worker), TF graph strong (32 split in two), TF eager weak."""
-    import os
-
     root = tmp_path_factory.mktemp("data-parallel")
-    saved = {k: os.environ.get(k) for k in ("TUI_BENCH_HOME", "TUI_BENCH_CACHE")}
-    os.environ.update(TUI_BENCH_HOME=str(root / "home"), TUI_BENCH_CACHE=str(root / "cache"))
-    history = History(root / "home")
-    watches = {"torch": ListenWatch(), "tensorflow": ListenWatch()}
-    try:
+    with pytest.MonkeyPatch.context() as env:  # module scope: the monkeypatch fixture can't
+        env.setenv("TUI_BENCH_HOME", str(root / "home"))
+        env.setenv("TUI_BENCH_CACHE", str(root / "cache"))
+        history = History(root / "home")
+        watches = {"torch": ListenWatch(), "tensorflow": ListenWatch()}
         yield {
             "reference": _run(history, framework="torch", batch_size=32),
             "torch": _run(history, watches["torch"], framework="torch", batch_size=16, workers=2),
@@ -191,12 +189,6 @@ def data_parallel_runs(tmp_path_factory):
             ),
             "watches": watches,
         }
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.mark.slow

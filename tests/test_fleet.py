@@ -6,7 +6,6 @@ the second node is removed while one of the runs trains on it."""
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 import time
@@ -112,12 +111,13 @@ def ray_cluster():
     # Ray turns a loopback address into the machine's outward address unless it runs as a
     # one-machine cluster; with this, every node and the driver stay on 127.0.0.1. Read when
     # Ray is imported, and inherited by the supervisors the tests start.
-    saved = {
-        k: os.environ.get(k)
-        for k in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_USAGE_STATS_ENABLED")
-    }
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        env.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        yield from _two_node_cluster()
+
+
+def _two_node_cluster():
     from ray.cluster_utils import Cluster
 
     started = time.monotonic()
@@ -147,11 +147,6 @@ def ray_cluster():
         )
     finally:
         cluster.shutdown()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @pytest.mark.slow

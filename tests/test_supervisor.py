@@ -98,6 +98,9 @@ class Terminal:
         if self.pid == 0:  # the child: a session leader with the pty as controlling terminal
             os.chdir(REPO)
             os.environ.update(TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
+            # As from a login shell: a suite started under nohup (SIGHUP ignored, which exec
+            # keeps) must not make the program under test immune to the hang-up it tests.
+            signal.signal(signal.SIGHUP, signal.SIG_DFL)
             os.execv(sys.executable, [sys.executable, *argv])
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         self.output = bytearray()

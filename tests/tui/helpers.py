@@ -16,3 +16,16 @@ async def wait_for(
         if loop.time() > deadline:
             raise AssertionError(f"timed out waiting for {what or condition}")
         await pilot.pause(0.1)
+
+
+async def show_in_compare(app, pilot, records: list[dict], source: str = "two runs"):
+    """Open Compare on ``records`` (no history needed) and return the screen."""
+    from tui_bench.tui.screens.compare import CompareScreen
+
+    app.switch_mode("compare")
+    await pilot.pause()
+    screen = app.screen
+    assert isinstance(screen, CompareScreen)
+    screen.show(records, source=source)
+    await pilot.pause()
+    return screen

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from textual.widgets import DataTable
 
+from tests.tui.helpers import show_in_compare
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.app import TuiBenchApp
-from tui_bench.tui.screens.compare import CompareScreen
 from tui_bench.tui.widgets.plots import LinePlot
 
 
@@ -25,12 +25,7 @@ async def test_compare_shows_data_parallel_scaling_in_a_workers_tab(tui_home):
     ]
     app = TuiBenchApp()
     async with app.run_test(size=(120, 40)) as pilot:
-        app.switch_mode("compare")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, CompareScreen)
-        screen.show(records, source="two runs")
-        await pilot.pause()
+        screen = await show_in_compare(app, pilot, records)
         table = screen.query_one("#table-workers", DataTable)
         assert table.row_count == 2
         cells = [str(c) for c in table.get_row_at(1)]

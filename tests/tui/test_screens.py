@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import DataTable, Input, Select, Static
 
 from tests.tui.fakes import write_fake_history
-from tests.tui.helpers import wait_for
+from tests.tui.helpers import show_in_compare, wait_for
 from tui_bench.engine.history import History
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.app import TuiBenchApp
@@ -380,12 +380,7 @@ async def test_compare_shows_the_fairness_card_beside_the_tables(tui_home):
         )
     app = TuiBenchApp()
     async with app.run_test(size=(120, 40)) as pilot:
-        app.switch_mode("compare")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, CompareScreen)
-        screen.show(records, source="two runs")
-        await pilot.pause()
+        screen = await show_in_compare(app, pilot, records)
         card = screen.query_one("#table-fairness", DataTable)
         assert card.row_count == 1
         assert [str(c) for c in card.get_row_at(0)] == ["compilation", "no (eager)", "yes"]
