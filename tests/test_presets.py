@@ -182,7 +182,7 @@ def test_availability_reports_a_missing_gpu(monkeypatch):
     from tui_bench.engine import sysinfo
     from tui_bench.engine.spec import RunSpec
 
-    monkeypatch.setattr(sysinfo, "fingerprint", lambda: {"gpus": []})
+    monkeypatch.setattr(sysinfo, "machine_fingerprint", lambda: {"gpus": []})
     assert "no GPU 0" in presets.availability_problem(RunSpec(device="gpu"))
     assert presets.availability_problem(RunSpec()) is None  # torch is installed in the test env
 
@@ -304,7 +304,7 @@ def test_a_multi_worker_gpu_run_needs_a_gpu_per_worker(monkeypatch):
     from tui_bench.engine import sysinfo
     from tui_bench.engine.spec import RunSpec
 
-    monkeypatch.setattr(sysinfo, "fingerprint", lambda: {"gpus": [{"name": "one"}]})
+    monkeypatch.setattr(sysinfo, "machine_fingerprint", lambda: {"gpus": [{"name": "one"}]})
     problem = presets.availability_problem(RunSpec(device="gpu", workers=2))
     assert problem == "2 workers need 2 GPUs (NVML found 1)"
 

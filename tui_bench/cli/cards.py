@@ -37,9 +37,9 @@ def _print(
 
 def cmd_sysinfo(args: argparse.Namespace) -> int:
     from tui_bench.engine import runtimes
-    from tui_bench.engine.sysinfo import fingerprint, logout_trap
+    from tui_bench.engine.sysinfo import logout_trap, machine_fingerprint
 
-    info = {**fingerprint(), "logout_trap": logout_trap()}
+    info = {**machine_fingerprint(), "logout_trap": logout_trap()}
     rows = []
     for fw in catalog.FRAMEWORKS.values():
         for api in fw.apis:
@@ -89,9 +89,9 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
 
 
 def cmd_hardware(args: argparse.Namespace) -> int:
-    from tui_bench.engine.sysinfo import fingerprint
+    from tui_bench.engine.sysinfo import machine_fingerprint
 
-    found = cards.hardware_card(fingerprint())
+    found = cards.hardware_card(machine_fingerprint())
     _print(found, cards.HARDWARE_METRICS, "hardware card", args)
     return 0
 

@@ -79,7 +79,7 @@ def plan(batch_id: str, request: BatchRequest) -> sweep_module.Sweep:
     """The sweep a batch runs: the named one, or one configuration's repeats (not saved: its
     runs are found by their group, the batch id)."""
     from tui_bench.engine import sweep as sweep_module
-    from tui_bench.engine.presets import Config
+    from tui_bench.engine.presets import SweepConfig
 
     if request.sweep_id:
         sweep = sweep_module.find(request.sweep_id)
@@ -94,7 +94,7 @@ def plan(batch_id: str, request: BatchRequest) -> sweep_module.Sweep:
         description="",
         study="",
         repeats=spec.repeats,
-        configs=[Config(key=spec.label(), spec=spec)],
+        configs=[SweepConfig(key=spec.label(), spec=spec)],
         created_at=now_iso(),
     )
 

@@ -297,7 +297,7 @@ def hardware_card(
     history: History | None = None,
     measure: Callable[[str, int], dict[str, Any]] | None = None,
 ) -> list[Card]:
-    """One card per device of ``machine`` (a ``sysinfo.fingerprint()``). ``measure(device,
+    """One card per device of ``machine`` (a ``sysinfo.machine_fingerprint()``). ``measure(device,
     threads)`` runs the probe (default: in the torch runtime); pass ``None`` results through."""
     measure = measure or (lambda device, threads: run_hardware_probe(device, threads))
     records = [r for r in (history or History()).all() if r.get("status") == RunStatus.FINISHED]

@@ -77,10 +77,6 @@ class SweepConfig:
         }
 
 
-# The older name, still imported by engine/batch.py and engine/sweep.py.
-Config = SweepConfig
-
-
 # -- finding presets ----------------------------------------------------------------------------
 def shipped_dir() -> Path | None:
     """The presets shipped with the app: ``<repo>/presets`` in a checkout; an installed wheel
@@ -288,10 +284,10 @@ def availability_problem(spec: RunSpec) -> str | None:
     from tui_bench.engine import datasets, runtimes
 
     if spec.device.startswith("gpu"):
-        from tui_bench.engine.sysinfo import fingerprint
+        from tui_bench.engine.sysinfo import machine_fingerprint
 
         index = int(spec.device.split(":")[1]) if ":" in spec.device else 0
-        gpus = fingerprint().get("gpus") or []
+        gpus = machine_fingerprint().get("gpus") or []
         if index >= len(gpus):
             return f"no GPU {index} on this machine (NVML found {len(gpus)})"
         if spec.workers > 1 and spec.workers > len(gpus):

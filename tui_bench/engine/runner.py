@@ -28,7 +28,7 @@ from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
 from tui_bench.engine.paths import adapters_dir, cache_home
 from tui_bench.engine.sampler import ResourceSampler
 from tui_bench.engine.spec import RunSpec
-from tui_bench.engine.sysinfo import fingerprint
+from tui_bench.engine.sysinfo import machine_fingerprint
 
 EventCallback = Callable[[dict[str, Any]], None]
 
@@ -601,7 +601,7 @@ def execute(
     ``on_start`` receives the WorkerRun so a front end can cancel it from another thread.
     ``extra`` adds fields to the history record (a sweep's configuration key, for one)."""
     run_id = history.reserve_run_id()
-    env = fingerprint()
+    env = machine_fingerprint()
     record: dict[str, Any] = {
         "id": run_id,
         "status": RunStatus.RUNNING,

@@ -20,7 +20,7 @@ from tui_bench.engine import runner
 from tui_bench.engine.history import History, HistoryError, atomic_write, new_run_id, now_iso
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.paths import data_home
-from tui_bench.engine.presets import Config, Preset
+from tui_bench.engine.presets import Preset, SweepConfig
 from tui_bench.engine.spec import RunSpec
 
 
@@ -36,7 +36,7 @@ class Sweep:
     description: str
     study: str
     repeats: int
-    configs: list[Config]
+    configs: list[SweepConfig]
     overrides: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
 
@@ -64,7 +64,7 @@ class Sweep:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             configs = [
-                Config(
+                SweepConfig(
                     key=c["key"],
                     spec=RunSpec.from_dict(c["spec"], validate=False),
                     skip_reason=c.get("skip_reason"),
@@ -97,7 +97,7 @@ class Sweep:
             reason = presets_module.catalog_problem(c.spec)
             if reason is None and probe is not None:
                 reason = probe(c.spec)
-            fresh.append(Config(c.key, c.spec, reason, c.oversubscribed))
+            fresh.append(SweepConfig(c.key, c.spec, reason, c.oversubscribed))
         self.configs = fresh
 
 
@@ -169,7 +169,7 @@ def finished_pairs(sweep: Sweep, history: History) -> set[tuple[Any, Any]]:
     }
 
 
-def pending(sweep: Sweep, history: History) -> list[tuple[Config, int]]:
+def pending(sweep: Sweep, history: History) -> list[tuple[SweepConfig, int]]:
     """(configuration, repeat) pairs without a finished run, in interleaved order."""
     done = finished_pairs(sweep, history)
     return [
@@ -182,12 +182,12 @@ def pending(sweep: Sweep, history: History) -> list[tuple[Config, int]]:
 @dataclass
 class SweepOutcome:
     sweep: Sweep
-    ran: list[tuple[Config, int, runner.RunResult]] = field(default_factory=list)
+    ran: list[tuple[SweepConfig, int, runner.RunResult]] = field(default_factory=list)
     not_run: dict[str, str] = field(default_factory=dict)  # config key → why its repeats stopped
     cancelled: bool = False
 
     @property
-    def failed(self) -> list[tuple[Config, int, runner.RunResult]]:
+    def failed(self) -> list[tuple[SweepConfig, int, runner.RunResult]]:
         return [item for item in self.ran if not item[2].ok]
 
 
@@ -202,9 +202,9 @@ def run(
     history: History,
     on_event: runner.EventCallback | None = None,
     on_start: Callable[[runner.WorkerRun], None] | None = None,
-    before_run: Callable[[Config, int, int, int], None] | None = None,
-    after_run: Callable[[Config, int, runner.RunResult], None] | None = None,
-    options_for: Callable[[Config], dict[str, Any]] | None = None,
+    before_run: Callable[[SweepConfig, int, int, int], None] | None = None,
+    after_run: Callable[[SweepConfig, int, runner.RunResult], None] | None = None,
+    options_for: Callable[[SweepConfig], dict[str, Any]] | None = None,
     should_stop: Callable[[], bool] | None = None,
     extra: dict[str, Any] | None = None,
     executor: Callable[..., runner.RunResult] | None = None,

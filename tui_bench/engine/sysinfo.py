@@ -59,10 +59,6 @@ def machine_fingerprint() -> dict[str, Any]:
     }
 
 
-# The name the CLI, runner, presets and cards still call; it says less than the new one.
-fingerprint = machine_fingerprint
-
-
 def disk_usage(path: str) -> dict[str, float]:
     usage = psutil.disk_usage(path)
     return {"total_gib": usage.total / 2**30, "free_gib": usage.free / 2**30}
