@@ -91,7 +91,7 @@ def child_tui(steps: int) -> None:
 
 
 def child_attach(steps: int) -> None:
-    from tui_bench.engine import follow, supervisor
+    from tui_bench.engine.runs import follow, supervisor
 
     started = psutil.Process().create_time()
     state = supervisor.find(None)
@@ -105,8 +105,8 @@ def child_attach(steps: int) -> None:
 def profile_redraw(steps: int) -> str:
     import asyncio
 
-    from tui_bench.engine.follow import BatchFollower
-    from tui_bench.engine.supervisor import find
+    from tui_bench.engine.runs.follow import BatchFollower
+    from tui_bench.engine.runs.supervisor import find
     from tui_bench.tui.app import TuiBenchApp
     from tui_bench.tui.live import LiveRun
     from tui_bench.tui.screens.live import LiveScreen

@@ -301,7 +301,7 @@ def make_spec(framework: str, api: str, args: argparse.Namespace):
 
 def bare(framework: str, api: str, python: str, args: argparse.Namespace) -> float:
     from tui_bench.engine import catalog
-    from tui_bench.engine.runner import worker_environment
+    from tui_bench.engine.runs.runner import worker_environment
 
     spec = make_spec(framework, api, args)
     env = worker_environment(spec)  # the worker's thread variables, KERAS_BACKEND, CPU hiding
@@ -332,8 +332,8 @@ def bare(framework: str, api: str, python: str, args: argparse.Namespace) -> flo
 
 
 def harness(framework: str, api: str, runtime, args: argparse.Namespace, home: Path) -> float:
-    from tui_bench.engine.history import History
-    from tui_bench.engine.runner import execute
+    from tui_bench.engine.results.history import History
+    from tui_bench.engine.runs.runner import execute
 
     result = execute(make_spec(framework, api, args), History(home), runtime=runtime)
     if not result.ok:
@@ -358,7 +358,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from tui_bench.engine import runtimes
+    from tui_bench.engine.machine import runtimes
 
     combos = [tuple(name.split("/", 1)) for name in args.only] if args.only else list(BARE)
     rows = []

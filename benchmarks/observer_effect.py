@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))  # this checkout's tui_bench, not an installed one
 def viewer() -> None:
     """A viewer process: the real app, attaching to the first batch that starts, until it ends.
     Prints its own CPU seconds and wall seconds from attaching to the end of the run."""
-    from tui_bench.engine import supervisor
+    from tui_bench.engine.runs import supervisor
     from tui_bench.tui.app import TuiBenchApp
 
     def cpu() -> float:
@@ -59,9 +59,9 @@ def viewer() -> None:
 
 
 def one_run(spec, viewers: int, env: dict[str, str]) -> tuple[float, list[float]]:
-    from tui_bench.engine import supervisor
-    from tui_bench.engine.batch import BatchRequest
-    from tui_bench.engine.history import History
+    from tui_bench.engine.results.history import History
+    from tui_bench.engine.runs import supervisor
+    from tui_bench.engine.runs.batch import BatchRequest
 
     procs = [
         subprocess.Popen(

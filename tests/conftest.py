@@ -35,8 +35,8 @@ def _stop_batches_left_running(home: Path) -> None:
     import os
     import signal
 
-    from tui_bench.engine import supervisor
-    from tui_bench.engine.history import read_jsonl
+    from tui_bench.engine.results.history import read_jsonl
+    from tui_bench.engine.runs import supervisor
 
     if not (home / "batches").is_dir():
         return
@@ -47,7 +47,7 @@ def _stop_batches_left_running(home: Path) -> None:
         for run_id in state.run_ids or []:
             for event in read_jsonl(home / "runs" / f"{run_id}.jsonl"):
                 if event.get("type") == "worker":
-                    from tui_bench.engine.procs import kill_group
+                    from tui_bench.engine.machine.procs import kill_group
 
                     kill_group(event.get("pid"), event.get("started"))
 

@@ -34,7 +34,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_app_process_never_imports_a_framework():
     loaded = _modules_after(WALK_ALL)
-    assert "tui_bench.engine.runner" in loaded  # the walk really imported the app
+    assert "tui_bench.engine.runs.runner" in loaded  # the walk really imported the app
     leaked = sorted(m for m in loaded if m.split(".")[0] in FRAMEWORKS)
     assert leaked == []
 
@@ -48,7 +48,7 @@ for info in pkgutil.walk_packages(tui_bench.engine.__path__, "tui_bench.engine."
 print(json.dumps(sorted(sys.modules)))
 """
     loaded = _modules_after(code)
-    assert "tui_bench.engine.history" in loaded
+    assert "tui_bench.engine.results.history" in loaded
     assert not [m for m in loaded if m.split(".")[0] == "textual"]
 
 

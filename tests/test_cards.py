@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from tui_bench import cli
-from tui_bench.engine import cards, catalog, runtimes
-from tui_bench.engine.history import History
+from tui_bench.engine import catalog
+from tui_bench.engine.machine import runtimes
 from tui_bench.engine.paths import runtimes_home
+from tui_bench.engine.results import cards
+from tui_bench.engine.results.history import History
 
 RUNTIMES_DIR = runtimes_home()  # the machine's runtimes, read before the fixture moves the home
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from conftest import REPO
 
-from tui_bench.engine.history import History
+from tui_bench.engine.results.history import History
 
 TINY = [
     "--threads",

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tui_bench import cli
-from tui_bench.engine import presets
-from tui_bench.engine.history import History
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs import presets
 from tui_bench.engine.spec import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,9 +11,10 @@ import pytest
 
 # Imported here, before any test moves the data home: it reads where the runtimes are installed.
 from tests.test_frameworks import runtime_for
-from tui_bench.engine import catalog, runner
-from tui_bench.engine.history import History
-from tui_bench.engine.runner import RunResult, execute
+from tui_bench.engine import catalog
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs import runner
+from tui_bench.engine.runs.runner import RunResult, execute
 from tui_bench.engine.spec import RunSpec, SpecError
 
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}

@@ -480,8 +480,8 @@ def test_two_backends_get_identical_first_batches_and_torch_only_changes_layout(
 
 def test_workers_train_on_a_real_format_file_and_report_its_provenance(adapters, tmp_path):
     pytest.importorskip("torch")
-    from tui_bench.engine.history import History
-    from tui_bench.engine.runner import execute
+    from tui_bench.engine.results.history import History
+    from tui_bench.engine.runs.runner import execute
 
     write_mnist(tmp_path / "data" / "mnist", n_train=400, n_test=64)
     spec = RunSpec(
@@ -516,7 +516,7 @@ def test_workers_train_on_a_real_format_file_and_report_its_provenance(adapters,
 
 
 def test_cache_directory_is_passed_to_the_worker_by_default():
-    from tui_bench.engine.runner import worker_command
+    from tui_bench.engine.runs.runner import worker_command
 
     spec = RunSpec(dataset="mnist").validate()
     payload = json.loads(worker_command(spec, sys.executable, 9)[5])

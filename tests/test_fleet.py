@@ -17,8 +17,10 @@ import pytest
 from test_cli import cli as cli_process
 
 from tui_bench import cli
-from tui_bench.engine import fleet, follow, procs, report, supervisor
-from tui_bench.engine.history import History, read_jsonl
+from tui_bench.engine.machine import procs
+from tui_bench.engine.results import report
+from tui_bench.engine.results.history import History, read_jsonl
+from tui_bench.engine.runs import fleet, follow, supervisor
 from tui_bench.engine.spec import RunSpec
 
 FLEET_PRESET = """

@@ -14,10 +14,11 @@ import os
 
 import pytest
 
-from tui_bench.engine import catalog, runtimes
-from tui_bench.engine.history import History
+from tui_bench.engine import catalog
+from tui_bench.engine.machine import runtimes
 from tui_bench.engine.paths import runtimes_home
-from tui_bench.engine.runner import RunResult, execute
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs.runner import RunResult, execute
 from tui_bench.engine.spec import RunSpec
 
 pytestmark = pytest.mark.slow

@@ -22,11 +22,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tui_bench import cli
-from tui_bench.engine import cards, datasets, presets, runtimes, supervisor
+from tui_bench.engine import datasets
 from tui_bench.engine.config import SETTINGS, load_config
 from tui_bench.engine.errors import TuiBenchError
-from tui_bench.engine.history import History
+from tui_bench.engine.machine import runtimes
 from tui_bench.engine.protocol import EVENT_TYPES, SCHEMA_VERSION, DecodeError, LineSplitter, decode
+from tui_bench.engine.results import cards
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs import presets, supervisor
 from tui_bench.engine.spec import RunSpec, declared_fields
 
 # Inputs generated per family; the last test checks the total (the issue asks for >= 1,000).

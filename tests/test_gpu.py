@@ -12,9 +12,10 @@ import subprocess
 
 import pytest
 
-from tui_bench.engine import catalog, runtimes
-from tui_bench.engine.history import History
-from tui_bench.engine.runner import execute
+from tui_bench.engine import catalog
+from tui_bench.engine.machine import runtimes
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs.runner import execute
 from tui_bench.engine.spec import RunSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
@@ -119,7 +120,7 @@ def test_no_framework_preallocates_the_gpu():
     """JAX takes 75 % of the GPU unless told otherwise; the run must hold far less."""
     result = gpu_run("keras", "jax", steps_per_epoch=10)
     total = None
-    from tui_bench.engine.sampler import Nvml
+    from tui_bench.engine.machine.sampler import Nvml
 
     devices = Nvml().devices()
     if devices:

@@ -7,8 +7,8 @@ import os
 import pandas as pd
 import pytest
 
-from tui_bench.engine import history as history_module
-from tui_bench.engine.history import History, HistoryError
+from tui_bench.engine.results import history as history_module
+from tui_bench.engine.results.history import History, HistoryError
 
 
 def record(n: int, **extra) -> dict:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tui_bench.engine import presets
-from tui_bench.engine.presets import PresetError
+from tui_bench.engine.runs import presets
+from tui_bench.engine.runs.presets import PresetError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -179,7 +179,7 @@ def test_probe_skips_what_this_machine_cannot_run(workdir):
 
 
 def test_availability_reports_a_missing_gpu(monkeypatch):
-    from tui_bench.engine import sysinfo
+    from tui_bench.engine.machine import sysinfo
     from tui_bench.engine.spec import RunSpec
 
     monkeypatch.setattr(sysinfo, "machine_fingerprint", lambda: {"gpus": []})
@@ -301,7 +301,7 @@ def test_workers_sweep_counts_every_workers_threads_against_the_cores(workdir, m
 
 
 def test_a_multi_worker_gpu_run_needs_a_gpu_per_worker(monkeypatch):
-    from tui_bench.engine import sysinfo
+    from tui_bench.engine.machine import sysinfo
     from tui_bench.engine.spec import RunSpec
 
     monkeypatch.setattr(sysinfo, "machine_fingerprint", lambda: {"gpus": [{"name": "one"}]})

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from tui_bench.engine import report
+from tui_bench.engine.results import report
 from tui_bench.engine.spec import RunSpec
 
 

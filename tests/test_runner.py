@@ -9,8 +9,8 @@ import time
 import psutil
 import pytest
 
-from tui_bench.engine.history import History
-from tui_bench.engine.runner import execute
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs.runner import execute
 from tui_bench.engine.spec import RunSpec
 
 pytest.importorskip("torch")  # the reference runtime: CI installs it with the package
@@ -191,7 +191,7 @@ def test_machine_load_is_recorded_with_every_run():
 
 
 # -- environment, faults, steady energy, threads observed -------------------------------------------
-from tui_bench.engine.runner import RunResult, thread_observation, worker_environment  # noqa: E402
+from tui_bench.engine.runs.runner import RunResult, thread_observation, worker_environment  # noqa: E402
 
 
 def test_worker_environment_is_an_allow_list(monkeypatch):

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from tui_bench import cli
-from tui_bench.engine import catalog, loc, runtimes
+from tui_bench.engine import catalog
+from tui_bench.engine.machine import runtimes
+from tui_bench.engine.results import loc
 
 
 @pytest.fixture(autouse=True)
@@ -317,7 +319,7 @@ def test_a_bad_config_file_is_one_cli_error_line(
 
 # -- catalog hooks -------------------------------------------------------------------------------
 def test_keras_backend_and_affinity_are_per_api() -> None:
-    from tui_bench.engine.runner import worker_command, worker_environment
+    from tui_bench.engine.runs.runner import worker_command, worker_environment
     from tui_bench.engine.spec import RunSpec
 
     jax_spec = RunSpec(framework="keras", api="jax", threads=1).validate()
@@ -343,7 +345,7 @@ def test_keras_backend_and_affinity_are_per_api() -> None:
 def test_a_users_keras_backend_does_not_leak_into_tensorflow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tui_bench.engine.runner import worker_environment
+    from tui_bench.engine.runs.runner import worker_environment
     from tui_bench.engine.spec import RunSpec
 
     monkeypatch.setenv("KERAS_BACKEND", "jax")
@@ -410,8 +412,8 @@ def test_every_framework_api_has_model_and_step_lines() -> None:
 
 def test_a_runtime_missing_the_backend_fails_with_the_fix(isolated: Path) -> None:
     """A Keras backend whose package is missing is a one-line failure naming the fix, not a crash."""
-    from tui_bench.engine.history import History
-    from tui_bench.engine.runner import execute
+    from tui_bench.engine.results.history import History
+    from tui_bench.engine.runs.runner import execute
     from tui_bench.engine.spec import RunSpec
 
     if runtimes.importlib.util.find_spec("keras") is not None:

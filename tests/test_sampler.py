@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tui_bench.engine import sampler
+from tui_bench.engine.machine import sampler
 
 
 def test_no_nvml_is_normal_not_an_error():

@@ -204,7 +204,10 @@ def test_strong_scaling_needs_a_batch_that_splits_evenly():
 
 
 def test_every_user_facing_error_derives_from_the_one_root():
-    from tui_bench.engine import config, datasets, errors, history, presets, runtimes, supervisor
+    from tui_bench.engine import config, datasets, errors
+    from tui_bench.engine.machine import runtimes
+    from tui_bench.engine.results import history
+    from tui_bench.engine.runs import presets, supervisor
 
     for cls in (
         SpecError,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tui_bench.engine import stats
+from tui_bench.engine.results import stats
 
 SAMPLE = [3, 1, 4, 1, 5, 9, 2, 6]
 

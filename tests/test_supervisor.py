@@ -23,9 +23,9 @@ import pytest
 from conftest import REPO
 from test_cli import cli
 
-from tui_bench.engine import follow, supervisor
-from tui_bench.engine.batch import BatchRequest
-from tui_bench.engine.history import History, read_jsonl
+from tui_bench.engine.results.history import History, read_jsonl
+from tui_bench.engine.runs import follow, supervisor
+from tui_bench.engine.runs.batch import BatchRequest
 from tui_bench.engine.spec import RunSpec
 
 pytestmark = pytest.mark.slow
@@ -329,7 +329,7 @@ def test_viewer_reads_only_complete_lines(tmp_path):
 
 
 def test_unique_run_ids_even_when_the_random_part_repeats(monkeypatch):
-    from tui_bench.engine import history as history_module
+    from tui_bench.engine.results import history as history_module
 
     h = History()
     ids = {h.reserve_run_id() for _ in range(500)}
@@ -346,7 +346,7 @@ def _logind(root: Path, text: str) -> None:
 
 
 def test_logout_trap_is_detected_with_its_fix(tmp_path):
-    from tui_bench.engine.sysinfo import logout_trap
+    from tui_bench.engine.machine.sysinfo import logout_trap
 
     root = tmp_path
     _logind(root, "[Login]\n#KillUserProcesses=yes\n")
@@ -368,8 +368,8 @@ def test_logout_trap_is_detected_with_its_fix(tmp_path):
 
 def test_resuming_a_sweep_that_is_still_running_is_refused(isolated_home):
     pytest.importorskip("torch")
-    from tui_bench.engine import presets
-    from tui_bench.engine import sweep as sweep_module
+    from tui_bench.engine.runs import presets
+    from tui_bench.engine.runs import sweep as sweep_module
 
     (isolated_home / "presets").mkdir(parents=True)
     (isolated_home / "presets" / "long.toml").write_text(

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tui_bench.engine import presets, supervisor
-from tui_bench.engine import sweep as sweep_module
-from tui_bench.engine.history import History
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs import presets, supervisor
+from tui_bench.engine.runs import sweep as sweep_module
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

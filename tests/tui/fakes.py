@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine.history import History
+from tui_bench.engine.results.history import History
 from tui_bench.engine.spec import RunSpec
 
 FAKE_DATE = "2026-01-02T03:04:05+00:00"
@@ -185,8 +185,9 @@ def write_batch_in_progress(
     owned by ``supervisor_pid`` (a live stand-in process): what a viewer finds when it attaches
     late. Steps events carry two steps each, as the worker's 10-per-second limit gives at
     50 ms/step. Returns (batch id, run id)."""
-    from tui_bench.engine import batch, procs
-    from tui_bench.engine.runner import SeriesWriter
+    from tui_bench.engine.machine import procs
+    from tui_bench.engine.runs import batch
+    from tui_bench.engine.runs.runner import SeriesWriter
 
     spec = RunSpec(epochs=epochs, threads=1)
     history = History(home)

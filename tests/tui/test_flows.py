@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
 from tests.tui.helpers import wait_for
-from tui_bench.engine.history import History
+from tui_bench.engine.results.history import History
 from tui_bench.tui.app import TuiBenchApp
 from tui_bench.tui.screens.dialogs import ChoiceScreen, ConfirmScreen, MessageScreen, PromptScreen
 from tui_bench.tui.screens.history import HistoryScreen
@@ -153,7 +153,7 @@ matrix = [{framework = "torch", api = "eager"}, {framework = "nope", api = "x"}]
 
 
 async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(tui_home):
-    from tui_bench.engine import sweep as sweep_module
+    from tui_bench.engine.runs import sweep as sweep_module
 
     (tui_home / "presets").mkdir()
     (tui_home / "presets" / "tiny-sweep.toml").write_text(SWEEP_PRESET)

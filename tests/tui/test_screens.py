@@ -6,7 +6,7 @@ from textual.widgets import DataTable, Input, Select, Static
 
 from tests.tui.fakes import write_fake_history
 from tests.tui.helpers import show_in_compare, wait_for
-from tui_bench.engine.history import History
+from tui_bench.engine.results.history import History
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.app import TuiBenchApp
 from tui_bench.tui.screens.compare import CompareScreen
@@ -264,7 +264,7 @@ async def test_palette_lists_actions_and_loads_a_preset(tui_home):
 async def test_history_refuses_to_delete_a_run_in_progress(tui_home):
     import os
 
-    from tui_bench.engine import procs
+    from tui_bench.engine.machine import procs
 
     (run_id,) = write_fake_history(tui_home, RUNS[:1])
     # The run is in progress: its recorder (a supervisor) is a live process.
@@ -341,7 +341,7 @@ async def test_cntk_is_listed_disabled_with_its_reason(tui_home):
 async def test_system_screen_shows_both_cards(tui_home, monkeypatch):
     """The System screen shows the engine's framework card on open and the hardware card on m
     (the cards' contents are tested in tests/test_cards.py; here: that they reach the screen)."""
-    from tui_bench.engine import cards
+    from tui_bench.engine.results import cards
 
     def framework_card(refresh=False):
         return [cards.Card("theano", "Theano", {"license": "BSD (Theano)"})]
@@ -447,8 +447,8 @@ async def test_worker_failures_become_a_modal_titled_by_the_error(tui_home):
 
 
 async def test_a_run_that_cannot_start_is_a_notice_titled_by_its_error(tui_home, monkeypatch):
-    from tui_bench.engine import supervisor
     from tui_bench.engine.errors import SupervisorError
+    from tui_bench.engine.runs import supervisor
     from tui_bench.tui.messages import StartRequested
 
     def refuse(request):

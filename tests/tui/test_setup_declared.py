@@ -96,8 +96,8 @@ async def test_out_of_range_value_says_the_declared_bounds_and_blocks_start(
 
 
 async def test_two_workers_with_torch_eager_reach_start_requested(tui_home, monkeypatch):
-    from tui_bench.engine import supervisor
     from tui_bench.engine.errors import SupervisorError
+    from tui_bench.engine.runs import supervisor
 
     def refuse(request):  # the spec is what this test is about: no worker is started
         raise SupervisorError("not started by this test")

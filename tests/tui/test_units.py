@@ -8,8 +8,9 @@ import sys
 import pytest
 
 from tests.tui.fakes import fake_events
-from tui_bench.engine import presets, report
-from tui_bench.engine.batch import BatchRequest, plan
+from tui_bench.engine.results import report
+from tui_bench.engine.runs import presets
+from tui_bench.engine.runs.batch import BatchRequest, plan
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.live import LiveRun, downsample, live_run_from_series
 from tui_bench.tui.presets_io import threads_sweep
@@ -178,7 +179,7 @@ def test_ui_process_never_imports_a_framework():
 
 def test_engine_never_imports_textual():
     loaded = _modules_after(
-        "import tui_bench.engine.runner, tui_bench.engine.history, tui_bench.cli"
+        "import tui_bench.engine.runs.runner, tui_bench.engine.results.history, tui_bench.cli"
     )
     assert not any(m == "textual" or m.startswith("textual.") for m in loaded)
 

@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from tui_bench.cli import common
-from tui_bench.engine import cards, catalog
+from tui_bench.engine import catalog
+from tui_bench.engine.results import cards
 
 
 def _print(
@@ -36,8 +37,8 @@ def _print(
 
 
 def cmd_sysinfo(args: argparse.Namespace) -> int:
-    from tui_bench.engine import runtimes
-    from tui_bench.engine.sysinfo import logout_trap, machine_fingerprint
+    from tui_bench.engine.machine import runtimes
+    from tui_bench.engine.machine.sysinfo import logout_trap, machine_fingerprint
 
     info = {**machine_fingerprint(), "logout_trap": logout_trap()}
     rows = []
@@ -89,7 +90,7 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
 
 
 def cmd_hardware(args: argparse.Namespace) -> int:
-    from tui_bench.engine.sysinfo import machine_fingerprint
+    from tui_bench.engine.machine.sysinfo import machine_fingerprint
 
     found = cards.hardware_card(machine_fingerprint())
     _print(found, cards.HARDWARE_METRICS, "hardware card", args)

@@ -15,11 +15,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tui_bench.engine import follow, presets, report, supervisor
 from tui_bench.engine.errors import HistoryError, PresetError, UsageError
-from tui_bench.engine.follow import left_running_hint
-from tui_bench.engine.history import History
 from tui_bench.engine.kinds import BatchEvent, RunStatus, SeriesEvent, WorkerEvent
+from tui_bench.engine.results import report
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs import follow, presets, supervisor
+from tui_bench.engine.runs.follow import left_running_hint
 from tui_bench.engine.spec import RunSpec, declared_fields
 
 POLL_S = 0.25
@@ -111,7 +112,7 @@ def load_preset(name_or_path: str) -> presets.Preset:
 
 
 def warn_if_busy(err: Console) -> None:
-    from tui_bench.engine.runner import machine_load
+    from tui_bench.engine.runs.runner import machine_load
 
     load = machine_load()
     if load["busy"]:

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
-from tui_bench.engine.history import History
+from tui_bench.engine.results.history import History
 
 
 def cmd_history(args: argparse.Namespace) -> int:

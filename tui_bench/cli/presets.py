@@ -11,10 +11,11 @@ from rich.table import Table as RichTable
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
-from tui_bench.engine import presets, report
-from tui_bench.engine import sweep as sweep_module
-from tui_bench.engine.history import History
-from tui_bench.engine.presets import PresetError
+from tui_bench.engine.results import report
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs import presets
+from tui_bench.engine.runs import sweep as sweep_module
+from tui_bench.engine.runs.presets import PresetError
 
 
 # -- presets ------------------------------------------------------------------------------------

@@ -10,23 +10,23 @@ import time
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
-from tui_bench.engine import report
-from tui_bench.engine import sweep as sweep_module
-from tui_bench.engine.history import History
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.presets import PresetError
+from tui_bench.engine.results import report
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs import sweep as sweep_module
+from tui_bench.engine.runs.presets import PresetError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.cluster:
-        from tui_bench.engine import fleet
+        from tui_bench.engine.runs import fleet
 
         fleet.require_ray()  # one line, before a sweep is planned or a process started
     if args.preset or args.resume:
         return run_preset(args)
     spec = common.spec_from_args(args)
-    from tui_bench.engine.batch import BatchRequest
     from tui_bench.engine.datasets import problem as dataset_problem
+    from tui_bench.engine.runs.batch import BatchRequest
 
     if missing := dataset_problem(spec):  # before any process starts: one line, exit 2
         raise UsageError(missing)
@@ -67,7 +67,7 @@ def _sweep_to_run(args: argparse.Namespace, history: History) -> sweep_module.Sw
         sweep = found
     else:
         raise UsageError("--resume needs a SWEEP_ID or --preset NAME")
-    from tui_bench.engine import supervisor
+    from tui_bench.engine.runs import supervisor
 
     for running in supervisor.in_progress():
         if (running.header or {}).get("request", {}).get("sweep_id") == sweep.id:
@@ -97,7 +97,7 @@ def run_preset(args: argparse.Namespace) -> int:
             err.print(f"  [yellow]{key}[/yellow]: {reason}")
         common.warn_if_busy(err)
     started = time.monotonic()
-    from tui_bench.engine.batch import BatchRequest
+    from tui_bench.engine.runs.batch import BatchRequest
 
     request = BatchRequest(
         sweep_id=sweep.id, refresh=bool(args.resume), options=common.worker_options(args)

@@ -11,9 +11,9 @@ import json
 from rich.table import Table
 
 from tui_bench.cli import common
-from tui_bench.engine import follow, supervisor
-from tui_bench.engine.follow import left_running_hint
-from tui_bench.engine.history import History
+from tui_bench.engine.results.history import History
+from tui_bench.engine.runs import follow, supervisor
+from tui_bench.engine.runs.follow import left_running_hint
 
 
 def cmd_ps(args: argparse.Namespace) -> int:

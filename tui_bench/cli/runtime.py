@@ -17,7 +17,8 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tui_bench.cli import common
-from tui_bench.engine import catalog, runtimes
+from tui_bench.engine import catalog
+from tui_bench.engine.machine import runtimes
 
 
 def cmd_runtime_list(args: argparse.Namespace) -> int:

@@ -223,8 +223,8 @@ class TuiBenchApp(App[None]):
     def check_history(self) -> None:
         """Open Live on the newest run in progress (a user reconnecting wants it on screen
         first); then settle runs whose supervisor died and report corrupt history files."""
-        from tui_bench.engine import supervisor
-        from tui_bench.engine.history import History
+        from tui_bench.engine.results.history import History
+        from tui_bench.engine.runs import supervisor
 
         running = supervisor.in_progress()
         if running and self.live is None and not self.start_mode:
@@ -306,7 +306,7 @@ class TuiBenchApp(App[None]):
         """Start one configuration (``spec.repeats`` runs), unless a batch is still running."""
         if self._busy():
             return
-        from tui_bench.engine.batch import BatchRequest
+        from tui_bench.engine.runs.batch import BatchRequest
 
         spec = message.spec
         self._begin(
@@ -321,8 +321,8 @@ class TuiBenchApp(App[None]):
         preset = message.preset
 
         def request() -> Any:
-            from tui_bench.engine import sweep as sweep_module
-            from tui_bench.engine.batch import BatchRequest
+            from tui_bench.engine.runs import sweep as sweep_module
+            from tui_bench.engine.runs.batch import BatchRequest
 
             return BatchRequest(sweep_id=sweep_module.create(preset).id)
 
@@ -338,7 +338,7 @@ class TuiBenchApp(App[None]):
 
     @work(thread=True, group="run", exit_on_error=False, name="start the run")
     def _launch(self, live: LiveRun, request: Any) -> None:
-        from tui_bench.engine import supervisor
+        from tui_bench.engine.runs import supervisor
 
         try:
             live.batch_id = supervisor.launch(request())
@@ -370,7 +370,7 @@ class TuiBenchApp(App[None]):
     def _attach(self, batch_id: str) -> None:
         """In a thread: read the batch's whole backlog (a run attached an hour in has its loss
         curve from step 1) into a fresh view here, so the UI thread only has to draw it once."""
-        from tui_bench.engine.follow import BatchFollower
+        from tui_bench.engine.runs.follow import BatchFollower
 
         live = LiveRun(spec=RunSpec(), runs_total=1)
         live.batch_id = batch_id
@@ -395,7 +395,7 @@ class TuiBenchApp(App[None]):
 
         from textual.worker import get_current_worker
 
-        from tui_bench.engine.follow import BatchFollower
+        from tui_bench.engine.runs.follow import BatchFollower
 
         follower = follower or BatchFollower(live.batch_id)
         worker = get_current_worker()
@@ -495,7 +495,7 @@ class TuiBenchApp(App[None]):
 
     @work(thread=True, group="stop", exit_on_error=False, name="cancel the run")
     def _request_stop(self, live: LiveRun) -> None:
-        from tui_bench.engine import supervisor
+        from tui_bench.engine.runs import supervisor
 
         live.cancel_requested = True
         if live.batch_id is None:
@@ -682,7 +682,7 @@ def run_app() -> int:
     app = TuiBenchApp()
     app.run()
     if app.left_running:
-        from tui_bench.engine.follow import left_running_hint
+        from tui_bench.engine.runs.follow import left_running_hint
 
         print(f"{app.left_running} is still running; {left_running_hint(app.left_running)}")
     return 0

@@ -28,7 +28,7 @@ PALETTE_BINDINGS = {
 
 def _runs_in_progress() -> list[tuple[str, str, str]]:
     """(batch id, label, start time) of every batch whose supervisor is alive, newest first."""
-    from tui_bench.engine import supervisor
+    from tui_bench.engine.runs import supervisor
 
     return [(b.id, b.label, b.created_at[11:19]) for b in reversed(supervisor.in_progress())]
 

@@ -14,7 +14,7 @@ from textual.message import Message
 if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
-    from tui_bench.engine.presets import Preset
+    from tui_bench.engine.runs.presets import Preset
     from tui_bench.engine.spec import RunSpec
     from tui_bench.tui.live import LiveRun
     from tui_bench.tui.presets_io import LoadedPreset

@@ -1,4 +1,4 @@
-"""Presets as the TUI uses them, all through ``tui_bench.engine.presets`` (one implementation):
+"""Presets as the TUI uses them, all through ``tui_bench.engine.runs.presets`` (one implementation):
 list, load and expand a preset, tell a single run (loads into the form) from a sweep (runs through
 ``engine.sweep``), and save the form as a single-run preset. No Textual here."""
 
@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tui_bench.engine import presets
-from tui_bench.engine.presets import Preset, SweepConfig
+from tui_bench.engine.runs import presets
+from tui_bench.engine.runs.presets import Preset, SweepConfig
 from tui_bench.engine.spec import RunSpec
 
 

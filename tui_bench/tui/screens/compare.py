@@ -1,4 +1,4 @@
-"""Compare: the statistics of ``tui_bench.engine.report`` over runs, groups or a sweep — median,
+"""Compare: the statistics of ``tui_bench.engine.results.report`` over runs, groups or a sweep — median,
 IQR and n per configuration, ratios of medians with the Mann-Whitney verdict (or why there is
 none), speed-ups, thread scaling and data-parallel (workers) scaling with efficiency, the
 study-shaped table, the fairness card (the
@@ -18,8 +18,8 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from tui_bench.engine import report
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.results import report
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
@@ -125,8 +125,8 @@ class CompareScreen(Screen):
 
     @work(thread=True, exclusive=True, exit_on_error=False)
     def _load(self, ids: list[str]) -> None:
-        from tui_bench.engine import sweep as sweep_module
-        from tui_bench.engine.history import History, HistoryError
+        from tui_bench.engine.results.history import History, HistoryError
+        from tui_bench.engine.runs import sweep as sweep_module
 
         try:
             records, skipped = sweep_module.collect(ids, History())

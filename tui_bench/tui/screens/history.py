@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui_bench.engine.errors import TuiBenchError
-from tui_bench.engine.history import History, HistoryError
+from tui_bench.engine.results.history import History, HistoryError
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.messages import CompareRequested, Notice, SpecLoaded
 from tui_bench.tui.screens.dialogs import ConfirmScreen, PromptScreen

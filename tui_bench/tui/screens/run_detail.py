@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer
 
-from tui_bench.engine.history import History
+from tui_bench.engine.results.history import History
 from tui_bench.tui.live import live_run_from_series
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.run_view import RunView

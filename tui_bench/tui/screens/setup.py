@@ -17,9 +17,10 @@ from textual.types import NoActiveAppError
 from textual.widgets import Button, Footer, Input, Label, OptionList, Select, Static
 from textual.widgets.select import InvalidSelectValueError
 
-from tui_bench.engine import catalog, runtimes
+from tui_bench.engine import catalog
 from tui_bench.engine.errors import TuiBenchError
-from tui_bench.engine.sampler import Nvml
+from tui_bench.engine.machine import runtimes
+from tui_bench.engine.machine.sampler import Nvml
 from tui_bench.engine.spec import DeclaredField, RunSpec, SpecError, declared_fields
 from tui_bench.tui.keys import key_labels
 from tui_bench.tui.messages import PresetRequested, StartRequested, SweepRequested

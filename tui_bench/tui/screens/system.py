@@ -11,9 +11,11 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui_bench.engine import cards, catalog, runtimes, sysinfo
+from tui_bench.engine import catalog
 from tui_bench.engine.errors import TuiBenchError
+from tui_bench.engine.machine import runtimes, sysinfo
 from tui_bench.engine.paths import data_home
+from tui_bench.engine.results import cards
 from tui_bench.tui.widgets.mode_bar import ModeBar
 
 

@@ -81,7 +81,7 @@ class SweepConfig:
 def shipped_dir() -> Path | None:
     """The presets shipped with the app: ``<repo>/presets`` in a checkout; an installed wheel
     carries them as the data-only package ``tui_bench_presets`` (found without importing it)."""
-    checkout = Path(__file__).resolve().parents[2] / "presets"
+    checkout = Path(__file__).resolve().parents[3] / "presets"
     if checkout.is_dir() and any(checkout.glob("*.toml")):
         return checkout
     spec = importlib.util.find_spec("tui_bench_presets")
@@ -281,10 +281,11 @@ def _strip_field(name: str, message: str) -> str:
 def availability_problem(spec: RunSpec) -> str | None:
     """Why this installation cannot run a catalog-valid spec right now, or None: no GPU, no
     runtime, or a real dataset not in the cache (each with what fixes it)."""
-    from tui_bench.engine import datasets, runtimes
+    from tui_bench.engine import datasets
+    from tui_bench.engine.machine import runtimes
 
     if spec.device.startswith("gpu"):
-        from tui_bench.engine.sysinfo import machine_fingerprint
+        from tui_bench.engine.machine.sysinfo import machine_fingerprint
 
         index = int(spec.device.split(":")[1]) if ":" in spec.device else 0
         gpus = machine_fingerprint().get("gpus") or []

@@ -15,12 +15,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import presets as presets_module
-from tui_bench.engine import runner
-from tui_bench.engine.history import History, HistoryError, atomic_write, new_run_id, now_iso
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.paths import data_home
-from tui_bench.engine.presets import Preset, SweepConfig
+from tui_bench.engine.results.history import (
+    History,
+    HistoryError,
+    atomic_write,
+    new_run_id,
+    now_iso,
+)
+from tui_bench.engine.runs import presets as presets_module
+from tui_bench.engine.runs import runner
+from tui_bench.engine.runs.presets import Preset, SweepConfig
 from tui_bench.engine.spec import RunSpec
 
 

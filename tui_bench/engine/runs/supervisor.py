@@ -1,6 +1,6 @@
 """The run supervisor: the process that owns a batch, so a run outlives the terminal that asked.
 
-``launch`` writes the batch's request and starts ``python -m tui_bench.engine.supervisor``
+``launch`` writes the batch's request and starts ``python -m tui_bench.engine.runs.supervisor``
 detached from the terminal: its own session (no controlling tty, so no SIGHUP when an SSH link
 drops), stdin from /dev/null, its output to the batch's log, and re-parented to init by a fork so
 no front end has to reap it. It runs the batch (``engine.batch``), owns the workers, the sampler,
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import batch as batch_module
-from tui_bench.engine import procs
 from tui_bench.engine.errors import SupervisorError
-from tui_bench.engine.history import History, read_jsonl
 from tui_bench.engine.kinds import BatchEvent
+from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
+from tui_bench.engine.results.history import History, read_jsonl
+from tui_bench.engine.runs import batch as batch_module
 
 START_TIMEOUT_S = 20.0  # the supervisor imports the engine, then names itself
 
@@ -40,7 +40,14 @@ def launch(request: batch_module.BatchRequest) -> str:
     log = batch_module.log_path(batch_id)
     with open(log, "ab") as log_handle:
         starter = subprocess.Popen(
-            [sys.executable, "-m", "tui_bench.engine.supervisor", "--home", str(home), batch_id],
+            [
+                sys.executable,
+                "-m",
+                "tui_bench.engine.runs.supervisor",
+                "--home",
+                str(home),
+                batch_id,
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log_handle,
             stderr=subprocess.STDOUT,
@@ -181,7 +188,7 @@ def _detach() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tui_bench.engine.supervisor")
+    parser = argparse.ArgumentParser(prog="python -m tui_bench.engine.runs.supervisor")
     parser.add_argument("--home", required=True)
     parser.add_argument("batch_id")
     args = parser.parse_args(argv)
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     request = batch_module.BatchRequest.from_dict(header["request"])
     control = batch_module.BatchControl()
     signal.signal(signal.SIGTERM, lambda signum, frame: control.cancel())
-    from tui_bench.engine.runner import SeriesWriter
+    from tui_bench.engine.runs.runner import SeriesWriter
 
     events = SeriesWriter(batch_module.events_path(args.batch_id))
     events.write({"type": BatchEvent.SUPERVISOR, **procs.identity()})

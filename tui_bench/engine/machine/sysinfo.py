@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 from tui_bench import __version__
-from tui_bench.engine.sampler import Nvml
+from tui_bench.engine.machine.sampler import Nvml
 
 
 def cpu_model() -> str:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import batch as batch_module
-from tui_bench.engine import procs
-from tui_bench.engine.history import History, HistoryError
 from tui_bench.engine.kinds import BatchEvent, SeriesEvent, WorkerEvent
+from tui_bench.engine.machine import procs
+from tui_bench.engine.results.history import History, HistoryError
+from tui_bench.engine.runs import batch as batch_module
 
 
 class Tail:
@@ -179,7 +179,7 @@ def progress(batch_id: str, history: History | None = None) -> Progress:
 def left_running_hint(batch_id: str) -> str:
     """What to tell someone who leaves a batch running: how to follow or cancel it, and whether
     logging out would kill it."""
-    from tui_bench.engine.sysinfo import logout_trap
+    from tui_bench.engine.machine.sysinfo import logout_trap
 
     hint = f"follow it with: tui-bench attach {batch_id}; cancel it with: tui-bench stop {batch_id}"
     trap = logout_trap()

@@ -22,13 +22,15 @@ from typing import Any
 
 import psutil
 
-from tui_bench.engine import catalog, datasets, loc, procs, protocol, runtimes
-from tui_bench.engine.history import History, now_iso
+from tui_bench.engine import catalog, datasets, protocol
 from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
+from tui_bench.engine.machine import procs, runtimes
+from tui_bench.engine.machine.sampler import ResourceSampler
+from tui_bench.engine.machine.sysinfo import machine_fingerprint
 from tui_bench.engine.paths import adapters_dir, cache_home
-from tui_bench.engine.sampler import ResourceSampler
+from tui_bench.engine.results import loc
+from tui_bench.engine.results.history import History, now_iso
 from tui_bench.engine.spec import RunSpec
-from tui_bench.engine.sysinfo import machine_fingerprint
 
 EventCallback = Callable[[dict[str, Any]], None]
 

@@ -26,11 +26,11 @@ from dataclasses import replace
 from typing import Any
 
 from tui_bench import __version__
-from tui_bench.engine import procs
 from tui_bench.engine.errors import FleetError
-from tui_bench.engine.history import History, now_iso
 from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
+from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
+from tui_bench.engine.results.history import History, now_iso
 from tui_bench.engine.spec import RunSpec
 
 INSTALL_HINT = "pip install 'tui-bench[ray]'"
@@ -109,7 +109,7 @@ def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
     record, its events and its final record as they happen."""
     import ray
 
-    from tui_bench.engine import runner
+    from tui_bench.engine.runs import runner
 
     node = {
         "id": ray.get_runtime_context().get_node_id(),
@@ -245,7 +245,7 @@ class FleetExecutor:
     ) -> Any:
         import ray
 
-        from tui_bench.engine import runner
+        from tui_bench.engine.runs import runner
 
         run_id = history.reserve_run_id()
         handle = RemoteRun(run_id)

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import catalog, runtimes
-from tui_bench.engine.history import History
+from tui_bench.engine import catalog
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.machine import runtimes
 from tui_bench.engine.paths import adapters_dir, cache_home
+from tui_bench.engine.results.history import History
 
 MISSING = "—"
 PROBE_TIMEOUT_S = 180.0

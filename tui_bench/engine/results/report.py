@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import stats
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.results import stats
 from tui_bench.engine.spec import RunSpec
 
 # metric key → (label, lower is better)

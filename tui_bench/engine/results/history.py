@@ -27,9 +27,9 @@ from filelock import FileLock
 from tinydb import Query, TinyDB
 from tinydb.storages import Storage
 
-from tui_bench.engine import procs
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
+from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
 
 

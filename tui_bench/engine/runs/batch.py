@@ -19,15 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tui_bench.engine.history import History, HistoryError, new_run_id, now_iso
 from tui_bench.engine.kinds import BatchEvent
 from tui_bench.engine.paths import data_home
+from tui_bench.engine.results.history import History, HistoryError, new_run_id, now_iso
 from tui_bench.engine.spec import RunSpec
 
 if TYPE_CHECKING:  # viewers import this module for its paths: they never run workers
-    from tui_bench.engine import runner
-    from tui_bench.engine import sweep as sweep_module
-
+    from tui_bench.engine.runs import runner
+    from tui_bench.engine.runs import sweep as sweep_module
 BatchEventCallback = Callable[[dict[str, Any]], None]
 
 
@@ -78,8 +77,8 @@ class BatchRequest:
 def plan(batch_id: str, request: BatchRequest) -> sweep_module.Sweep:
     """The sweep a batch runs: the named one, or one configuration's repeats (not saved: its
     runs are found by their group, the batch id)."""
-    from tui_bench.engine import sweep as sweep_module
-    from tui_bench.engine.presets import SweepConfig
+    from tui_bench.engine.runs import sweep as sweep_module
+    from tui_bench.engine.runs.presets import SweepConfig
 
     if request.sweep_id:
         sweep = sweep_module.find(request.sweep_id)
@@ -148,7 +147,7 @@ def run_batch(
 ) -> sweep_module.SweepOutcome | None:
     """Run a batch to its end and report it through ``on_batch_event``. Never raises: a batch
     that cannot be planned ends with its reason in the ``batch_done`` event."""
-    from tui_bench.engine import sweep as sweep_module
+    from tui_bench.engine.runs import sweep as sweep_module
 
     control = control or BatchControl()
     try:
@@ -193,7 +192,7 @@ def run_batch(
     error = None
     try:
         if cluster:
-            from tui_bench.engine import fleet
+            from tui_bench.engine.runs import fleet
 
             executor = fleet.FleetExecutor(cluster)
         outcome = sweep_module.run(
