@@ -28,7 +28,7 @@ from tui_bench.engine.machine import procs, runtimes
 from tui_bench.engine.machine.sampler import ResourceSampler
 from tui_bench.engine.machine.sysinfo import machine_fingerprint
 from tui_bench.engine.paths import adapters_dir, cache_home
-from tui_bench.engine.results import loc
+from tui_bench.engine.results import loc, stability
 from tui_bench.engine.results.history import History, now_iso
 from tui_bench.engine.spec import RunSpec
 
@@ -653,6 +653,8 @@ def execute(
         "recorder_pid": None,
         "recorder_started": None,
     }
+    verdict = stability.assess_record(final) if result.ok else None
+    final["stability"] = verdict.as_dict() if verdict is not None else None
     series.write({"type": SeriesEvent.RESULT, "record": final})
     series.close()
     history.update(run_id, **{k: v for k, v in final.items() if k != "id"})
