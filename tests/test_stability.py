@@ -340,3 +340,18 @@ def test_a_real_run_beside_cpu_hogs_is_not_stable_and_says_cpu_was_stolen():
     assert record["stability"]["verdict"] != "stable"
     stolen = [r for r in record["stability"]["reasons"] if r["rule"] == "cpu_stolen"]
     assert stolen and stolen[0]["value"] >= 0.10, record["stability"]
+
+
+def test_pipelined_window_means_are_judged_once_per_window():
+    windows = noise(40, seed=11)
+    record = {
+        "spec": {"threads": 1},
+        "metrics": {
+            "steady_step_times": [w for w in windows for _ in range(10)],
+            "timing": "pipelined",
+            "step_source": "windows of 10 steps, one sync per window",
+        },
+    }
+    assert stability.window_means(record["metrics"]["steady_step_times"]) == windows
+    v = stability.assess_record(record)
+    assert v is not None and "multimodal" not in rules(v)

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from tui_bench.cli import common
+from tui_bench.cli import common, recheck
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.results.history import History
 
@@ -72,4 +72,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     hist_export.add_argument("--csv", required=True, help="output file")
     hist_delete = hist_sub.add_parser("delete", help="delete a run and its series")
     hist_delete.add_argument("run_id")
+    recheck.register(hist_sub)
     hist.set_defaults(func=cmd_history, json=False, limit=0)

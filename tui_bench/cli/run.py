@@ -165,6 +165,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--json", action="store_true", help="print the run records as JSON on stdout")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, no table")
     run.add_argument(
+        "--require-stable",
+        action="store_true",
+        help="exit 3 when a run finished but its stability verdict is unreliable (for CI)",
+    )
+    run.add_argument(
         "--detach",
         "-d",
         action="store_true",

@@ -299,7 +299,14 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
     for key, value in record.items():
         if key in ("log_tail", "recorder_pid", "recorder_started"):
             continue
+        if key == "stability" and isinstance(value, dict):  # two columns a spreadsheet can read
+            row["stability"] = value.get("verdict")
+            row["stability_reasons"] = "; ".join(
+                r.get("message", "") for r in value.get("reasons") or [] if isinstance(r, dict)
+            )
+            continue
         walk(key, value)
+    row.pop("metrics.steady_step_times", None)  # thousands of numbers: in JSON, not in a cell
     return row
 
 

@@ -486,6 +486,17 @@ def compact_times(times: Sequence[float]) -> list[float]:
     return [float(f"{float(t):.4g}") for t in times]
 
 
+def window_means(times: Sequence[float]) -> list[float]:
+    """One value per pipelined window: without device timers the worker gives every step of a
+    window the window's mean, and judging those copies as separate steps would invent modes and
+    shrink the spread."""
+    out: list[float] = []
+    for t in times:
+        if not out or t != out[-1]:
+            out.append(t)
+    return out
+
+
 def assess_record(
     record: dict[str, Any], repeat_medians: Sequence[float] | None = None
 ) -> Verdict | None:
@@ -498,6 +509,8 @@ def assess_record(
     spec = record.get("spec") or {}
     threads = spec.get("threads") if isinstance(spec.get("threads"), int) else None
     workers = spec.get("workers") if isinstance(spec.get("workers"), int) else 1
+    if str(metrics.get("step_source", "")).startswith("windows of"):
+        times = window_means(times)
     resources = {k[4:]: v for k, v in metrics.items() if k.startswith("res_")}
     load = record.get("load_at_start") or {}
     resources.setdefault("logical_cores", load.get("logical_cores"))
@@ -530,3 +543,36 @@ def reasons_text(record: dict[str, Any]) -> str:
     if not isinstance(stab, dict):
         return ""
     return "; ".join(r.get("message", "") for r in stab.get("reasons") or [] if isinstance(r, dict))
+
+
+def repeat_medians_for(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[float]:
+    """Step medians of the finished repeats of this record's configuration (same group and
+    configuration key), the record's own included; empty for a run that has no repeats."""
+    group, config = record.get("group"), record.get("config")
+    if group is None or config is None:
+        return []
+    return [
+        (r.get("metrics") or {}).get("step_median_s")
+        for r in records
+        if r.get("group") == group
+        and r.get("config") == config
+        and r.get("status") == "finished"
+        and isinstance((r.get("metrics") or {}).get("step_median_s"), (int, float))
+    ]
+
+
+EXIT_UNRELIABLE = 3  # `run --require-stable`: the run finished but its verdict is unreliable
+
+
+def verdict_line(record: dict[str, Any]) -> str | None:
+    """``<id>: <verdict>: <first reason>`` for the end of `tui-bench run`; None without one."""
+    stab = record.get("stability")
+    if not isinstance(stab, dict) or not stab.get("verdict"):
+        return None
+    reasons = [r for r in stab.get("reasons") or [] if isinstance(r, dict)]
+    reasons.sort(key=lambda r: -_RANK.get(r.get("level", NOISY), 1))
+    if not reasons:
+        checked = stab.get("checked") or []
+        return f"{record.get('id')}: {stab['verdict']} ({len(checked)} rules checked)"
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return f"{record.get('id')}: {stab['verdict']}: {reasons[0].get('message')}{more}"
