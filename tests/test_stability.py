@@ -3,7 +3,9 @@ were removed; the sampler's window-bound CPU figures and NVML clocks events feed
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 
 import pytest
 
@@ -97,11 +99,13 @@ def test_far_outliers_are_noisy():
 
 
 def test_too_few_steps_for_one_percent_say_how_many_are_needed():
-    v = assess(noise(12, cv=0.03, seed=7))
+    times = noise(12, cv=0.03, seed=7)
+    v = assess(times)
     reason = next(r for r in v.reasons if r.rule == "sample_size")
     assert v.verdict == "noisy" and reason.value == 12
-    # n = ceil(4 z^2 s^2 / 0.01^2) for the observed relative spread (about 3 % here)
-    assert 60 < reason.threshold < 300
+    # n = ceil(4 z^2 s^2 / 0.01^2) for the observed relative spread
+    cv = statistics.stdev(times) / statistics.mean(times)
+    assert reason.threshold == math.ceil(4 * 1.96**2 * cv**2 / 0.01**2) > 12
     assert (
         stability.steps_needed(0.03) == 139 and f"{int(reason.threshold)} needed" in reason.message
     )

@@ -552,7 +552,7 @@ def repeat_medians_for(record: dict[str, Any], records: Sequence[dict[str, Any]]
     if group is None or config is None:
         return []
     return [
-        (r.get("metrics") or {}).get("step_median_s")
+        float((r.get("metrics") or {})["step_median_s"])
         for r in records
         if r.get("group") == group
         and r.get("config") == config
