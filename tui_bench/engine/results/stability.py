@@ -576,3 +576,38 @@ def verdict_line(record: dict[str, Any]) -> str | None:
         return f"{record.get('id')}: {stab['verdict']} ({len(checked)} rules checked)"
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
     return f"{record.get('id')}: {stab['verdict']}: {reasons[0].get('message')}{more}"
+
+
+def relative_noise(records: Sequence[dict[str, Any]], values: Sequence[float]) -> float | None:
+    """How far apart numbers of one configuration fall by chance: the repeats' (max-min)/min
+    when there are several, else the single run's step-time CV; None when unknown."""
+    spread = repeat_spread(values)
+    if spread is not None:
+        return spread
+    for record in records:
+        times = (record.get("metrics") or {}).get("steady_step_times")
+        if isinstance(times, list) and len(times) >= 2:
+            clean = [float(t) for t in times if isinstance(t, (int, float)) and t > 0]
+            if len(clean) >= 2:
+                mean, std = _mean_std(clean)
+                return std / mean if mean else None
+    return None
+
+
+def stability_note(records: Sequence[dict[str, Any]]) -> str:
+    """ "" when every finished run is stable, else e.g. "not stable: 1 unreliable, 2 noisy of 4"
+    (runs recorded without a verdict count as "not judged")."""
+    finished = [r for r in records if r.get("status") == "finished"]
+    counts: dict[str, int] = {}
+    for r in finished:
+        key = verdict_of(r) or "not judged"
+        counts[key] = counts.get(key, 0) + 1
+    unjudged = counts.pop("not judged", 0)
+    bad = {k: v for k, v in counts.items() if k != STABLE}
+    notes = []
+    if bad:
+        parts = ", ".join(f"{v} {k}" for k, v in sorted(bad.items()))
+        notes.append(f"not stable: {parts} of {len(finished)}")
+    if unjudged:
+        notes.append(f"{unjudged} of {len(finished)} not judged (history recheck)")
+    return "; ".join(notes)
