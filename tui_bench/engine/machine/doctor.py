@@ -510,3 +510,13 @@ def snapshot() -> dict[str, Any]:
     """The compact check every run stores at its start (no process scan: the sampler measures
     other processes' CPU during the run itself)."""
     return check(processes=None).snapshot()
+
+
+def text(report: Report) -> str:
+    """The check as plain lines (the System screen): status, check, value, then the fix."""
+    lines = [f"{report.banner()} (tui-bench doctor)"]
+    for c in report.checks:
+        lines.append(f"  {c.status:<4}  {c.area + ' ' + c.name:<22} {c.value}")
+        if c.advice:
+            lines.append(f"        {'':<22} → {c.advice}")
+    return "\n".join(lines)
