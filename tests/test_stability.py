@@ -408,3 +408,15 @@ def test_summary_marks_configurations_whose_runs_are_not_stable():
     row = dict(zip(table.columns, table.rows[0], strict=True))
     assert row["stability"] == "not stable: 1 unreliable of 3; 1 of 3 not judged (history recheck)"
     assert row["notes"].startswith("not stable: 1 unreliable")
+
+
+def test_enough_repeats_stops_at_the_target_or_the_maximum():
+    tight = [0.0400, 0.0401, 0.0399, 0.0402, 0.0400, 0.0398]
+    stop, why = stability.enough_repeats(tight, target=0.02, max_repeats=20)
+    assert stop and "after 6 repeats" in why and "target ±2 %" in why
+    stop, why = stability.enough_repeats(tight[:5], target=0.02, max_repeats=20)
+    assert not stop and "needs 6" in why  # too few for a 95 % CI of the median
+    wide = [0.040, 0.046, 0.038, 0.044, 0.041, 0.049]
+    assert not stability.enough_repeats(wide, target=0.02, max_repeats=20)[0]
+    stop, why = stability.enough_repeats(wide, target=0.02, max_repeats=6)
+    assert stop and why.startswith("stopped at the maximum of 6 repeats")

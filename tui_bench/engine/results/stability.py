@@ -611,3 +611,36 @@ def stability_note(records: Sequence[dict[str, Any]]) -> str:
     if unjudged:
         notes.append(f"{unjudged} of {len(finished)} not judged (history recheck)")
     return "; ".join(notes)
+
+
+DEFAULT_TARGET_CI = 0.02  # `--repeats auto`: stop when the median's 95 % CI is within +-2 %
+MIN_REPEATS_FOR_CI = 6  # the order-statistic 95 % CI of a median needs 6 values (then min..max)
+
+
+def enough_repeats(
+    medians: Sequence[float], target: float = DEFAULT_TARGET_CI, max_repeats: int = 20
+) -> tuple[bool, str]:
+    """Should a configuration's repeats stop? True with why (the CI reached the target, or the
+    maximum was reached), or False with where it stands. The interval is the distribution-free
+    95 % CI of the median of the repeats' medians, as a share of that median."""
+    known = [float(m) for m in medians if isinstance(m, (int, float)) and m > 0]
+    n = len(known)
+    ci = median_ci(known)
+    width = None
+    if ci is not None:
+        mid = quantile(known, 0.5)
+        width = max(mid - ci[0], ci[1] - mid) / mid if mid else None
+    if width is not None and width <= target:
+        return (
+            True,
+            f"95 % CI of the median ±{100 * width:.1f} % after {n} repeats (target ±{100 * target:g} %)",
+        )
+    if n >= max_repeats:
+        where = f"±{100 * width:.1f} %" if width is not None else "not computable"
+        return (
+            True,
+            f"stopped at the maximum of {max_repeats} repeats; 95 % CI of the median {where} (target ±{100 * target:g} %)",
+        )
+    if width is None:
+        return False, f"{n} repeat(s): a 95 % CI of the median needs {MIN_REPEATS_FOR_CI}"
+    return False, f"95 % CI of the median ±{100 * width:.1f} % after {n} repeats"
