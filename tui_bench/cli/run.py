@@ -22,7 +22,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.cluster:
         from tui_bench.engine.runs import fleet
 
-        fleet.require_ray()  # one line, before a sweep is planned or a process started
+        fleet.require_ray(args.cluster)  # one line, before a sweep is planned or a process started
     if args.preset or args.resume:
         return run_preset(args)
     spec = common.spec_from_args(args)
