@@ -21,7 +21,7 @@ from tui_bench.engine.results import report, stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import follow, presets, supervisor
 from tui_bench.engine.runs.follow import left_running_hint
-from tui_bench.engine.spec import RunSpec, declared_fields
+from tui_bench.engine.spec import RunSpec, WorkerOptions, declared_fields, flag_parser
 
 POLL_S = 0.25
 
@@ -80,7 +80,9 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
         group.add_argument(
             "--" + declared.name.replace("_", "-"),
             dest=declared.name,
-            type=declared.type,
+            # Numbers are parsed and range-checked by their declaration; names are left to
+            # RunSpec/preset expansion, where an unknown one in a sweep is a skip, not an error.
+            type=flag_parser(declared) if declared.type in (int, float) else declared.type,
             metavar=metavar,
             help="; ".join(parts),
         )
@@ -125,6 +127,7 @@ def warn_if_busy(err: Console) -> None:
 
 def worker_options(args: argparse.Namespace) -> dict[str, Any]:
     options = {"stall_timeout": args.stall_timeout, "sample_interval": args.sample_interval}
+    options.update(WorkerOptions.from_dict(options).to_dict())  # checked: SpecError, one line
     if getattr(args, "cluster", None):
         options["cluster"] = args.cluster
     return options

@@ -37,12 +37,20 @@ INSTALL_HINT = "pip install 'tui-bench[ray]'"
 CANCEL_GRACE_S = 30.0  # a cancelled task gets this long to stop its worker and say so
 
 
-def require_ray() -> None:
-    """Raise the one-line error, with the install command, when Ray is not installed."""
+def require_ray(address: str | None = None) -> None:
+    """Raise the one-line error, with the install command, when Ray is not installed, or when
+    ``address`` is a ray:// one and Ray Client's own dependency (grpcio) is missing."""
     try:
         import ray  # noqa: F401
     except ImportError:
         raise FleetError(f"--cluster needs Ray, which is not installed: {INSTALL_HINT}") from None
+    if address and address.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401
+        except ImportError:
+            raise FleetError(
+                f"--cluster {address} uses Ray Client, which needs grpcio: {INSTALL_HINT}"
+            ) from None
 
 
 def resources_for(spec: RunSpec) -> dict[str, float]:
@@ -173,6 +181,51 @@ def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
         raise
 
 
+QUEUE_END = {"type": "queue_end"}
+
+
+def run_on_node_into(payload: dict[str, Any], events: Any) -> None:
+    """``run_on_node`` for Ray Client, which has no streaming tasks: the same events, put on a
+    queue actor that the head reads."""
+    for event in run_on_node(payload):
+        events.put(event)
+    events.put(QUEUE_END)
+
+
+class ClientStream:
+    """The head's side of ``run_on_node_into``: iterates the task's events as they arrive and
+    ends, or raises the task's own error (cancelled, node lost), when the task does."""
+
+    def __init__(self, task: Any, payload: dict[str, Any]) -> None:
+        from ray.util.queue import Queue
+
+        # The queue is an actor: it must not take the CPU the run asked for.
+        self.events = Queue(actor_options={"num_cpus": 0})
+        self.ref = task.remote(payload, self.events)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        import ray
+        from ray.util.queue import Empty
+
+        while True:
+            try:
+                event = self.events.get(timeout=0.5)
+            except Empty:
+                done, _ = ray.wait([self.ref], timeout=0)
+                if done and self.events.empty():
+                    ray.get(self.ref)  # raises the task's error; a clean end has put QUEUE_END
+                    return
+                continue
+            if event == QUEUE_END:
+                return
+            yield event
+
+    def cancel(self) -> None:
+        import ray
+
+        ray.cancel(self.ref)
+
+
 # -- on the head --------------------------------------------------------------------------------
 class RemoteRun:
     """What the batch's control holds while a remote run is current: its id, and a cancel that
@@ -225,7 +278,13 @@ class FleetExecutor:
                 signal.signal(signal.SIGTERM, on_sigterm)
         # One submission: a retried benchmark would run (and be counted) twice, and a run that
         # fails half-way must be recorded as failed, not quietly redone elsewhere.
-        self._task = ray.remote(max_retries=0, num_returns="streaming")(run_on_node)
+        # Ray Client (ray://) has no streaming tasks: there the events travel through a queue.
+        self._client = address.startswith("ray://")
+        self._task: Any = (
+            ray.remote(max_retries=0)(run_on_node_into)
+            if self._client
+            else ray.remote(max_retries=0, num_returns="streaming")(run_on_node)
+        )
 
     def close(self) -> None:
         import ray
@@ -286,7 +345,11 @@ class FleetExecutor:
                 "options": worker_options,
                 "tui_bench": __version__,
             }
-            generator = self._task.options(scheduling_strategy="SPREAD", **wanted).remote(payload)
+            options = {"scheduling_strategy": "SPREAD", **wanted}
+            if self._client:
+                generator: Any = ClientStream(self._task.options(**options), payload)
+            else:
+                generator = self._task.options(**options).remote(payload)
             self._follow(generator, handle, state, write_record, series, on_event, base)
         record = state["record"]
         if record is None:  # lost or refused before the node recorded anything
@@ -330,7 +393,7 @@ class FleetExecutor:
         def pump() -> None:  # blocking reads off the head's main loop, so a cancel is heard
             try:
                 for ref in generator:
-                    items.put(("item", ray.get(ref)))
+                    items.put(("item", ref if self._client else ray.get(ref)))
                 items.put(("end", None))
             except Exception as exc:  # the task failed, was cancelled, or its node died
                 items.put(("error", exc))
@@ -339,7 +402,10 @@ class FleetExecutor:
         cancel_sent_at: float | None = None
         while True:
             if handle.cancelled.is_set() and cancel_sent_at is None:
-                ray.cancel(generator)
+                if self._client:
+                    generator.cancel()
+                else:
+                    ray.cancel(generator)
                 cancel_sent_at = time.monotonic()
             try:
                 kind, value = items.get(timeout=0.2)
