@@ -385,6 +385,7 @@ def test_compare_never_calls_a_difference_inside_the_noise_faster():
     row = dict(zip(table.columns, table.rows[0], strict=True))
     assert row["speed-up"] is None and row["significance"].startswith("within the noise")
     assert row["stability"] == "this: not stable: 1 noisy of 1"
+    assert row["significance"].endswith("; this: not stable: 1 noisy of 1")
     # far apart: the speed-up stands
     records[1]["metrics"]["step_median_s"] = 0.08
     records[1]["metrics"]["steady_step_times"] = noise(200, mean=0.08, cv=0.03, seed=2)

@@ -9,8 +9,9 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from tui_bench.cli import common, recheck
+from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
+from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.spec import bounded_option, flag_parser
 
@@ -60,6 +61,19 @@ def cmd_history(args: argparse.Namespace) -> int:
         count = history.export_csv(Path(args.csv))
         common.console(stderr=True).print(f"wrote {count} run(s) to {args.csv}")
         return 0
+    if args.history_command == "recheck":  # the rules live in engine/results/stability.py
+        rechecked, skipped = stability.recheck(history, args.run_ids)
+        for item in [] if args.json else rechecked:
+            was = item["before"] != item["stability"]["verdict"]
+            line = stability.verdict_line({"id": item["id"], "stability": item["stability"]})
+            print(f"{line} (was {item['before']})" if was else line)
+        if args.json:
+            print(json.dumps(rechecked, indent=2))
+        common.console(stderr=True).print(
+            f"rechecked {len(rechecked)} run(s)"
+            + (f"; {skipped} recorded without step times" if skipped else "")
+        )
+        return 0
     if args.history_command == "delete":
         record = history.get(args.run_id)
         history.delete([record["id"]])
@@ -80,5 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     hist_export.add_argument("--csv", required=True, help="output file")
     hist_delete = hist_sub.add_parser("delete", help="delete a run and its series")
     hist_delete.add_argument("run_id")
-    recheck.register(hist_sub)
+    hist_recheck = hist_sub.add_parser(
+        "recheck", help="judge runs' stability again from their stored step times"
+    )
+    hist_recheck.add_argument("run_ids", nargs="*", metavar="ID", help="default: every run")
+    hist_recheck.add_argument("--json", action="store_true")
     hist.set_defaults(func=cmd_history, json=False, limit=0)

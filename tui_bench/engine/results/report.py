@@ -222,7 +222,7 @@ def summary_table(groups: list[Group], metric: str) -> Table:
             warning = "no finished run"
         judged = stability.stability_note(g.runs)
         notes = [
-            judged,
+            stability.stability_note(g.runs, unjudged=False),
             "oversubscribed" if g.oversubscribed else "",
             f"time to accuracy: {tta}" if tta else "",
             warning,
@@ -267,13 +267,22 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
             "baseline",
             "ratio",
             "speed-up",
-            "significance",
             "stability",
+            "significance",
         ],
         note="ratio = median / baseline median; speed-up = how many times faster than the "
         "baseline, left out when the difference is inside the noise (repeats' (max-min)/min, or "
         "one run's step CV); significance: two-sided Mann-Whitney U, needs ≥5 repeats on each "
-        "side; stability: runs on either side whose verdict is not stable.",
+        "side, and says when runs on either side are not stable.",
+        terminal_columns=[
+            "differs in",
+            "with",
+            "configuration",
+            "baseline",
+            "ratio",
+            "speed-up",
+            "significance",
+        ],
     )
     # framework and api often vary together (a matrix); compare the pair as one field.
     fields_ = [f for f in varying if f not in ("threads", "api")]
@@ -299,8 +308,8 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                             _value_name(base, field_name),
                             None,
                             None,
-                            "no finished runs on one side",
                             "",
+                            "no finished runs on one side",
                         ]
                     )
                     continue
@@ -333,11 +342,13 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                 marks = [
                     f"{side}: {note}"
                     for side, note in (
-                        ("this", stability.stability_note(g.runs)),
-                        ("baseline", stability.stability_note(base.runs)),
+                        ("this", stability.stability_note(g.runs, unjudged=False)),
+                        ("baseline", stability.stability_note(base.runs, unjudged=False)),
                     )
                     if note
                 ]
+                if marks:
+                    verdict = f"{verdict}; {'; '.join(marks)}"
                 table.rows.append(
                     [
                         field_name if field_name != "framework" else "framework/api",
@@ -346,8 +357,8 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                         _value_name(base, field_name),
                         c.ratio,
                         speedup,
-                        verdict,
                         "; ".join(marks),
+                        verdict,
                     ]
                 )
     return table

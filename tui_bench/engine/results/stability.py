@@ -594,7 +594,7 @@ def relative_noise(records: Sequence[dict[str, Any]], values: Sequence[float]) -
     return None
 
 
-def stability_note(records: Sequence[dict[str, Any]]) -> str:
+def stability_note(records: Sequence[dict[str, Any]], unjudged: bool = True) -> str:
     """ "" when every finished run is stable, else e.g. "not stable: 1 unreliable, 2 noisy of 4"
     (runs recorded without a verdict count as "not judged")."""
     finished = [r for r in records if r.get("status") == "finished"]
@@ -602,14 +602,14 @@ def stability_note(records: Sequence[dict[str, Any]]) -> str:
     for r in finished:
         key = verdict_of(r) or "not judged"
         counts[key] = counts.get(key, 0) + 1
-    unjudged = counts.pop("not judged", 0)
+    not_judged = counts.pop("not judged", 0)
     bad = {k: v for k, v in counts.items() if k != STABLE}
     notes = []
     if bad:
         parts = ", ".join(f"{v} {k}" for k, v in sorted(bad.items()))
         notes.append(f"not stable: {parts} of {len(finished)}")
-    if unjudged:
-        notes.append(f"{unjudged} of {len(finished)} not judged (history recheck)")
+    if not_judged and unjudged:
+        notes.append(f"{not_judged} of {len(finished)} not judged (history recheck)")
     return "; ".join(notes)
 
 
@@ -644,3 +644,23 @@ def enough_repeats(
     if width is None:
         return False, f"{n} repeat(s): a 95 % CI of the median needs {MIN_REPEATS_FOR_CI}"
     return False, f"95 % CI of the median ±{100 * width:.1f} % after {n} repeats"
+
+
+def recheck(history: Any, run_ids: Sequence[str] = ()) -> tuple[list[dict[str, Any]], int]:
+    """Judge finished runs again from their stored step times (all, or ``run_ids``), with their
+    configuration's repeats, and store the new verdicts. Returns ``[{id, before, stability}]``
+    and how many runs had no step times to judge (recorded before they were kept)."""
+    records = history.all()
+    chosen = [history.get(i) for i in run_ids] if run_ids else records
+    out, skipped = [], 0
+    for record in chosen:
+        if record.get("status") != "finished":
+            continue
+        verdict = assess_record(record, repeat_medians=repeat_medians_for(record, records))
+        if verdict is None:
+            skipped += 1
+            continue
+        stored = verdict.as_dict()
+        history.update(record["id"], stability=stored)
+        out.append({"id": record["id"], "before": verdict_of(record), "stability": stored})
+    return out, skipped
