@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     request = batch_module.BatchRequest.from_dict(header["request"])
     control = batch_module.BatchControl()
     signal.signal(signal.SIGTERM, lambda signum, frame: control.cancel())
-    from tui_bench.engine.runs.runner import SeriesWriter
+    from tui_bench.engine.runs.lifecycle import SeriesWriter
 
     events = SeriesWriter(batch_module.events_path(args.batch_id))
     events.write({"type": BatchEvent.SUPERVISOR, **procs.identity()})
