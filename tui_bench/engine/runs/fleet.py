@@ -289,7 +289,8 @@ class FleetExecutor:
             write_record({**base, "host": (state["node"] or {}).get("host"), "node": state["node"]})
         final = state["final"]
         if final is not None:  # the node's own end of the run
-            final = run.finish(final.get("status", RunStatus.FAILED), **final)
+            status = final.get("status", RunStatus.FAILED)
+            final = run.finish(status, **{k: v for k, v in final.items() if k != "status"})
         elif handle.cancelled.is_set():
             final = run.finish(
                 RunStatus.CANCELLED,
