@@ -421,3 +421,15 @@ def test_enough_repeats_stops_at_the_target_or_the_maximum():
     assert not stability.enough_repeats(wide, target=0.02, max_repeats=20)[0]
     stop, why = stability.enough_repeats(wide, target=0.02, max_repeats=6)
     assert stop and why.startswith("stopped at the maximum of 6 repeats")
+
+
+def test_the_live_view_reads_the_verdict_from_the_result_record():
+    from tui_bench.engine.runs.reducer import BatchView
+    from tui_bench.tui.live import outcome
+
+    stored = assess([0.04] * 3 + [0.5]).as_dict()
+    view = BatchView()
+    view._result({"status": "finished", "metrics": {"step_median_s": 0.04}, "stability": stored})
+    text = outcome(view, "run", "f5").message
+    assert "1 run(s) finished: step 40.0 ms median" in text
+    assert "\nunreliable: " in text

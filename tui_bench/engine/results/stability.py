@@ -566,16 +566,22 @@ EXIT_UNRELIABLE = 3  # `run --require-stable`: the run finished but its verdict 
 
 def verdict_line(record: dict[str, Any]) -> str | None:
     """``<id>: <verdict>: <first reason>`` for the end of `tui-bench run`; None without one."""
-    stab = record.get("stability")
+    text = stored_line(record.get("stability"))
+    return f"{record.get('id')}: {text}" if text else None
+
+
+def stored_line(stab: Any) -> str | None:
+    """``<verdict>: <first reason> (+n more)`` of a stored verdict (a record's ``stability``,
+    a live view's ``verdict`` slot), or ``<verdict> (n rules checked)``; None without one."""
     if not isinstance(stab, dict) or not stab.get("verdict"):
         return None
     reasons = [r for r in stab.get("reasons") or [] if isinstance(r, dict)]
     reasons.sort(key=lambda r: -_RANK.get(r.get("level", NOISY), 1))
     if not reasons:
         checked = stab.get("checked") or []
-        return f"{record.get('id')}: {stab['verdict']} ({len(checked)} rules checked)"
+        return f"{stab['verdict']} ({len(checked)} rules checked)"
     more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
-    return f"{record.get('id')}: {stab['verdict']}: {reasons[0].get('message')}{more}"
+    return f"{stab['verdict']}: {reasons[0].get('message')}{more}"
 
 
 def relative_noise(records: Sequence[dict[str, Any]], values: Sequence[float]) -> float | None:
