@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
@@ -454,7 +453,7 @@ class WorkerRun:
             os.close(read_fd)
             os.close(write_fd)
             read_fd = write_fd = -1
-            fifo_dir = tempfile.mkdtemp(prefix="tui-bench-events-")
+            fifo_dir = procs.owned_temp_dir("events")  # removed at a later start if we die
             events_path = os.path.join(fifo_dir, "rank0")
             os.mkfifo(events_path, 0o600)
         env = worker_environment(self.spec)
