@@ -186,7 +186,7 @@ class HistoryScreen(Screen):
     def _load(self) -> None:
         history = History()
         try:
-            records = history.all()
+            records = history.summaries()
         except (TuiBenchError, OSError) as exc:  # unreadable beyond recovery: say so, stay up
             title = exc.title if isinstance(exc, TuiBenchError) else ""
             self.post_message(Notice(f"cannot read history: {exc}", title, "error"))
