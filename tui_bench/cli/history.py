@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from rich import box
@@ -28,6 +29,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         if args.json:  # full records: scripts read any field
             full = list(history.records([r["id"] for r in shown]))
             print(json.dumps(full, indent=2, default=str))
+            return 0
+        if len(shown) > _PLAIN_ABOVE:
+            _print_plain(records, shown, history.home)
             return 0
         table = Table(
             title=f"{len(records)} run(s) in {history.home}",
@@ -79,6 +83,26 @@ def cmd_history(args: argparse.Namespace) -> int:
         common.console(stderr=True).print(f"deleted {record['id']}")
         return 0
     raise UsageError(f"unknown history command {args.history_command}")
+
+
+# rich measures every cell to size a table: 10,000 rows took 18 s. Long lists print plain columns.
+_PLAIN_ABOVE = 200
+
+
+def _print_plain(records: list[dict], shown: list[dict], home: Path) -> None:
+    lines = [
+        f"{len(records)} run(s) in {home}",
+        "run                       status       ms/step   samp/s    acc  label",
+    ]
+    for r in shown:
+        m = r.get("metrics") or {}
+        lines.append(
+            f"{r['id']:<25} {str(r.get('status', '')):<11} "
+            f"{common.fmt(m.get('step_median_s'), 1000, 1):>8} "
+            f"{common.fmt(m.get('samples_per_s'), digits=0):>8} "
+            f"{common.fmt(m.get('test_accuracy'), digits=3):>6}  {r.get('label', '')}"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 def _warn(history: History) -> None:

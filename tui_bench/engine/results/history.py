@@ -68,13 +68,13 @@ class History:
         self.repair = repair
         self.warnings: list[str] = []
         self._checked = False
+        self._added: set[str] = set()  # ids this object added: updated without a lookup
 
     # -- reading --------------------------------------------------------------------------------
     def summaries(self) -> list[dict[str, Any]]:
-        """Every run, oldest first, with the fields a list shows (id, status, dates, label,
-        group, batch, spec, a few metrics, env.host): fast at 10,000 runs."""
-        self._ensure_sound()
-        found = store.read_summaries(self.journal_path, self.cache_path)
+        """Every run, oldest first, with the fields lists show (id, status, dates, label, group,
+        batch, the main spec fields, a few metrics, env.host): fast at 10,000 runs."""
+        found = self._ensure_sound() or store.read_summaries(self.journal_path, self.cache_path)
         return _ordered(settle(r) for r in found.records.values())
 
     def all(self) -> list[dict[str, Any]]:
@@ -83,8 +83,11 @@ class History:
 
     def records(self, ids: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
         """Full records, oldest first (only ``ids`` when given)."""
-        self._ensure_sound()
-        records = store.replay(store.scan(self.journal_path).entries)
+        found = store.scan(self.journal_path)
+        if self.legacy_path.exists() or found.damage or not self.journal_path.exists():
+            self._ensure_sound()  # migrate or repair first, then read what it wrote
+            found = store.scan(self.journal_path)
+        records = store.replay(found.entries)
         chosen = records.values() if ids is None else [records[i] for i in ids if i in records]
         for record in _ordered(chosen):
             yield settle(record)
@@ -127,14 +130,16 @@ class History:
         record.setdefault("started_at", now_iso())
         record["id"] = str(record["id"])
         self._append([store.put_line(record)], "adding a run")
+        self._added.add(record["id"])
         return record["id"]
 
     def update(self, run_id: str, **fields: Any) -> None:
         with self.lock:
             self._ensure_sound(locked=True)
-            found = store.scan(self.journal_path, only=store.id_prefix(run_id))
-            if run_id not in store.replay(found.entries):
-                raise HistoryError(f"no run with id {run_id}")
+            if run_id not in self._added:  # the runner updates what it added: no lookup then
+                found = store.scan(self.journal_path, only=store.id_prefix(run_id))
+                if run_id not in store.replay(found.entries):
+                    raise HistoryError(f"no run with id {run_id}")
             self._append([store.patch_line(run_id, fields)], "updating a run", locked=True)
 
     def delete(self, run_ids: Iterable[str]) -> int:
@@ -212,25 +217,26 @@ class History:
             raise _write_failed(exc, what) from exc
 
     # -- integrity ------------------------------------------------------------------------------
-    def _ensure_sound(self, locked: bool = False) -> None:
-        """Once per History: migrate a schema-1 file, and repair a damaged journal."""
+    def _ensure_sound(self, locked: bool = False) -> store.Summaries | None:
+        """Once per History: migrate a schema-1 file, and repair a damaged journal. Returns the
+        summaries it read when they are current (nothing needed repair)."""
         if self._checked:
-            return
-        needs_migration = self.legacy_path.exists()
-        if not needs_migration:
+            return None
+        if not self.legacy_path.exists():
             found = store.read_summaries(self.journal_path, self.cache_path)
             exists = self.journal_path.exists()
             if not found.damage and (exists or not self._series_ids()):
                 self._checked = True
-                return
+                return found
         if not self.repair:
             self._checked = True  # check reports it; nothing is written
-            return
+            return None
         if not locked:
             with self.lock:
                 return self._ensure_sound(locked=True)
         self.warnings.extend(self._rebuild())
         self._checked = True
+        return None
 
     def _series_ids(self) -> set[str]:
         try:
@@ -307,9 +313,9 @@ class History:
         rows = [flatten(r) for r in self.records(ids)]
         columns = csv_columns(rows)
         with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
+            writer = csv.writer(handle)
+            writer.writerow(columns)
+            writer.writerows([row.get(c, "") for c in columns] for row in rows)
         return len(rows)
 
 
@@ -384,21 +390,23 @@ _FIRST_COLUMNS = ["id", "started_at", "finished_at", "status", "reason"]
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     """One CSV row: nested dicts become dotted columns (spec.threads, metrics.step_median_s)."""
     row: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for key, inner in value.items():
-                walk(f"{prefix}.{key}" if prefix else key, inner)
-        elif isinstance(value, list):
-            row[prefix] = json.dumps(value)
-        else:
-            row[prefix] = value
-
-    for key, value in record.items():
-        if key in ("log_tail", "recorder_pid", "recorder_started"):
-            continue
-        walk(key, value)
+    _flatten_into(row, "", {k: v for k, v in record.items() if k not in _NOT_EXPORTED})
     return row
+
+
+_NOT_EXPORTED = ("log_tail", "recorder_pid", "recorder_started")
+
+
+def _flatten_into(row: dict[str, Any], prefix: str, value: dict[str, Any]) -> None:
+    # One call per dict, not per leaf: a 10,000-run export has two million leaves.
+    for key, inner in value.items():
+        name = f"{prefix}.{key}" if prefix else key
+        if isinstance(inner, dict):
+            _flatten_into(row, name, inner)
+        elif isinstance(inner, list):
+            row[name] = json.dumps(inner)
+        else:
+            row[name] = inner
 
 
 def csv_columns(rows: list[dict[str, Any]]) -> list[str]:

@@ -26,6 +26,7 @@ import datetime as dt
 import json
 import os
 import pickle
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +57,19 @@ SUMMARY_KEYS = (
     "recorder_pid",
     "recorder_started",
 )
+# The spec fields lists show and filter on (the full spec is one get() away).
+SUMMARY_SPEC = (
+    "framework",
+    "api",
+    "model",
+    "dataset",
+    "device",
+    "threads",
+    "batch_size",
+    "epochs",
+    "precision",
+    "workers",
+)
 SUMMARY_METRICS = (
     "train_wall_s",
     "step_median_s",
@@ -66,7 +80,7 @@ SUMMARY_METRICS = (
 )
 # A cache is rewritten once a reader replayed this many bytes past it.
 _CACHE_REFRESH_BYTES = 256 * 1024
-_CACHE_VERSION = 1
+_CACHE_VERSION = 2
 
 
 def header_line() -> bytes:
@@ -97,6 +111,10 @@ def id_prefix(run_id: str) -> bytes:
 def summarize(fields: dict[str, Any]) -> dict[str, Any]:
     """The fields of a record (or of a patch to one) that lists and filters show."""
     out = {k: fields[k] for k in SUMMARY_KEYS if k in fields}
+    if "spec" in fields:
+        spec = fields["spec"] if isinstance(fields["spec"], dict) else {}
+        # Interned: 10,000 summaries share one copy of "torch", "cpu"... in memory and in the cache.
+        out["spec"] = {k: _intern(spec[k]) for k in SUMMARY_SPEC if k in spec}
     if "metrics" in fields:
         metrics = fields["metrics"] if isinstance(fields["metrics"], dict) else {}
         out["metrics"] = {k: metrics[k] for k in SUMMARY_METRICS if k in metrics}
@@ -104,6 +122,10 @@ def summarize(fields: dict[str, Any]) -> dict[str, Any]:
         env = fields["env"] if isinstance(fields["env"], dict) else {}
         out["env"] = {"host": env.get("host")}
     return out
+
+
+def _intern(value: Any) -> Any:
+    return sys.intern(value) if isinstance(value, str) and len(value) < 64 else value
 
 
 @dataclass
@@ -216,7 +238,8 @@ def apply(records: dict[str, dict[str, Any]], entry: dict[str, Any], summary: bo
     run_id = entry["id"]
     op = entry["op"]
     if op == "put":
-        record = {**entry["record"], "id": run_id}
+        record = entry["record"]  # the entry is parsed for this replay alone: no copy needed
+        record["id"] = run_id
         records[run_id] = summarize(record) if summary else record
     elif op == "patch":
         current = records.get(run_id)
