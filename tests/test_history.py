@@ -3,6 +3,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -65,18 +67,43 @@ def test_concurrent_writers_lose_nothing(isolated_home):
 
 
 def test_a_crash_mid_write_leaves_a_readable_history(isolated_home):
-    """A write is one appended line: a crash tears at most that line, which readers skip and
-    the next writer steps over."""
+    """A write is one appended line: a crash tears at most that line. With no writer holding
+    the lock, a reader knows it is torn (not in flight), says so and repairs."""
     h = History()
     kept = h.add(record(1))
     with open(h.journal_path, "ab") as handle:
         handle.write(b'{"id":"torn","op":"put","record":{"sta')  # the process died here
-    assert [r["id"] for r in History().all()] == [kept]
-    after = History().add(record(2))
     again = History()
-    assert [r["id"] for r in again.all()] == [kept, after]
-    assert "damaged line" in again.warnings[0]  # the torn line is now in the middle: repaired
+    assert [r["id"] for r in again.all()] == [kept]
+    assert "cut short" in again.warnings[0] and len(again.warnings) == 1
+    after = History().add(record(2))
     assert [r["id"] for r in History().all()] == [kept, after] and not History().warnings
+
+
+def test_a_partial_line_while_a_writer_holds_the_lock_is_a_write_in_flight(isolated_home):
+    h = History()
+    kept = h.add(record(1))
+    with open(h.journal_path, "ab") as handle:
+        handle.write(b'{"id":"next","op":"put","rec')
+    writer = multiprocessing.get_context("spawn").Process(target=_hold_lock, args=(str(h.home),))
+    writer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (h.home / "held").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        reader = History()
+        assert [r["id"] for r in reader.summaries()] == [kept] and not reader.warnings
+    finally:
+        (h.home / "release").touch()
+        writer.join(30)
+
+
+def _hold_lock(home: str) -> None:
+    h = History(Path(home))
+    with h.lock:
+        (Path(home) / "held").touch()
+        while not (Path(home) / "release").exists():
+            time.sleep(0.05)
 
 
 def test_a_failed_write_raises_one_line_and_leaves_no_half_line(monkeypatch):

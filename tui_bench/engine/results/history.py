@@ -24,11 +24,12 @@ import datetime as dt
 import json
 import os
 import secrets
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
@@ -84,10 +85,14 @@ class History:
     def records(self, ids: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
         """Full records, oldest first (only ``ids`` when given)."""
         found = store.scan(self.journal_path)
-        if self.legacy_path.exists() or found.damage or not self.journal_path.exists():
-            self._ensure_sound()  # migrate or repair first, then read what it wrote
-            found = store.scan(self.journal_path)
         records = store.replay(found.entries)
+        if not self._checked:
+            deleted = {e["id"] for _, e in found.entries if e["op"] == "del"} - records.keys()
+            view = store.Summaries(records, found.damage, found.lines, found.torn, deleted)
+            if self._needs_repair(view, locked=False):
+                self._ensure_sound()  # migrate or repair first, then read what it wrote
+                records = store.replay(store.scan(self.journal_path).entries)
+            self._checked = True
         chosen = records.values() if ids is None else [records[i] for i in ids if i in records]
         for record in _ordered(chosen):
             yield settle(record)
@@ -152,11 +157,13 @@ class History:
                     f"run {record['id']} is in progress: stop it first "
                     f"(tui-bench stop {record.get('batch') or record['id']})"
                 )
-        if present:
-            self._append([store.delete_line(i) for i in present], "deleting runs")
+        # Files first: a crash in between leaves a run without its series, never a deleted
+        # run that a reader would take for a lost one and bring back.
         for run_id in ids:
             self.series_path(run_id).unlink(missing_ok=True)
             self.log_path(run_id).unlink(missing_ok=True)
+        if present:
+            self._append([store.delete_line(i) for i in present], "deleting runs")
         return len(present)
 
     def import_records(self, records: list[dict[str, Any]]) -> list[str]:
@@ -222,12 +229,10 @@ class History:
         summaries it read when they are current (nothing needed repair)."""
         if self._checked:
             return None
-        if not self.legacy_path.exists():
-            found = store.read_summaries(self.journal_path, self.cache_path)
-            exists = self.journal_path.exists()
-            if not found.damage and (exists or not self._series_ids()):
-                self._checked = True
-                return found
+        found = store.read_summaries(self.journal_path, self.cache_path)
+        if not self._needs_repair(found, locked):
+            self._checked = True
+            return found
         if not self.repair:
             self._checked = True  # check reports it; nothing is written
             return None
@@ -237,6 +242,42 @@ class History:
         self.warnings.extend(self._rebuild())
         self._checked = True
         return None
+
+    def _needs_repair(self, found: store.Summaries, locked: bool) -> bool:
+        return (
+            self.legacy_path.exists()
+            or bool(found.damage)
+            or self._torn(found, locked)
+            or self._lost_runs(found)
+        )
+
+    def _torn(self, found: store.Summaries, locked: bool) -> bool:
+        """A partial last line is a write in flight while a writer holds the lock; with the
+        lock free it was torn by a crash, and the run it held must come from its series."""
+        if not found.torn:
+            return False
+        if locked:
+            return True
+        try:
+            with self.lock.acquire(timeout=0):
+                return store.scan(self.journal_path, only=b"\x00").torn
+        except Timeout:
+            return False
+
+    def _lost_runs(self, found: store.Summaries) -> bool:
+        """Does a series file hold a run the journal lacks (a line damaged into another valid
+        line, a journal restored from a backup)? Empty or just-created files are runs being
+        started, not lost."""
+        missing = self._series_ids() - found.records.keys() - found.deleted
+        now = time.time()
+        for run_id in missing:
+            try:
+                st = self.series_path(run_id).stat()
+            except OSError:
+                continue
+            if st.st_size > 0 and now - st.st_mtime > _IN_FLIGHT_S:
+                return True
+        return False
 
     def _series_ids(self) -> set[str]:
         try:
@@ -252,6 +293,8 @@ class History:
         records = store.replay(found.entries)
         if found.damage:
             problems.append(f"{store.JOURNAL_NAME}: {found.damage.describe()}")
+        if found.torn:
+            problems.append(f"{store.JOURNAL_NAME}: its last line was cut short (a crash)")
         elif not self.journal_path.exists() and (self.legacy_path.exists() or self._series_ids()):
             problems.append(f"{store.JOURNAL_NAME} is missing")
         if self.legacy_path.exists():
@@ -319,6 +362,8 @@ class History:
         return len(rows)
 
 
+# A series file younger than this that the journal lacks may be a run being added right now.
+_IN_FLIGHT_S = 10.0
 INTERRUPTED_REASON = "the run's supervisor stopped before the run ended"
 
 

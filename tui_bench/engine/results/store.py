@@ -80,7 +80,7 @@ SUMMARY_METRICS = (
 )
 # A cache is rewritten once a reader replayed this many bytes past it.
 _CACHE_REFRESH_BYTES = 256 * 1024
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3
 
 
 def header_line() -> bytes:
@@ -195,6 +195,7 @@ class Scan:
     damage: Damage
     end: int  # byte offset just past the last complete line
     lines: int  # complete lines seen (header included)
+    torn: bool = False  # bytes after the last newline: a write in flight, or torn by a crash
 
 
 def scan(path: Path, start: int = 0, first_line: int = 1, only: bytes | None = None) -> Scan:
@@ -230,7 +231,7 @@ def scan(path: Path, start: int = 0, first_line: int = 1, only: bytes | None = N
         damage.header = "the file is empty"
     elif first_line == 1 and complete == 0:
         damage.header = "the header line is damaged"
-    return Scan(entries, damage, start + complete, number)
+    return Scan(entries, damage, start + complete, number, torn=complete < len(data))
 
 
 def apply(records: dict[str, dict[str, Any]], entry: dict[str, Any], summary: bool) -> None:
@@ -262,7 +263,9 @@ def replay(entries: list[tuple[int, dict[str, Any]]], summary: bool = False) -> 
 class Summaries:
     records: dict[str, dict[str, Any]]
     damage: Damage
-    lines: int  # journal lines (header included): compaction compares them with live runs
+    lines: int  # journal lines (header included)
+    torn: bool  # the journal ends in a partial line
+    deleted: set[str]  # runs deleted on purpose: their leftover files are not lost runs
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -286,17 +289,22 @@ def read_summaries(journal: Path, cache: Path) -> Summaries:
             and loaded.get("v") == _CACHE_VERSION
             and loaded.get("journal") == ident
             and loaded.get("end", 0) <= journal.stat().st_size
+            and {"records", "damage", "deleted", "lines"} <= loaded.keys()
         ):
             state = loaded
     except Exception:  # any unreadable cache is just a cold start: it is derived data
         state = None
     if state is None:
         state = {"v": _CACHE_VERSION, "journal": ident, "end": 0, "lines": 0}
-        state["records"], state["damage"] = {}, Damage()
+        state["records"], state["damage"], state["deleted"] = {}, Damage(), set()
     result = scan(journal, state["end"], state["lines"] + 1)
-    records = state["records"]
+    records, deleted = state["records"], state["deleted"]
     for _, entry in result.entries:
         apply(records, entry, summary=True)
+        if entry["op"] == "del":
+            deleted.add(entry["id"])
+        elif entry["op"] == "put":
+            deleted.discard(entry["id"])
     damage = Damage(state["damage"].lines + result.damage.lines, state["damage"].header)
     if state["end"] == 0:
         damage.header = result.damage.header
@@ -304,7 +312,7 @@ def read_summaries(journal: Path, cache: Path) -> Summaries:
     state.update(end=result.end, lines=result.lines, damage=damage)
     if ident is not None and replayed >= _CACHE_REFRESH_BYTES:
         _write_cache(cache, state)
-    return Summaries(records, damage, result.lines)
+    return Summaries(records, damage, result.lines, result.torn, deleted)
 
 
 def _write_cache(cache: Path, state: dict[str, Any]) -> None:
