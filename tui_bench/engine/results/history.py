@@ -295,8 +295,6 @@ class History:
             problems.append(f"{store.JOURNAL_NAME}: {found.damage.describe()}")
         if found.torn:
             problems.append(f"{store.JOURNAL_NAME}: its last line was cut short (a crash)")
-        elif not self.journal_path.exists() and (self.legacy_path.exists() or self._series_ids()):
-            problems.append(f"{store.JOURNAL_NAME} is missing")
         if self.legacy_path.exists():
             legacy, why = store.read_legacy(self.legacy_path)
             if why:
