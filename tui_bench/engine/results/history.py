@@ -230,6 +230,9 @@ class History:
         if self._checked:
             return None
         found = store.read_summaries(self.journal_path, self.cache_path)
+        if found.damage.header and "newer tui-bench" in found.damage.header:
+            # Not damage: a format this version cannot read, and must never rewrite.
+            raise HistoryError(f"{self.journal_path} was {found.damage.header}")
         if not self._needs_repair(found, locked):
             self._checked = True
             return found

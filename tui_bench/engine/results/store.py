@@ -27,7 +27,7 @@ import json
 import os
 import pickle
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,10 +198,17 @@ class Scan:
     torn: bool = False  # bytes after the last newline: a write in flight, or torn by a crash
 
 
-def scan(path: Path, start: int = 0, first_line: int = 1, only: bytes | None = None) -> Scan:
+def scan(
+    path: Path,
+    start: int = 0,
+    first_line: int = 1,
+    only: bytes | None = None,
+    each: Callable[[dict[str, Any]], None] | None = None,
+) -> Scan:
     """Read complete lines from byte ``start``. A last line without its newline is a write in
     flight (or torn by a crash) and is left for later, never counted as damage. ``only``: skip,
-    unparsed, every line that does not start with this prefix (one run's lines)."""
+    unparsed, every line that does not start with this prefix (one run's lines). ``each``: hand
+    each entry to it instead of keeping them all (a cold summary read of 10,000 full records)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(start)
@@ -212,7 +219,9 @@ def scan(path: Path, start: int = 0, first_line: int = 1, only: bytes | None = N
     entries: list[tuple[int, dict[str, Any]]] = []
     damage = Damage()
     number = first_line - 1
-    for raw in data[:complete].split(b"\n")[:-1]:
+    lines = data.split(b"\n")
+    del lines[-1]  # what follows the last newline: nothing, or a partial line
+    for raw in lines:
         number += 1
         if number == 1:
             damage.header = check_header(raw)
@@ -225,6 +234,8 @@ def scan(path: Path, start: int = 0, first_line: int = 1, only: bytes | None = N
         entry, why = _parse(raw)
         if entry is None:
             damage.lines.append((number, why))
+        elif each is not None:
+            each(entry)
         else:
             entries.append((number, entry))
     if first_line == 1 and complete == 0 and not data:
@@ -297,14 +308,16 @@ def read_summaries(journal: Path, cache: Path) -> Summaries:
     if state is None:
         state = {"v": _CACHE_VERSION, "journal": ident, "end": 0, "lines": 0}
         state["records"], state["damage"], state["deleted"] = {}, Damage(), set()
-    result = scan(journal, state["end"], state["lines"] + 1)
     records, deleted = state["records"], state["deleted"]
-    for _, entry in result.entries:
+
+    def take(entry: dict[str, Any]) -> None:
         apply(records, entry, summary=True)
         if entry["op"] == "del":
             deleted.add(entry["id"])
         elif entry["op"] == "put":
             deleted.discard(entry["id"])
+
+    result = scan(journal, state["end"], state["lines"] + 1, each=take)
     damage = Damage(state["damage"].lines + result.damage.lines, state["damage"].header)
     if state["end"] == 0:
         damage.header = result.damage.header
