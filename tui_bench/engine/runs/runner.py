@@ -575,16 +575,25 @@ class SeriesWriter:
     def __init__(self, path: Path) -> None:
         self._handle = open(path, "a", encoding="utf-8")
         self._lock = threading.Lock()
+        self.error: str | None = None  # the first write failure (disk full): the run fails on it
 
     def write(self, item: dict[str, Any]) -> None:
         line = json.dumps(item, separators=(",", ":"), default=str) + "\n"
         with self._lock:
-            self._handle.write(line)
-            self._handle.flush()
+            if self.error is not None:
+                return  # what was written stays; nothing more is tried on a failing disk
+            try:
+                self._handle.write(line)
+                self._handle.flush()
+            except OSError as exc:
+                self.error = exc.strerror or str(exc)
 
     def close(self) -> None:
         with self._lock:
-            self._handle.close()
+            try:
+                self._handle.close()
+            except OSError as exc:
+                self.error = self.error or exc.strerror or str(exc)
 
 
 def execute(
@@ -652,6 +661,9 @@ def execute(
         "recorder_pid": None,
         "recorder_started": None,
     }
+    if series.error is not None and final["status"] == RunStatus.FINISHED:
+        final["status"] = result.status = RunStatus.FAILED
+        final["reason"] = result.reason = f"could not write the run's series: {series.error}"
     series.write({"type": SeriesEvent.RESULT, "record": final})
     series.close()
     history.update(run_id, **{k: v for k, v in final.items() if k != "id"})
