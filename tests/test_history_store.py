@@ -300,3 +300,16 @@ def test_temp_dirs_of_dead_owners_are_cleaned_at_the_next_start(tmp_path):
         assert not dead.exists() and foreign.exists() and live.exists()
     finally:
         mine.rmdir()
+
+
+def test_check_repair_compacts_a_journal_of_mostly_superseded_lines(isolated_home, capsys):
+    h = History()
+    run_id = with_series(h, 1)
+    for n in range(5):
+        h.update(run_id, label=f"relabelled {n}")
+    assert main(["history", "check"]) == 0  # not a problem, a note
+    assert "5 superseded line(s)" in capsys.readouterr().out
+    main(["history", "check", "--repair"])
+    assert "compacted the journal" in capsys.readouterr().out
+    assert h.journal_path.read_bytes().count(b"\n") == 2
+    assert History().get(run_id)["label"] == "relabelled 4"

@@ -33,7 +33,8 @@ def check(home: Path | None = None, repair: bool = False) -> CheckReport:
     readable, problems = history.plan_repair()
     report.problems.extend(problems)
     records = {r["id"]: r for r in readable}
-    stored = store.read_summaries(history.journal_path, history.cache_path).records
+    summaries = store.read_summaries(history.journal_path, history.cache_path)
+    stored = summaries.records
     series_ids = history._series_ids()
     now = time.time()
     orphans: list[Path] = []
@@ -62,8 +63,17 @@ def check(home: Path | None = None, repair: bool = False) -> CheckReport:
             f"{len(missing_series)} run(s) have no series file (their summary is all there is)"
         )
     report.problems.extend(_check_batches(history.home / "batches", set(records) | series_ids))
+    superseded = max(0, summaries.lines - 1 - len(stored))
+    if superseded > len(stored):
+        report.notes.append(
+            f"the journal holds {superseded} superseded line(s) for {len(stored)} run(s): "
+            "--repair compacts it"
+        )
     if repair and report.problems:
         report.repaired = _repair(history.home, orphans)
+    if repair and superseded > len(stored):
+        History(history.home).compact()
+        report.repaired.append(f"compacted the journal ({superseded} superseded line(s) dropped)")
     return report
 
 

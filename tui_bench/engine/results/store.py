@@ -12,8 +12,10 @@ Why a journal: tinydb's JSON storage rewrites the whole file on every write, whi
 ``write`` on an O_APPEND descriptor under the lock), so a crash mid-write leaves at worst a torn last
 line, which every reader skips. Why a cache: listing 10,000 runs must not parse 46 MB of records;
 the cache holds the few fields a list shows, and a reader replays only the lines appended since it
-was written. The journal is compacted (one ``put`` per live run, written aside and swapped in
-atomically) when superseded lines outweigh live ones.
+was written. A run leaves two lines (its start and its result); ``history check --repair``
+compacts the journal (one ``put`` per live run, written aside and swapped in atomically) once
+superseded lines outnumber live runs. Compaction is never done inside a run's write: that one
+write would cost a whole rewrite again.
 
 ``JournalStorage`` is a tinydb ``Storage`` over the same file, so ``TinyDB(path,
 storage=JournalStorage)`` still queries the history; the History class writes through the
