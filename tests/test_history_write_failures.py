@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tui_bench.engine.results.history import History
-from tui_bench.engine.runs import runner
+from tui_bench.engine.runs import lifecycle, runner
 from tui_bench.engine.spec import RunSpec
 
 pytest.importorskip("torch")  # the reference runtime
@@ -32,7 +32,7 @@ def settled(home: Path, run_id: str) -> None:
 
 
 def test_an_injected_write_error_fails_the_run_with_its_reason(isolated_home, monkeypatch):
-    real_init = runner.SeriesWriter.__init__
+    real_init = lifecycle.SeriesWriter.__init__
 
     class Filling:
         def __init__(self, handle, budget: int) -> None:
@@ -54,7 +54,7 @@ def test_an_injected_write_error_fails_the_run_with_its_reason(isolated_home, mo
         real_init(self, path)
         self._handle = Filling(self._handle, budget=3)
 
-    monkeypatch.setattr(runner.SeriesWriter, "__init__", init)
+    monkeypatch.setattr(lifecycle.SeriesWriter, "__init__", init)
     result = runner.execute(RunSpec(**TINY).validate(), History(), sample_interval=0.2)
     assert result.status == "failed"
     assert "No space left on device" in result.reason

@@ -14,6 +14,11 @@ from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.results import check, transfer
 from tui_bench.engine.results.history import History
+from tui_bench.engine.spec import bounded_option, flag_parser
+
+LIMIT = bounded_option(
+    "limit", int, "only the newest N runs (0: all)", default=0, low=0, high=10**9
+)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -21,8 +26,6 @@ def cmd_history(args: argparse.Namespace) -> int:
         return _check(args)
     history = History()
     if args.history_command in (None, "list"):
-        if args.limit < 0:
-            raise UsageError(f"--limit must be 0 (all) or a positive count, not {args.limit}")
         records = history.summaries()
         _warn(history)
         shown = records[-args.limit :] if args.limit else records
@@ -137,7 +140,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     hist_sub = hist.add_subparsers(dest="history_command", metavar="ACTION")
     hist_list = hist_sub.add_parser("list", help="one line per run")
-    hist_list.add_argument("--limit", type=int, default=0, help="only the newest N")
+    hist_list.add_argument("--limit", type=flag_parser(LIMIT), default=0, help="only the newest N")
     hist_list.add_argument("--json", action="store_true")
     hist_show = hist_sub.add_parser("show", help="everything recorded about a run, as JSON")
     hist_show.add_argument("run_id", help="id or unique prefix")
