@@ -520,6 +520,9 @@ def run_training(
         "first_step_s": clock.first_step_s,
         "steady_steps": len(clock.steady_times),
         **overall,
+        # Every steady step in order, so the app can judge the run's stability (and re-judge it
+        # when the rules change); 4 significant digits are plenty for 1 % rules and keep it short.
+        "steady_step_times": [float(f"{t:.4g}") for t in clock.steady_times],
         "final_loss": epoch_records[-1]["loss"] if epoch_records else None,
         "val_accuracy": epoch_records[-1]["val_accuracy"] if epoch_records else None,
         "test_s": test_s,

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from tui_bench.engine.errors import HistoryError, PresetError, UsageError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import report
+from tui_bench.engine.results import report, stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import follow, presets, supervisor
 from tui_bench.engine.runs.follow import left_running_hint
@@ -401,7 +401,13 @@ def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
         print(json.dumps(records, indent=2, default=str))
     elif not args.quiet and not getattr(args, "preset", None) and records:
         console().print(summary_table(records))
-    return batch_exit_code(done, records)
+        for line in filter(None, map(stability.verdict_line, records)):
+            console().print(f"stability {line}", markup=False, highlight=False, soft_wrap=True)
+    code = batch_exit_code(done, records)
+    unreliable = any(stability.verdict_of(r) == stability.UNRELIABLE for r in records)
+    if code == 0 and getattr(args, "require_stable", False) and unreliable:
+        return stability.EXIT_UNRELIABLE
+    return code
 
 
 # -- tables -------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
-from tui_bench.engine.results import check, transfer
+from tui_bench.engine.results import check, stability, transfer
 from tui_bench.engine.results.history import History
 from tui_bench.engine.spec import bounded_option, flag_parser
 
@@ -77,6 +77,19 @@ def cmd_history(args: argparse.Namespace) -> int:
         _warn(history)
         common.console(stderr=True).print(
             f"imported {added} run(s) from {args.file}; {present} were already in the history"
+        )
+        return 0
+    if args.history_command == "recheck":  # the rules live in engine/results/stability.py
+        rechecked, skipped = stability.recheck(history, args.run_ids)
+        for item in [] if args.json else rechecked:
+            was = item["before"] != item["stability"]["verdict"]
+            line = stability.verdict_line({"id": item["id"], "stability": item["stability"]})
+            print(f"{line} (was {item['before']})" if was else line)
+        if args.json:
+            print(json.dumps(rechecked, indent=2))
+        common.console(stderr=True).print(
+            f"rechecked {len(rechecked)} run(s)"
+            + (f"; {skipped} recorded without step times" if skipped else "")
         )
         return 0
     if args.history_command == "delete":
@@ -169,4 +182,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     hist_delete = hist_sub.add_parser("delete", help="delete a run and its series")
     hist_delete.add_argument("run_id")
+    hist_recheck = hist_sub.add_parser(
+        "recheck", help="judge runs' stability again from their stored step times"
+    )
+    hist_recheck.add_argument("run_ids", nargs="*", metavar="ID", help="default: every run")
+    hist_recheck.add_argument("--json", action="store_true")
     hist.set_defaults(func=cmd_history, json=False, limit=0, repair=False)

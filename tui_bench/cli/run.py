@@ -25,6 +25,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         fleet.require_ray(args.cluster)  # one line, before a sweep is planned or a process started
     if args.preset or args.resume:
         return run_preset(args)
+    if getattr(args, "repeats", None) == AUTO:
+        raise UsageError("--repeats auto repeats a preset's configurations: use it with --preset")
     spec = common.spec_from_args(args)
     from tui_bench.engine.datasets import problem as dataset_problem
     from tui_bench.engine.runs.batch import BatchRequest
@@ -46,12 +48,13 @@ def _skipped(sweep: sweep_module.Sweep, not_run: dict[str, str] | None = None) -
 def _sweep_to_run(args: argparse.Namespace, history: History) -> sweep_module.Sweep:
     """The sweep ``run --preset/--resume`` means: a new one from the preset, or one to finish."""
     overrides = common.spec_overrides(args)
+    auto = _auto_repeats(args, overrides)
     if args.from_history:
         raise UsageError("--from-history replays one run; it cannot be combined with --preset")
     if not args.resume:
         preset = common.load_preset(args.preset)
         try:
-            return sweep_module.create(preset, overrides)
+            return sweep_module.create(preset, overrides, auto_repeats=auto)
         except PresetError as exc:
             raise UsageError(str(exc)) from None
     if overrides:
@@ -166,6 +169,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--json", action="store_true", help="print the run records as JSON on stdout")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, no table")
     run.add_argument(
+        "--require-stable",
+        action="store_true",
+        help="exit 3 when a run finished but its stability verdict is unreliable (for CI)",
+    )
+    run.add_argument(
         "--detach",
         "-d",
         action="store_true",
@@ -186,4 +194,48 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run on a Ray cluster: its address (HOST:PORT, ray://HOST:PORT) or auto "
         "(docs/cluster.md)",
     )
+    _add_auto_repeats(run)
     run.set_defaults(func=cmd_run)
+
+
+# -- --repeats auto -----------------------------------------------------------------------------
+AUTO = "auto"
+
+
+def _add_auto_repeats(parser: argparse.ArgumentParser) -> None:
+    """``--repeats auto`` beside the spec's numeric ``--repeats``, with its two settings."""
+    for action in parser._actions:
+        if "--repeats" in action.option_strings:
+            number = action.type
+
+            def repeats_or_auto(text: str, number=number) -> int | str:
+                return AUTO if text == AUTO else number(text)
+
+            action.type = repeats_or_auto
+            action.help = (action.help or "") + "; auto: until the median is known to --target-ci"
+    parser.add_argument(
+        "--max-repeats",
+        type=int,
+        default=20,
+        metavar="N",
+        help="with --repeats auto: stop at N repeats (default 20)",
+    )
+    parser.add_argument(
+        "--target-ci",
+        type=float,
+        default=2.0,
+        metavar="PCT",
+        help="with --repeats auto: stop when the 95 %% CI of the median is within +-PCT %% "
+        "(default 2)",
+    )
+
+
+def _auto_repeats(args: argparse.Namespace, overrides: dict) -> dict | None:
+    if overrides.get("repeats") != AUTO:
+        return None
+    del overrides["repeats"]
+    if not 2 <= args.max_repeats <= 1000:
+        raise UsageError("--max-repeats must be between 2 and 1000")
+    if not 0 < args.target_ci < 100:
+        raise UsageError("--target-ci is a percentage between 0 and 100")
+    return {"max": args.max_repeats, "target_ci": args.target_ci / 100}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.results import stability
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.messages import BatchFinished, Notice, RunShown
@@ -242,6 +243,8 @@ def outcome(view: BatchView, title: str, compare_key: str) -> Outcome:
     if all(s == RunStatus.FINISHED for s in statuses):
         step = view.metrics.get("step_median_s")
         figure = f": step {step * 1000:.1f} ms median" if step else ""
+        judged = stability.stored_line(view.verdict)  # can the figure be trusted (issue 19)
+        figure += f"\n{judged}" if judged else ""
         return Outcome(f"{len(statuses)} run(s) finished{figure}", title="done", timeout=8)
     if RunStatus.CANCELLED in statuses:
         return Outcome("run cancelled; recorded as cancelled in History", severity="warning")

@@ -16,6 +16,36 @@ from typing import Any
 
 import psutil
 
+# NVML clocks-event (formerly "throttle") reason bits that mean the GPU was slowed by hardware,
+# heat or a power cap; idle, application-clock and sync-boost bits are not slowdowns.
+CLOCK_EVENT_SLOWDOWNS = {
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
+
+
+def clock_event_names(mask: int) -> list[str]:
+    """The slowdown reasons set in an NVML clocks-event bitmask, by name."""
+    return [name for bit, name in CLOCK_EVENT_SLOWDOWNS.items() if mask & bit]
+
+
+def clocks_event_reasons(nv: Any, handle: Any) -> int | None:
+    """The current clocks-event bitmask; NVML renamed the call from "throttle" in driver 535."""
+    for name in (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ):
+        call = getattr(nv, name, None)
+        if call is not None:
+            try:
+                return int(call(handle))
+            except Exception:
+                continue
+    return None
+
 
 class Nvml:
     """Thin NVML wrapper; every query that the GPU does not support is left out, never raised."""
@@ -94,10 +124,77 @@ class Nvml:
         energy = self._try(lambda: nv.nvmlDeviceGetTotalEnergyConsumption(handle))
         if energy is not None:
             out["gpu_energy_j"] = energy / 1000.0  # millijoules since driver load
+        reasons = clocks_event_reasons(nv, handle)
+        if reasons is not None:
+            out["gpu_clocks_event_reasons"] = float(reasons)
+        sm = self._try(lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
+        if sm is not None:
+            out["gpu_sm_clock_mhz"] = float(sm)
+        default = self._try(
+            lambda: nv.nvmlDeviceGetDefaultApplicationsClock(handle, nv.NVML_CLOCK_SM)
+        )
+        if default:
+            out["gpu_default_sm_clock_mhz"] = float(default)
         return out
 
 
 BUSY_THREAD_FRACTION = 0.5  # a thread that ran for half the interval or more counts as busy
+# A steady window measured from CPU times at its bounds needs this long: the kernel counts CPU
+# time in clock ticks (10 ms), so shorter windows give cores to no better than a few tens of %.
+MIN_BOUNDS_WINDOW_S = 0.2
+
+
+def cpu_snapshot(root: psutil.Process) -> dict[str, Any]:
+    """CPU seconds at one instant: the process tree's, each of its threads', the whole
+    machine's busy and steal time. Two of them bound a window exactly, however short it is
+    compared with the sampling interval (a 0.5 s steady phase has no 1 s sample inside it)."""
+    procs = [root]
+    try:
+        procs += root.children(recursive=True)
+    except psutil.Error:
+        pass
+    tree = 0.0
+    threads: dict[tuple[int, int], float] = {}
+    for proc in procs:
+        try:
+            with proc.oneshot():
+                times = proc.cpu_times()
+                tree += times.user + times.system
+                for t in proc.threads():
+                    threads[(proc.pid, t.id)] = t.user_time + t.system_time
+        except psutil.Error:
+            continue
+    system = psutil.cpu_times()
+    steal = getattr(system, "steal", 0.0)
+    idle = system.idle + getattr(system, "iowait", 0.0)
+    # guest time is already inside user on Linux; steal is time the hypervisor gave elsewhere
+    total = sum(system) - getattr(system, "guest", 0.0) - getattr(system, "guest_nice", 0.0)
+    return {
+        "t": time.monotonic(),
+        "tree_s": tree,
+        "threads": threads,
+        "busy_s": total - idle - steal,
+        "steal_s": steal,
+    }
+
+
+def window_figures(begin: dict[str, Any], end: dict[str, Any]) -> dict[str, float]:
+    """A window's wall time, the run's CPU seconds, other processes' CPU seconds, steal seconds
+    and busy threads (those that ran at least half the window), from two ``cpu_snapshot``s."""
+    wall = max(end["t"] - begin["t"], 1e-9)
+    run = max(0.0, end["tree_s"] - begin["tree_s"])
+    busy = sum(
+        1
+        for key, spent in end["threads"].items()
+        if key in begin["threads"] and spent - begin["threads"][key] >= BUSY_THREAD_FRACTION * wall
+    )
+    return {
+        "win_s": wall,
+        "win_cpu_s": run,
+        "win_other_s": max(0.0, end["busy_s"] - begin["busy_s"] - run),
+        "win_steal_s": max(0.0, end["steal_s"] - begin["steal_s"]),
+        "win_busy_threads": float(busy),
+    }
 
 
 def process_tree_sample(
@@ -174,6 +271,19 @@ class SamplerSummary:
     steady_energy_j: float | None = None
     steady_mean_cpu_pct: float | None = None
     steady_busy_threads: float | None = None
+    # How the steady CPU figures were observed: "window bounds" (CPU times read at each steady
+    # window's edges: exact), "samples" (sampler windows inside the steady phase) or None.
+    steady_observed_source: str | None = None
+    steady_samples: int = 0
+    # Cores' worth of CPU that other processes and the hypervisor (steal) used meanwhile.
+    steady_other_cores: float | None = None
+    steady_steal_cores: float | None = None
+    logical_cores: int | None = None
+    # GPU: share of steady samples with a slowdown clocks-event reason / an SM clock under
+    # 0.75x the default application clock, and the reasons seen.
+    steady_gpu_throttle_fraction: float | None = None
+    steady_gpu_throttle_reasons: list[str] | None = None
+    steady_gpu_low_clock_fraction: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -195,6 +305,7 @@ class ResourceSampler:
         self._t0 = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._window_open: dict[str, Any] | None = None
         if self.gpu_indices and self.nvml is None:
             self.nvml = Nvml()
         if self.nvml is not None and self.nvml.available:
@@ -216,6 +327,15 @@ class ResourceSampler:
         """A steady-state window begins or ends now: read the GPU energy counter at once (NVML
         updates it about every 100 ms) so energy is taken over the window, not the process."""
         mark: dict[str, Any] = {"t": time.monotonic() - self._t0, "edge": edge}
+        try:
+            snapshot = cpu_snapshot(psutil.Process(self.pid))
+        except psutil.Error:
+            snapshot = None
+        if edge == "begin":
+            self._window_open = snapshot
+        elif edge == "end" and snapshot is not None and self._window_open is not None:
+            mark.update(window_figures(self._window_open, snapshot))
+            self._window_open = None
         for index in self.gpu_indices:
             energy = self.nvml.energy_j(index) if self.nvml is not None else None
             if energy is not None:
@@ -232,6 +352,7 @@ class ResourceSampler:
         # prime cpu_percent (its first reading is always 0.0) and the per-thread CPU times
         process_tree_sample(root, cache, thread_times)
         psutil.cpu_percent(None)
+        psutil.cpu_times_percent(None)
         last = time.monotonic()
         while not self._stop.wait(self.interval):
             if not root.is_running():
@@ -241,6 +362,11 @@ class ResourceSampler:
             sample.update(process_tree_sample(root, cache, thread_times, now - last))
             last = now
             sample["system_cpu_pct"] = psutil.cpu_percent(None)
+            system = psutil.cpu_times_percent(None)
+            cores = psutil.cpu_count() or 1
+            # other processes' CPU in the same units as cpu_pct (100 = one core)
+            sample["other_cpu_pct"] = max(0.0, sample["system_cpu_pct"] * cores - sample["cpu_pct"])
+            sample["steal_pct"] = getattr(system, "steal", 0.0) * cores
             sample["system_mem_pct"] = psutil.virtual_memory().percent
             if self.nvml is not None:
                 for index in self.gpu_indices:
@@ -269,18 +395,62 @@ def steady_windows(marks: list[dict[str, Any]]) -> list[tuple[dict[str, Any], di
 
 def _steady(summary: SamplerSummary, samples: list[dict[str, Any]], marks: list[dict]) -> None:
     windows = steady_windows(marks)
-    if not windows:
-        return
-    summary.steady_windows = len(windows)
-    summary.steady_s = sum(end["t"] - begin["t"] for begin, end in windows)
-    keys = sorted({k for b, e in windows for k in b if k.startswith("gpu_energy_j") and k in e})
-    if keys:
-        summary.steady_energy_j = sum(e[k] - b[k] for b, e in windows for k in keys if k in b)
+    summary.logical_cores = psutil.cpu_count() or None
     inside = [s for s in samples if any(b["t"] <= s.get("t", -1) <= e["t"] for b, e in windows)]
-    cpu = [s["cpu_pct"] for s in inside if s.get("cpu_pct") is not None]
-    busy = [s["busy_threads"] for s in inside if s.get("busy_threads") is not None]
-    summary.steady_mean_cpu_pct = _mean(cpu)
-    summary.steady_busy_threads = _mean(busy)
+    summary.steady_samples = len(inside)
+    if windows:
+        summary.steady_windows = len(windows)
+        summary.steady_s = sum(end["t"] - begin["t"] for begin, end in windows)
+        keys = sorted({k for b, e in windows for k in b if k.startswith("gpu_energy_j") and k in e})
+        if keys:
+            summary.steady_energy_j = sum(e[k] - b[k] for b, e in windows for k in keys if k in b)
+    bounded = [e for _, e in windows if "win_s" in e]
+    wall = sum(e["win_s"] for e in bounded)
+    if bounded and wall >= MIN_BOUNDS_WINDOW_S:
+        summary.steady_observed_source = "window bounds"
+        summary.steady_mean_cpu_pct = 100.0 * sum(e["win_cpu_s"] for e in bounded) / wall
+        summary.steady_busy_threads = (
+            sum(e["win_busy_threads"] * e["win_s"] for e in bounded) / wall
+        )
+        summary.steady_other_cores = sum(e["win_other_s"] for e in bounded) / wall
+        summary.steady_steal_cores = sum(e["win_steal_s"] for e in bounded) / wall
+    elif inside:
+        summary.steady_observed_source = "samples"
+        summary.steady_mean_cpu_pct = _mean([s["cpu_pct"] for s in inside if "cpu_pct" in s])
+        summary.steady_busy_threads = _mean(
+            [s["busy_threads"] for s in inside if s.get("busy_threads") is not None]
+        )
+    # Contention falls back on every sample when the steady phase had none of its own: what
+    # other processes did during the run is still what the run competed with.
+    judged = inside or samples
+    if summary.steady_other_cores is None:
+        other = _mean([s["other_cpu_pct"] for s in judged if "other_cpu_pct" in s])
+        steal = _mean([s["steal_pct"] for s in judged if "steal_pct" in s])
+        summary.steady_other_cores = other / 100.0 if other is not None else None
+        summary.steady_steal_cores = steal / 100.0 if steal is not None else None
+    _gpu_clocks(summary, judged)
+
+
+def _gpu_clocks(summary: SamplerSummary, samples: list[dict[str, Any]]) -> None:
+    masks = [
+        int(v) for s in samples for k, v in s.items() if k.startswith("gpu_clocks_event_reasons")
+    ]
+    if masks:
+        slowed = [m for m in masks if any(m & bit for bit in CLOCK_EVENT_SLOWDOWNS)]
+        summary.steady_gpu_throttle_fraction = len(slowed) / len(masks)
+        seen = 0
+        for m in slowed:
+            seen |= m
+        summary.steady_gpu_throttle_reasons = clock_event_names(seen)
+    pairs = []
+    for s in samples:
+        for key, clock in s.items():
+            if key.startswith("gpu_sm_clock_mhz"):
+                default = s.get(key.replace("gpu_sm_clock_mhz", "gpu_default_sm_clock_mhz"))
+                if default:
+                    pairs.append(clock < 0.75 * default)
+    if pairs:
+        summary.steady_gpu_low_clock_fraction = sum(pairs) / len(pairs)
 
 
 def summarise(

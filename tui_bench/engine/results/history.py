@@ -443,7 +443,16 @@ _FIRST_COLUMNS = ["id", "started_at", "finished_at", "status", "reason"]
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     """One CSV row: nested dicts become dotted columns (spec.threads, metrics.step_median_s)."""
     row: dict[str, Any] = {}
-    _flatten_into(row, "", {k: v for k, v in record.items() if k not in _NOT_EXPORTED})
+    stab = record.get("stability")
+    _flatten_into(
+        row, "", {k: v for k, v in record.items() if k not in _NOT_EXPORTED and k != "stability"}
+    )
+    if isinstance(stab, dict):  # two columns a spreadsheet can read
+        row["stability"] = stab.get("verdict")
+        row["stability_reasons"] = "; ".join(
+            r.get("message", "") for r in stab.get("reasons") or [] if isinstance(r, dict)
+        )
+    row.pop("metrics.steady_step_times", None)  # thousands of numbers: in JSON, not in a cell
     return row
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import stats
+from tui_bench.engine.results import stability, stats
 from tui_bench.engine.results.export_safety import csv_header, csv_row, markdown_cell
 from tui_bench.engine.spec import RunSpec
 
@@ -194,6 +194,7 @@ def summary_table(groups: list[Group], metric: str) -> Table:
             "oversubscribed",
             "time to accuracy",
             "warning",
+            "stability",
         ],
         note="median and IQR over repeats (linear-interpolation quartiles); std is the sample std; "
         "each repeat ran in its own worker process.",
@@ -219,14 +220,16 @@ def summary_table(groups: list[Group], metric: str) -> Table:
             row = [g.label, 0, None, None, None, None]
             numbers = [None] * 6
             warning = "no finished run"
+        judged = stability.stability_note(g.runs)
         notes = [
+            stability.stability_note(g.runs, unjudged=False),
             "oversubscribed" if g.oversubscribed else "",
             f"time to accuracy: {tta}" if tta else "",
             warning,
             failed_text,
         ]
         row += ["; ".join(n for n in notes if n), *numbers]
-        row += [len(failed), g.oversubscribed, tta, warning]
+        row += [len(failed), g.oversubscribed, tta, warning, judged or "stable"]
         table.rows.append(row)
     return table
 
@@ -257,9 +260,29 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
     table = Table(
         "comparisons",
         f"comparisons of {label}",
-        ["differs in", "with", "configuration", "baseline", "ratio", "speed-up", "significance"],
+        [
+            "differs in",
+            "with",
+            "configuration",
+            "baseline",
+            "ratio",
+            "speed-up",
+            "stability",
+            "significance",
+        ],
         note="ratio = median / baseline median; speed-up = how many times faster than the "
-        "baseline; significance: two-sided Mann-Whitney U, needs ≥5 repeats on each side.",
+        "baseline, left out when the difference is inside the noise (repeats' (max-min)/min, or "
+        "one run's step CV); significance: two-sided Mann-Whitney U, needs ≥5 repeats on each "
+        "side, and says when runs on either side are not stable.",
+        terminal_columns=[
+            "differs in",
+            "with",
+            "configuration",
+            "baseline",
+            "ratio",
+            "speed-up",
+            "significance",
+        ],
     )
     # framework and api often vary together (a matrix); compare the pair as one field.
     fields_ = [f for f in varying if f not in ("threads", "api")]
@@ -285,6 +308,7 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                             _value_name(base, field_name),
                             None,
                             None,
+                            "",
                             "no finished runs on one side",
                         ]
                     )
@@ -300,6 +324,31 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                 speedup = None
                 if c.ratio:
                     speedup = 1 / c.ratio if lower_is_better else c.ratio
+                noise = max(
+                    (
+                        n
+                        for n in (
+                            stability.relative_noise(g.finished(), values),
+                            stability.relative_noise(base.finished(), base_values),
+                        )
+                        if n is not None
+                    ),
+                    default=None,
+                )
+                if c.ratio and noise is not None and abs(c.ratio - 1) <= noise:
+                    # inside the noise: no "x times faster", whatever the test says
+                    speedup = None
+                    verdict = f"within the noise (±{100 * noise:.0f} %); {verdict}"
+                marks = [
+                    f"{side}: {note}"
+                    for side, note in (
+                        ("this", stability.stability_note(g.runs, unjudged=False)),
+                        ("baseline", stability.stability_note(base.runs, unjudged=False)),
+                    )
+                    if note
+                ]
+                if marks:
+                    verdict = f"{verdict}; {'; '.join(marks)}"
                 table.rows.append(
                     [
                         field_name if field_name != "framework" else "framework/api",
@@ -308,6 +357,7 @@ def comparison_table(groups: list[Group], varying: list[str], metric: str) -> Ta
                         _value_name(base, field_name),
                         c.ratio,
                         speedup,
+                        "; ".join(marks),
                         verdict,
                     ]
                 )

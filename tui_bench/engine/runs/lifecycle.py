@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
+from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History, now_iso
 
 
@@ -89,6 +90,9 @@ class RunRecord:
             "recorder_pid": None,
             "recorder_started": None,
         }
+        # Whether its numbers can be trusted, from what the record now holds (issue 19).
+        verdict = stability.assess_record(final) if status == RunStatus.FINISHED else None
+        final["stability"] = verdict.as_dict() if verdict is not None else None
         self._series.write({"type": SeriesEvent.RESULT, "record": final})
         self._series.close()
         self.history.update(self.run_id, **{k: v for k, v in final.items() if k != "id"})

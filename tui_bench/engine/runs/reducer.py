@@ -267,7 +267,7 @@ class BatchView:
         self.status = record.get("status", RunStatus.FAILED)
         self.reason = record.get("reason")
         self.metrics = record.get("metrics") or {}
-        self.verdict = record.get("verdict")
+        self.verdict = record.get("stability")  # {verdict, reasons, ...}: stability.py
         self.results.append(record)
         if self.runs and self.runs[-1].result is None:
             self.runs[-1].result = record

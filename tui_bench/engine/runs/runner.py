@@ -23,7 +23,7 @@ import psutil
 
 from tui_bench.engine import catalog, datasets, protocol
 from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
-from tui_bench.engine.machine import procs, runtimes
+from tui_bench.engine.machine import doctor, procs, runtimes
 from tui_bench.engine.machine.sampler import ResourceSampler
 from tui_bench.engine.machine.sysinfo import machine_fingerprint
 from tui_bench.engine.paths import adapters_dir, cache_home
@@ -596,6 +596,7 @@ def execute(
             "recorder_pid": os.getpid(),
             "recorder_started": procs.identity()["started"],
             "load_at_start": machine_load(),
+            "machine_check": doctor.snapshot(),
             **(extra or {}),
         }
     )

@@ -17,6 +17,7 @@ from typing import Any
 
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.paths import data_home
+from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import (
     History,
     HistoryError,
@@ -45,6 +46,11 @@ class Sweep:
     configs: list[SweepConfig]
     overrides: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
+    # ``--repeats auto``: {"max": N, "target_ci": 0.02}; ``repeats`` is then the maximum, and a
+    # configuration stops early once its median's 95 % CI is within the target.
+    auto_repeats: dict[str, Any] | None = None
+    # configuration key -> why its repeats stopped (auto repeats), kept in the manifest
+    stopped: dict[str, str] = field(default_factory=dict)
 
     @property
     def manifest_path(self) -> Path:
@@ -61,6 +67,8 @@ class Sweep:
             "repeats": self.repeats,
             "overrides": self.overrides,
             "created_at": self.created_at,
+            "auto_repeats": self.auto_repeats,
+            "stopped": self.stopped,
             "configs": [c.as_dict() for c in self.configs],
         }
         atomic_write(self.manifest_path, json.dumps(data, indent=1))
@@ -88,6 +96,8 @@ class Sweep:
                 configs=configs,
                 overrides=data.get("overrides", {}),
                 created_at=data.get("created_at", ""),
+                auto_repeats=data.get("auto_repeats"),
+                stopped=dict(data.get("stopped") or {}),
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise HistoryError(f"sweep manifest {path} is unreadable: {exc}") from None
@@ -111,10 +121,15 @@ def create(
     preset: Preset,
     overrides: dict[str, Any] | None = None,
     probe=presets_module.availability_problem,
+    auto_repeats: dict[str, Any] | None = None,
 ) -> Sweep:
-    """Expand a preset into a new sweep and write its manifest."""
+    """Expand a preset into a new sweep and write its manifest. ``auto_repeats``
+    (``{"max": N, "target_ci": 0.02}``) repeats each configuration until its median is known
+    to the target or N repeats have run."""
     configs = presets_module.expand(preset, overrides, probe=probe)
     repeats = (overrides or {}).get("repeats", preset.repeats)
+    if auto_repeats is not None:
+        repeats = int(auto_repeats["max"])
     sweep = Sweep(
         id=f"sweep-{new_run_id()}",
         preset=preset.name,
@@ -125,6 +140,7 @@ def create(
         configs=configs,
         overrides=dict(overrides or {}),
         created_at=now_iso(),
+        auto_repeats=auto_repeats,
     )
     sweep.save()
     return sweep
@@ -181,8 +197,32 @@ def pending(sweep: Sweep, history: History) -> list[tuple[SweepConfig, int]]:
     return [
         (config, repeat)
         for config, repeat in presets_module.interleave(sweep.configs, sweep.repeats)
-        if (config.key, repeat) not in done
+        if (config.key, repeat) not in done and config.key not in sweep.stopped
     ]
+
+
+def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str | None:
+    """With ``--repeats auto``: why this configuration's repeats may stop now (its median's
+    95 % CI is within the target, or the maximum has run), recorded in the manifest; else None."""
+    if not sweep.auto_repeats:
+        return None
+    medians = [
+        r["metrics"]["step_median_s"]
+        for r in records(sweep, history)
+        if r.get("config") == config_key
+        and r.get("status") == RunStatus.FINISHED
+        and isinstance((r.get("metrics") or {}).get("step_median_s"), (int, float))
+    ]
+    stop, why = stability.enough_repeats(
+        medians,
+        target=float(sweep.auto_repeats.get("target_ci", stability.DEFAULT_TARGET_CI)),
+        max_repeats=int(sweep.auto_repeats["max"]),
+    )
+    if stop:
+        sweep.stopped[config_key] = why
+        sweep.save()
+        return why
+    return None
 
 
 @dataclass
@@ -232,7 +272,7 @@ def run(
     todo = pending(sweep, history)
     grouped = bool(sweep.preset) or sweep.repeats > 1
     for index, (config, repeat) in enumerate(todo):
-        if config.key in outcome.not_run:
+        if config.key in outcome.not_run or config.key in sweep.stopped:
             continue
         if should_stop is not None and should_stop():
             outcome.cancelled = True
@@ -267,6 +307,8 @@ def run(
             outcome.not_run[config.key] = (
                 f"repeat {repeat + 1} failed ({result.reason}); its remaining repeats were not run"
             )
+        else:
+            auto_repeats_check(sweep, config.key, history)
     return outcome
 
 

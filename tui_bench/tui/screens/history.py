@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui_bench.engine.errors import TuiBenchError
+from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History, HistoryError
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.messages import CompareRequested, Notice, SpecLoaded
@@ -79,7 +80,11 @@ def row_values(record: dict[str, Any]) -> dict[str, Any]:
         "step_ms": m["step_median_s"] * 1000 if m.get("step_median_s") is not None else None,
         "samples_s": m.get("samples_per_s"),
         "accuracy": acc,
-        "status": record.get("status"),
+        # the stability verdict rides in the status cell, so "unreliable" filters and sorts
+        "status": " · ".join(
+            str(x) for x in (record.get("status"), stability.verdict_of(record)) if x
+        )
+        or None,
     }
 
 

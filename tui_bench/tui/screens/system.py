@@ -13,7 +13,7 @@ from textual.widgets import Footer, Static
 
 from tui_bench.engine import catalog
 from tui_bench.engine.errors import TuiBenchError
-from tui_bench.engine.machine import runtimes, sysinfo
+from tui_bench.engine.machine import doctor, runtimes, sysinfo
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import cards
 from tui_bench.tui.widgets.mode_bar import ModeBar
@@ -86,6 +86,7 @@ class SystemScreen(Screen):
         yield ModeBar("system")
         with VerticalScroll():
             yield Static("probing the machine…", id="system-info", markup=False)
+            yield Static("machine check: running…", id="machine-check", markup=False)
             yield Static("framework card: probing each runtime…", id="framework-card", markup=False)
             yield Static(
                 "hardware card: press m to measure this machine's devices (a few seconds of "
@@ -109,6 +110,8 @@ class SystemScreen(Screen):
     def _probe(self) -> None:
         report: Any = system_report()
         self.app.call_from_thread(self.query_one("#system-info", Static).update, report)
+        check = "\n" + doctor.text(doctor.check())  # what makes numbers unreliable here
+        self.app.call_from_thread(self.query_one("#machine-check", Static).update, check)
         card = framework_card_report()
         self.app.call_from_thread(self.query_one("#framework-card", Static).update, card)
 

@@ -1,0 +1,672 @@
+"""Can a run's number be trusted? A verdict — ``stable``, ``noisy`` or ``unreliable`` — with reasons.
+
+Pure stdlib and no Textual: the CLI, the TUI, the runner and ``history recheck`` all call
+:func:`assess`. Each rule's source is in docs/stability.md. Inputs are the run's steady-state step
+times (kept compact in the record, see :func:`compact_times`), the sampler's summary of the steady
+windows (CPU taken by other processes, steal, GPU clock events) and how the steps were timed.
+
+A reason is ``{rule, value, threshold, message, level}``; the verdict is the worst level found.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui_bench.engine.results.stats import quantile
+
+STABLE, NOISY, UNRELIABLE = "stable", "noisy", "unreliable"
+_RANK = {STABLE: 0, NOISY: 1, UNRELIABLE: 2}
+
+# -- thresholds (sources in docs/stability.md) -------------------------------------------------
+CV_UNRELIABLE = 0.10  # pyperf check: std dev > 10 % of the mean
+RANGE_UNRELIABLE = 0.50  # pyperf check: min or max 50 % away from the mean
+MVALUE_MULTIMODAL = 3.2  # BenchmarkDotNet MValue: > 3.2 is a multimodal distribution
+MVALUE_MIN_SAMPLES = 15  # BenchmarkDotNet only judges modality with 15 samples or more
+PAUSE_FACTOR = 10.0  # a step ten times the median is a pause (hyperfine's "outlier" warning)
+CPU_STOLEN_FRACTION = 0.10  # other work took >= 10 % of the cores the run needs (see docs)
+GPU_EVENT_FRACTION = 0.10  # nvbench: throttled samples; > 10 % of steady samples
+GPU_CLOCK_FRACTION = 0.75  # nvbench's throttle threshold: SM clock < 75 % of the default clock
+REPEAT_SPREAD_NOISY = 0.07  # TorchBench: (max - min) / min of repeats under 7 % is stable
+TUKEY_K = 3.0  # Tukey's "far out" fences: beyond Q1 - 3 IQR or Q3 + 3 IQR
+CI_TARGET = 0.01  # resolve +-1 % at 95 %
+Z95 = 1.96
+SHORT_STEP_S = 0.001  # steps under 1 ms timed one at a time are mostly clock and sync overhead
+MIN_OBSERVED_SAMPLES = 3  # fewer sampler windows inside the steady phase: observation unknown
+MIN_CLASSIFY_STEPS = 10  # change points need at least this many steps
+SHIFT_FRACTION = 0.05  # a change point that moves the mean by less than 5 % is not a phase
+LAST_SEGMENT_FRACTION = 0.25  # Krun: steady state is the last segment; shorter than this: none
+
+# Which kinds of rule ran, for the "stable: checked ..." sentence.
+RULES = (
+    "cv",
+    "range",
+    "multimodal",
+    "steady_state",
+    "pause",
+    "cpu_stolen",
+    "gpu_clocks",
+    "repeat_spread",
+    "outliers",
+    "sample_size",
+    "short_steps",
+    "observed",
+)
+
+
+@dataclass(frozen=True)
+class Reason:
+    rule: str
+    value: float | None
+    threshold: float | None
+    message: str
+    level: str = UNRELIABLE
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "value": _round(self.value),
+            "threshold": self.threshold,
+            "message": self.message,
+            "level": self.level,
+        }
+
+
+@dataclass
+class Verdict:
+    verdict: str
+    reasons: list[Reason] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    steady_state: str | None = None  # flat / warm-up / slowdown / no steady state
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "reasons": [r.as_dict() for r in self.reasons],
+            "checked": list(self.checked),
+            "steady_state": self.steady_state,
+        }
+
+    def line(self) -> str:
+        """One line for a terminal: the verdict and its first reason (or what was checked)."""
+        if not self.reasons:
+            return f"{self.verdict}: {len(self.checked)} rules checked ({', '.join(self.checked)})"
+        worst = sorted(self.reasons, key=lambda r: -_RANK[r.level])
+        more = f" (+{len(worst) - 1} more)" if len(worst) > 1 else ""
+        return f"{self.verdict}: {worst[0].message}{more}"
+
+
+def _round(value: float | None) -> float | None:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+# -- the statistics the rules use ---------------------------------------------------------------
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return mean, math.sqrt(var)
+
+
+def mvalue(values: Sequence[float], bin_width: float | None = None, offset: float = 0.0) -> float:
+    """BenchmarkDotNet's modality value: the histogram's summed rises and falls (zero bins on
+    both ends) divided by its tallest bin. One mode gives 2, two modes 4, and so on. The bin
+    width defaults to Scott's rule (3.49 s n^-1/3), the rule BenchmarkDotNet starts from;
+    ``offset`` (a fraction of a bin) moves the bins' origin."""
+    n = len(values)
+    if n < 2:
+        return 2.0
+    _, std = _mean_std(values)
+    width = bin_width if bin_width is not None else 3.49 * std * n ** (-1 / 3)
+    low, high = min(values), max(values)
+    if width <= 0 or high == low:
+        return 2.0
+    origin = low - offset * width
+    bins = [0] * (int((high - origin) / width) + 1)
+    for v in values:
+        bins[min(int((v - origin) / width), len(bins) - 1)] += 1
+    heights = [0, *bins, 0]
+    rises = sum(abs(heights[i] - heights[i - 1]) for i in range(1, len(heights)))
+    return rises / max(bins)
+
+
+def modality(values: Sequence[float]) -> float:
+    """mValue at Scott's bin width, where BenchmarkDotNet starts, the larger of two bin origins
+    half a bin apart: two modes a bin apart can straddle one grid's edges and look like one."""
+    return max(mvalue(values), mvalue(values, offset=0.5))
+
+
+def _noise_sigma(series: Sequence[float]) -> float:
+    """Noise level that level shifts do not inflate: the median absolute successive difference,
+    scaled to a normal standard deviation (MAD / 0.6745, differences have variance 2 sigma^2)."""
+    diffs = sorted(abs(series[i] - series[i - 1]) for i in range(1, len(series)))
+    return quantile(diffs, 0.5) / (0.6745 * math.sqrt(2)) if diffs else 0.0
+
+
+def change_points(series: Sequence[float], min_size: int | None = None) -> list[int]:
+    """Indices where the mean level of ``series`` changes: binary segmentation with a squared
+    error cost and a BIC-like penalty (2 sigma^2 log n per change, sigma from successive
+    differences) — ruptures' ``Binseg(model="l2")`` with ``pen``, in a few lines of stdlib."""
+    n = len(series)
+    min_size = min_size or max(3, n // 20)
+    sigma = _noise_sigma(series)
+    mean = sum(series) / n if n else 0.0
+    sigma = max(sigma, 1e-3 * abs(mean), 1e-12)  # a perfectly flat series: no free splits
+    penalty = 2.0 * sigma**2 * math.log(max(n, 2)) * 2.0
+    prefix = [0.0]
+    prefix_sq = [0.0]
+    for v in series:
+        prefix.append(prefix[-1] + v)
+        prefix_sq.append(prefix_sq[-1] + v * v)
+
+    def cost(a: int, b: int) -> float:
+        total = prefix[b] - prefix[a]
+        return (prefix_sq[b] - prefix_sq[a]) - total * total / (b - a)
+
+    found: list[int] = []
+    pending = [(0, n)]
+    while pending:
+        a, b = pending.pop()
+        if b - a < 2 * min_size:
+            continue
+        whole = cost(a, b)
+        best, best_gain = None, penalty
+        for k in range(a + min_size, b - min_size + 1):
+            gain = whole - cost(a, k) - cost(k, b)
+            if gain > best_gain:
+                best, best_gain = k, gain
+        if best is not None:
+            found.append(best)
+            pending += [(a, best), (best, b)]
+    return sorted(found)
+
+
+def classify_steady_state(series: Sequence[float]) -> tuple[str, list[int]]:
+    """Krun's classes for a per-step series: ``flat`` (one level), ``warm-up`` (the last level is
+    the fastest), ``slowdown`` (a later level is slower than an earlier one), ``no steady state``
+    (the last level is too short to be one). Shifts under 5 % of the mean are merged."""
+    if len(series) < MIN_CLASSIFY_STEPS:
+        return "flat", []
+    points = change_points(series)
+    bounds = [0, *points, len(series)]
+    segments = [series[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+    levels = [quantile(s, 0.5) for s in segments]
+    # merge neighbours whose levels are within SHIFT_FRACTION: equivalent segments (Krun)
+    kept_points, kept_levels = [], [levels[0]]
+    for point, level in zip(points, levels[1:], strict=True):
+        if abs(level - kept_levels[-1]) > SHIFT_FRACTION * kept_levels[-1]:
+            kept_points.append(point)
+            kept_levels.append(level)
+    if not kept_points:
+        return "flat", []
+    last_start = kept_points[-1]
+    if len(series) - last_start < LAST_SEGMENT_FRACTION * len(series):
+        return "no steady state", kept_points
+    last = kept_levels[-1]
+    if any(level < last * (1 - SHIFT_FRACTION) for level in kept_levels[:-1]):
+        return "slowdown", kept_points
+    return "warm-up", kept_points
+
+
+def steps_needed(rel_std: float, target: float = CI_TARGET) -> int:
+    """Steps to resolve +-target at 95 % for this relative spread: n = ceil(4 z^2 s^2 / target^2)."""
+    return math.ceil(4 * Z95**2 * rel_std**2 / target**2)
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Distribution-free confidence interval of the median from order statistics (the binomial
+    normal approximation, as pyperf and Le Boudec's "Performance Evaluation" give it); None when
+    there are too few values (under 6) for a 95 % interval."""
+    n = len(values)
+    if n < 6:
+        return None
+    z = Z95 if confidence == 0.95 else _z(confidence)
+    ordered = sorted(values)
+    lo = max(0, math.floor((n - z * math.sqrt(n)) / 2) - 1)
+    hi = min(n - 1, math.ceil(1 + (n + z * math.sqrt(n)) / 2) - 1)
+    return ordered[lo], ordered[hi]
+
+
+def _z(confidence: float) -> float:
+    # inverse normal by bisection on erf: only used for non-default confidences
+    lo, hi = 0.0, 10.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if math.erf(mid / math.sqrt(2)) < confidence:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def repeat_spread(medians: Sequence[float]) -> float | None:
+    """TorchBench's stableness figure: (max - min) / min over repeats' medians."""
+    known = [m for m in medians if isinstance(m, (int, float)) and m > 0]
+    if len(known) < 2:
+        return None
+    return (max(known) - min(known)) / min(known)
+
+
+# -- the rules --------------------------------------------------------------------------------
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %" if x >= 0.1 else f"{100 * x:.1f} %"
+
+
+def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
+    reasons: list[Reason] = []
+    n = len(times)
+    mean, std = _mean_std(times)
+    med = quantile(times, 0.5)
+    cv = std / mean if mean > 0 else 0.0
+    if cv >= CV_UNRELIABLE:
+        reasons.append(
+            Reason(
+                "cv",
+                cv,
+                CV_UNRELIABLE,
+                f"step times vary {_pct(cv)} (CV); 10 % or more is unreliable",
+            )
+        )
+    far = max(mean - min(times), max(times) - mean) / mean if mean > 0 else 0.0
+    if far >= RANGE_UNRELIABLE:
+        which = "max" if max(times) - mean >= mean - min(times) else "min"
+        reasons.append(
+            Reason(
+                "range",
+                far,
+                RANGE_UNRELIABLE,
+                f"the {which} step is {_pct(far)} from the mean; 50 % or more is unreliable",
+            )
+        )
+    if n >= MVALUE_MIN_SAMPLES:
+        m = modality(times)
+        if m > MVALUE_MULTIMODAL:
+            reasons.append(
+                Reason(
+                    "multimodal",
+                    m,
+                    MVALUE_MULTIMODAL,
+                    f"step times have several modes (mValue {m:.1f}); above 3.2 is unreliable",
+                )
+            )
+    state, points = classify_steady_state(times)
+    if state in ("slowdown", "no steady state"):
+        at = f" (level changes at step {', '.join(map(str, points[:3]))})" if points else ""
+        reasons.append(
+            Reason(
+                "steady_state",
+                float(len(points)),
+                None,
+                f"{state}: the step time never settles{at}"
+                if state == "no steady state"
+                else f"slowdown: steps got slower during the run{at}",
+            )
+        )
+    elif state == "warm-up":
+        reasons.append(
+            Reason(
+                "steady_state",
+                float(points[-1]),
+                None,
+                f"still warming up: steps settle only at steady step {points[-1]}; raise --warmup",
+                NOISY,
+            )
+        )
+    if med > 0 and max(times) > PAUSE_FACTOR * med:
+        ratio = max(times) / med
+        reasons.append(
+            Reason(
+                "pause",
+                ratio,
+                PAUSE_FACTOR,
+                f"one step took {ratio:.0f}x the median (a pause); 10x or more is unreliable",
+            )
+        )
+    if n >= 4:
+        q1, q3 = quantile(times, 0.25), quantile(times, 0.75)
+        iqr = q3 - q1
+        outliers = [t for t in times if t < q1 - TUKEY_K * iqr or t > q3 + TUKEY_K * iqr]
+        if outliers and iqr > 0:
+            reasons.append(
+                Reason(
+                    "outliers",
+                    float(len(outliers)),
+                    TUKEY_K,
+                    f"{len(outliers)} step(s) beyond Tukey's 3xIQR fences (outliers)",
+                    NOISY,
+                )
+            )
+    need = steps_needed(cv)
+    if n < need:
+        reasons.append(
+            Reason(
+                "sample_size",
+                float(n),
+                float(need),
+                f"{n} steady steps at {_pct(cv)} spread resolve less than +-1 % at 95 %; "
+                f"{need} needed",
+                NOISY,
+            )
+        )
+    return reasons, state
+
+
+def _machine_rules(resources: dict[str, Any], threads: int | None) -> list[Reason]:
+    """CPU stolen and GPU clock events, from the sampler's steady-window summary."""
+    reasons: list[Reason] = []
+    other = resources.get("steady_other_cores")
+    steal = resources.get("steady_steal_cores") or 0.0
+    cores = resources.get("logical_cores")
+    if isinstance(other, (int, float)) and isinstance(cores, (int, float)) and threads:
+        need = min(float(threads), float(cores))
+        spare = max(0.0, float(cores) - need)
+        stolen = max(0.0, other + steal - spare)
+        fraction = stolen / need if need else 0.0
+        if fraction >= CPU_STOLEN_FRACTION:
+            reasons.append(
+                Reason(
+                    "cpu_stolen",
+                    fraction,
+                    CPU_STOLEN_FRACTION,
+                    f"other work took {stolen:.2f} of the {need:g} core(s) the run needed "
+                    f"({_pct(fraction)}; other processes {other:.2f}, steal {steal:.2f}, "
+                    f"spare {spare:g}); 10 % or more is unreliable",
+                )
+            )
+    events = resources.get("steady_gpu_throttle_fraction")
+    if isinstance(events, (int, float)) and events > GPU_EVENT_FRACTION:
+        names = resources.get("steady_gpu_throttle_reasons") or []
+        reasons.append(
+            Reason(
+                "gpu_clocks",
+                events,
+                GPU_EVENT_FRACTION,
+                f"the GPU was slowed ({', '.join(names) or 'clocks events'}) in "
+                f"{_pct(events)} of steady samples; over 10 % is unreliable",
+            )
+        )
+    low = resources.get("steady_gpu_low_clock_fraction")
+    if isinstance(low, (int, float)) and low > GPU_EVENT_FRACTION:
+        reasons.append(
+            Reason(
+                "gpu_clocks",
+                low,
+                GPU_EVENT_FRACTION,
+                f"SM clock under 0.75x its default in {_pct(low)} of steady samples; "
+                "over 10 % is unreliable",
+            )
+        )
+    return reasons
+
+
+def _observed_rule(resources: dict[str, Any]) -> list[Reason]:
+    source = resources.get("steady_observed_source")
+    if source == "window bounds":
+        return []
+    count = resources.get("steady_samples")
+    if isinstance(count, int) and count < MIN_OBSERVED_SAMPLES:
+        return [
+            Reason(
+                "observed",
+                float(count),
+                float(MIN_OBSERVED_SAMPLES),
+                f"observed threads/cores rest on {count} sampler window(s) in the steady "
+                "phase: unknown",
+                NOISY,
+            )
+        ]
+    return []
+
+
+def assess(
+    step_times: Sequence[float] | None,
+    resources: dict[str, Any] | None = None,
+    *,
+    threads: int | None = None,
+    timing: str | None = "synced",
+    repeat_medians: Sequence[float] | None = None,
+) -> Verdict:
+    """The verdict for one run. ``step_times`` are its steady steps in order (seconds);
+    ``resources`` the sampler's summary (``SamplerSummary.as_dict()``); ``threads`` the cores
+    the run was configured to use; ``timing`` how steps were timed; ``repeat_medians`` the
+    medians of this configuration's repeats, where there are several."""
+    resources = resources or {}
+    times = [float(t) for t in (step_times or []) if isinstance(t, (int, float)) and t > 0]
+    reasons: list[Reason] = []
+    state = None
+    if len(times) < 2:
+        reasons.append(
+            Reason(
+                "sample_size",
+                float(len(times)),
+                2.0,
+                f"{len(times)} steady step(s): nothing to judge a spread by",
+                UNRELIABLE,
+            )
+        )
+    else:
+        step_reasons, state = _step_rules(times)
+        reasons += step_reasons
+        if timing == "synced" and quantile(times, 0.5) < SHORT_STEP_S:
+            med = quantile(times, 0.5)
+            reasons.append(
+                Reason(
+                    "short_steps",
+                    med,
+                    SHORT_STEP_S,
+                    f"steps of {med * 1e6:.0f} us timed one at a time: clock and sync overhead "
+                    "weigh; use --timing pipelined",
+                    NOISY,
+                )
+            )
+    reasons += _machine_rules(resources, threads)
+    reasons += _observed_rule(resources)
+    spread = repeat_spread(repeat_medians or [])
+    if spread is not None and spread >= REPEAT_SPREAD_NOISY:
+        reasons.append(
+            Reason(
+                "repeat_spread",
+                spread,
+                REPEAT_SPREAD_NOISY,
+                f"repeats differ by {_pct(spread)} (max-min)/min; 7 % or more is noisy",
+                NOISY,
+            )
+        )
+    verdict = max((r.level for r in reasons), key=_RANK.__getitem__, default=STABLE)
+    return Verdict(verdict, reasons, list(RULES), state)
+
+
+# -- the run record ----------------------------------------------------------------------------
+def compact_times(times: Sequence[float]) -> list[float]:
+    """Steady step times as a record stores them (the worker sends them so): 4 significant
+    digits, 0.01 % resolution for rules about 1 % and more, about 8 bytes a step in JSON."""
+    return [float(f"{float(t):.4g}") for t in times]
+
+
+def window_means(times: Sequence[float]) -> list[float]:
+    """One value per pipelined window: without device timers the worker gives every step of a
+    window the window's mean, and judging those copies as separate steps would invent modes and
+    shrink the spread."""
+    out: list[float] = []
+    for t in times:
+        if not out or t != out[-1]:
+            out.append(t)
+    return out
+
+
+def assess_record(
+    record: dict[str, Any], repeat_medians: Sequence[float] | None = None
+) -> Verdict | None:
+    """The verdict for a history record, from what it stores; None for a run with no figures
+    (failed before its steady phase, or recorded before step times were kept)."""
+    metrics = record.get("metrics") or {}
+    times = metrics.get("steady_step_times")
+    if not isinstance(times, list):
+        return None
+    spec = record.get("spec") or {}
+    threads = spec.get("threads") if isinstance(spec.get("threads"), int) else None
+    workers = spec.get("workers") if isinstance(spec.get("workers"), int) else 1
+    if str(metrics.get("step_source", "")).startswith("windows of"):
+        times = window_means(times)
+    resources = {k[4:]: v for k, v in metrics.items() if k.startswith("res_")}
+    load = record.get("load_at_start") or {}
+    resources.setdefault("logical_cores", load.get("logical_cores"))
+    return assess(
+        times,
+        resources,
+        threads=threads * workers if threads else None,
+        timing=metrics.get("timing") or "synced",
+        repeat_medians=repeat_medians,
+    )
+
+
+def forming(step_times: Sequence[float], warmed_up: bool = True) -> Verdict | None:
+    """The verdict so far, for a live view: None until warm-up is over and there are steps to
+    judge. Only the step-time rules: the sampler's steady summary exists when the run ends."""
+    if not warmed_up or len(step_times) < 5:
+        return None
+    return assess(step_times)
+
+
+def verdict_of(record: dict[str, Any]) -> str | None:
+    """A record's stored verdict (``stable``/``noisy``/``unreliable``) or None."""
+    stab = record.get("stability")
+    return stab.get("verdict") if isinstance(stab, dict) else None
+
+
+def reasons_text(record: dict[str, Any]) -> str:
+    """A record's reasons as one line ("; "-joined messages), for CSV and tables."""
+    stab = record.get("stability")
+    if not isinstance(stab, dict):
+        return ""
+    return "; ".join(r.get("message", "") for r in stab.get("reasons") or [] if isinstance(r, dict))
+
+
+def repeat_medians_for(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[float]:
+    """Step medians of the finished repeats of this record's configuration (same group and
+    configuration key), the record's own included; empty for a run that has no repeats."""
+    group, config = record.get("group"), record.get("config")
+    if group is None or config is None:
+        return []
+    return [
+        float((r.get("metrics") or {})["step_median_s"])
+        for r in records
+        if r.get("group") == group
+        and r.get("config") == config
+        and r.get("status") == "finished"
+        and isinstance((r.get("metrics") or {}).get("step_median_s"), (int, float))
+    ]
+
+
+EXIT_UNRELIABLE = 3  # `run --require-stable`: the run finished but its verdict is unreliable
+
+
+def verdict_line(record: dict[str, Any]) -> str | None:
+    """``<id>: <verdict>: <first reason>`` for the end of `tui-bench run`; None without one."""
+    text = stored_line(record.get("stability"))
+    return f"{record.get('id')}: {text}" if text else None
+
+
+def stored_line(stab: Any) -> str | None:
+    """``<verdict>: <first reason> (+n more)`` of a stored verdict (a record's ``stability``,
+    a live view's ``verdict`` slot), or ``<verdict> (n rules checked)``; None without one."""
+    if not isinstance(stab, dict) or not stab.get("verdict"):
+        return None
+    reasons = [r for r in stab.get("reasons") or [] if isinstance(r, dict)]
+    reasons.sort(key=lambda r: -_RANK.get(r.get("level", NOISY), 1))
+    if not reasons:
+        checked = stab.get("checked") or []
+        return f"{stab['verdict']} ({len(checked)} rules checked)"
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    return f"{stab['verdict']}: {reasons[0].get('message')}{more}"
+
+
+def relative_noise(records: Sequence[dict[str, Any]], values: Sequence[float]) -> float | None:
+    """How far apart numbers of one configuration fall by chance: the repeats' (max-min)/min
+    when there are several, else the single run's step-time CV; None when unknown."""
+    spread = repeat_spread(values)
+    if spread is not None:
+        return spread
+    for record in records:
+        times = (record.get("metrics") or {}).get("steady_step_times")
+        if isinstance(times, list) and len(times) >= 2:
+            clean = [float(t) for t in times if isinstance(t, (int, float)) and t > 0]
+            if len(clean) >= 2:
+                mean, std = _mean_std(clean)
+                return std / mean if mean else None
+    return None
+
+
+def stability_note(records: Sequence[dict[str, Any]], unjudged: bool = True) -> str:
+    """ "" when every finished run is stable, else e.g. "not stable: 1 unreliable, 2 noisy of 4"
+    (runs recorded without a verdict count as "not judged")."""
+    finished = [r for r in records if r.get("status") == "finished"]
+    counts: dict[str, int] = {}
+    for r in finished:
+        key = verdict_of(r) or "not judged"
+        counts[key] = counts.get(key, 0) + 1
+    not_judged = counts.pop("not judged", 0)
+    bad = {k: v for k, v in counts.items() if k != STABLE}
+    notes = []
+    if bad:
+        parts = ", ".join(f"{v} {k}" for k, v in sorted(bad.items()))
+        notes.append(f"not stable: {parts} of {len(finished)}")
+    if not_judged and unjudged:
+        notes.append(f"{not_judged} of {len(finished)} not judged (history recheck)")
+    return "; ".join(notes)
+
+
+DEFAULT_TARGET_CI = 0.02  # `--repeats auto`: stop when the median's 95 % CI is within +-2 %
+MIN_REPEATS_FOR_CI = 6  # the order-statistic 95 % CI of a median needs 6 values (then min..max)
+
+
+def enough_repeats(
+    medians: Sequence[float], target: float = DEFAULT_TARGET_CI, max_repeats: int = 20
+) -> tuple[bool, str]:
+    """Should a configuration's repeats stop? True with why (the CI reached the target, or the
+    maximum was reached), or False with where it stands. The interval is the distribution-free
+    95 % CI of the median of the repeats' medians, as a share of that median."""
+    known = [float(m) for m in medians if isinstance(m, (int, float)) and m > 0]
+    n = len(known)
+    ci = median_ci(known)
+    width = None
+    if ci is not None:
+        mid = quantile(known, 0.5)
+        width = max(mid - ci[0], ci[1] - mid) / mid if mid else None
+    if width is not None and width <= target:
+        return (
+            True,
+            f"95 % CI of the median ±{100 * width:.1f} % after {n} repeats (target ±{100 * target:g} %)",
+        )
+    if n >= max_repeats:
+        where = f"±{100 * width:.1f} %" if width is not None else "not computable"
+        return (
+            True,
+            f"stopped at the maximum of {max_repeats} repeats; 95 % CI of the median {where} (target ±{100 * target:g} %)",
+        )
+    if width is None:
+        return False, f"{n} repeat(s): a 95 % CI of the median needs {MIN_REPEATS_FOR_CI}"
+    return False, f"95 % CI of the median ±{100 * width:.1f} % after {n} repeats"
+
+
+def recheck(history: Any, run_ids: Sequence[str] = ()) -> tuple[list[dict[str, Any]], int]:
+    """Judge finished runs again from their stored step times (all, or ``run_ids``), with their
+    configuration's repeats, and store the new verdicts. Returns ``[{id, before, stability}]``
+    and how many runs had no step times to judge (recorded before they were kept)."""
+    records = history.all()
+    chosen = [history.get(i) for i in run_ids] if run_ids else records
+    out, skipped = [], 0
+    for record in chosen:
+        if record.get("status") != "finished":
+            continue
+        verdict = assess_record(record, repeat_medians=repeat_medians_for(record, records))
+        if verdict is None:
+            skipped += 1
+            continue
+        stored = verdict.as_dict()
+        history.update(record["id"], stability=stored)
+        out.append({"id": record["id"], "before": verdict_of(record), "stability": stored})
+    return out, skipped
