@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from tui_bench import __version__
-from tui_bench.cli import cards, data, history, presets, regress, run, runs, runtime
+from tui_bench.cli import cards, data, history, presets, regress, run, runs, runtime, trends
 from tui_bench.cli.common import EXAMPLES, error_line
 from tui_bench.engine.errors import TuiBenchError, UsageError
 
 # Order is the order of `tui-bench --help`.
-COMMAND_GROUPS = (run, history, regress, cards, data, presets, runtime, runs)
+# trends adds an action to history's parser: it comes after it.
+COMMAND_GROUPS = (run, history, trends, regress, cards, data, presets, runtime, runs)
 
 
 class _Parser(argparse.ArgumentParser):
