@@ -50,11 +50,12 @@ def _fmt(metric: str, value: float | None) -> str:
 
 
 def render(item: trends_module.Trend, limit: int = 12) -> Table:
-    """One configuration: its newest runs as rows, its change points in the caption."""
-    unit = " (ms)" if item.metric.endswith("_s") else ""
+    """One configuration: its newest runs as rows, its change points in the caption. Fits 80
+    columns: the date without its time (the run id carries it), the framework's version only."""
+    default = item.metric == trends_module.DEFAULT_METRIC
     shown = item.points[-limit:] if limit else item.points
-    framework = (item.identity.facts.get("framework")) or ""
-    changed_at = {c.index: c for c in item.change_points}
+    framework = str(item.identity.facts.get("framework") or "")
+    changed_at = {c.index for c in item.change_points}
     table = Table(
         title=f"{item.identity.label}  [dim]{item.identity.key} · {len(item.points)} run(s)"
         + (f", {item.failed} failed" if item.failed else "")
@@ -63,21 +64,20 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
         box=box.SIMPLE_HEAD,
     )
     table.add_column("date", no_wrap=True)
-    table.add_column("run", overflow="fold")
-    table.add_column(f"{item.metric}{unit}", justify="right", no_wrap=True)
-    if item.metric == trends_module.DEFAULT_METRIC:
+    table.add_column("run", no_wrap=True)
+    table.add_column("ms/step" if default else item.metric, justify="right", no_wrap=True)
+    if default:
         table.add_column("IQR", justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
-    table.add_column("versions", overflow="fold")
+    table.add_column(framework or "version", overflow="fold")
     offset = len(item.points) - len(shown)
     for i, point in enumerate(shown, start=offset):
-        when = point.when.strftime("%Y-%m-%d %H:%M") if point.when else "—"
-        mark = "▶ " if i in changed_at else "  "
-        ver = versions(point.record)
-        cells = [mark + when, point.run_id, _fmt(item.metric, point.value)]
-        if item.metric == trends_module.DEFAULT_METRIC:
+        when = point.when.strftime("%Y-%m-%d") if point.when else "—"
+        cells = [("▶" if i in changed_at else " ") + when, point.run_id]
+        cells.append(_fmt(item.metric, point.value))
+        if default:
             cells.append(_fmt(item.metric, point.iqr))
-        cells += [point.verdict or "—", f"{framework} {ver.get(framework) or '?'}"]
+        cells += [point.verdict or "—", str(versions(point.record).get(framework) or "?")]
         table.add_row(*cells)
     lines = [c.describe(item.metric) for c in item.change_points] or ["no change point"]
     if offset:
