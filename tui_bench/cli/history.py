@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
+from tui_bench.engine.results import mlflow_export
 from tui_bench.engine.results.history import History
 
 
@@ -48,7 +49,17 @@ def cmd_history(args: argparse.Namespace) -> int:
         record = history.get(args.run_id)
         print(json.dumps(record, indent=2, default=str))
         return 0
+    if args.history_command == "export" and args.mlflow:
+        uri = mlflow_export.default_uri(history.home) if args.mlflow == "default" else args.mlflow
+        done = mlflow_export.export(history.all(), history, uri, by=args.experiment_per)
+        common.console(stderr=True).print(
+            f"exported {done.created} run(s) to {uri} ({done.skipped} already there, "
+            f"{done.experiments} experiment(s))"
+        )
+        return 0
     if args.history_command == "export":
+        if not args.csv:
+            raise UsageError("history export needs --csv FILE or --mlflow [URI]")
         count = history.export_csv(Path(args.csv))
         common.console(stderr=True).print(f"wrote {count} run(s) to {args.csv}")
         return 0
@@ -69,7 +80,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     hist_show = hist_sub.add_parser("show", help="everything recorded about a run, as JSON")
     hist_show.add_argument("run_id", help="id or unique prefix")
     hist_export = hist_sub.add_parser("export", help="write all runs to CSV (one row per run)")
-    hist_export.add_argument("--csv", required=True, help="output file")
+    hist_export.add_argument("--csv", help="output file")
+    hist_export.add_argument(
+        "--mlflow",
+        nargs="?",
+        const="default",
+        metavar="URI",
+        help="one MLflow run per run (needs the mlflow extra; default URI: sqlite:///<home>/mlflow.db)"
+        "; exporting again adds only new runs",
+    )
+    hist_export.add_argument(
+        "--experiment-per",
+        choices=("configuration", "preset"),
+        default="configuration",
+        help="MLflow experiments: one per configuration, or per preset for a preset's runs",
+    )
     hist_delete = hist_sub.add_parser("delete", help="delete a run and its series")
     hist_delete.add_argument("run_id")
     hist.set_defaults(func=cmd_history, json=False, limit=0)
