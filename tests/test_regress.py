@@ -21,9 +21,9 @@ def runs(values, start=0, **kw):
 
 
 def test_a_real_slowdown_is_marked_plus_and_fails_the_gate():
-    report = regress.compare(runs(BASE), runs(SLOWER, start=10))
+    report = regress.compare(runs(BASE), runs(SLOWER, start=10, version="2.13.0"))
     (row,) = report.rows
-    assert row.mark == "+"
+    assert row.mark == "+" and row.note == "torch 2.12.1 → 2.13.0"
     assert row.ratio == pytest.approx(48.05 / 40.05, rel=1e-3)
     assert row.p is not None and row.p < 0.01
     assert (row.baseline.n, row.candidate.n) == (6, 6)

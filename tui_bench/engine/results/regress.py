@@ -29,7 +29,7 @@ from typing import Any
 from tui_bench.engine.errors import HistoryError, UsageError
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results import stats
-from tui_bench.engine.results.identity import Identity, group_by_configuration
+from tui_bench.engine.results.identity import Identity, changes, group_by_configuration, versions
 
 DEFAULT_METRIC = "step_median_s"
 DEFAULT_THRESHOLD = 0.10
@@ -184,6 +184,7 @@ class Side:
     runs: list[str] = field(default_factory=list)  # ids of every run on this side
     failed: int = 0
     verdicts: list[str] = field(default_factory=list)
+    versions: dict[str, Any] = field(default_factory=dict)  # of its newest run
 
     @property
     def n(self) -> int:
@@ -264,6 +265,7 @@ def _side(runs: list[dict[str, Any]], metric: str) -> Side:
     side = Side()
     for record in runs:
         side.runs.append(record["id"])
+        side.versions = versions(record)
         verdict = (record.get("stability") or {}).get("verdict")
         if verdict:
             side.verdicts.append(str(verdict))
@@ -322,7 +324,7 @@ def _row(
     ratio = c.median / b.median if b.median else None
     change = ratio - 1 if ratio is not None else None
     test = stats.mann_whitney_u(c.values, b.values)
-    notes = []
+    notes = changes(b.versions, c.versions)  # what a change may be down to
     if b.failed or c.failed:
         notes.append(f"failed runs left out: {b.failed}/{c.failed}")
     unstable = sorted({v for v in [*b.verdicts, *c.verdicts] if v != "stable"})
