@@ -134,6 +134,8 @@ def test_cli_exit_codes_and_outputs(capsys):
     assert main(["regress", "--last", "6", "--markdown"]) == 1
     assert "| `+` |" in capsys.readouterr().out
     assert main(["regress", "--last", "6", "--threshold", "25"]) == 0
+    assert main(["regress", "--last", "6", "--metric", "step_medain_s"]) == 2  # a typo
+    assert "no run has the metric 'step_medain_s'" in capsys.readouterr().err
     assert main(["regress", "--since", "someday"]) == 2
     assert main(["regress", "nope", "nada"]) == 2
     err = capsys.readouterr().err

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from tui_bench.cli import common
@@ -118,6 +119,8 @@ def _caption(report: regress.Report) -> str:
 
 
 def table(report: regress.Report) -> Table:
+    """The terminal table: each row's note goes under its configuration, so nothing is dropped
+    at 80 columns."""
     out = Table(
         title=f"regress: {len(report.rows)} configuration(s)",
         title_justify="left",
@@ -125,11 +128,15 @@ def table(report: regress.Report) -> Table:
         caption=_caption(report),
         caption_justify="left",
     )
-    for header in HEADERS:
+    for header in HEADERS[:-1]:
         numeric = header in ("baseline", "candidate", "ratio", "p", "n")
-        out.add_column(header, justify="right" if numeric else "left", overflow="fold")
+        out.add_column(
+            header, justify="right" if numeric else "left", overflow="fold", no_wrap=numeric
+        )
     for row in report.rows:
-        out.add_row(*_cells(report, row))
+        cells = _cells(report, row)
+        label = escape(cells[1]) + (f"\n[dim]{escape(row.note)}[/dim]" if row.note else "")
+        out.add_row(cells[0], label, *cells[2:-1])
     return out
 
 

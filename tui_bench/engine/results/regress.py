@@ -299,6 +299,21 @@ def compare(
         b = _side(base_groups[key][1] if key in base_groups else [], metric)
         c = _side(cand_groups[key][1] if key in cand_groups else [], metric)
         rows.append(_row(ident, b, c, up, threshold, alpha, metric))
+    if rows and not any(r.baseline.n or r.candidate.n for r in rows):
+        # a misspelt --metric must not pass a CI gate by finding nothing to compare
+        known = sorted(
+            {
+                k
+                for r in [*baseline, *candidate]
+                for k, v in (r.get("metrics") or {}).items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            }
+        )
+        if known:
+            raise UsageError(
+                f"no run has the metric {metric!r} (these runs have: {', '.join(known[:12])}"
+                + (", …)" if len(known) > 12 else ")")
+            )
     order = {WORSE: 0, FAILED: 1, UNSTABLE: 2, BETTER: 3, MISSING: 4, SAME: 5}
     rows.sort(key=lambda r: (order[r.mark], r.identity.label))
     return Report(metric, up, threshold, alpha, rows)
