@@ -4,6 +4,7 @@ writes (spec, env, worker facts, metrics), with the figures chosen by the test."
 from __future__ import annotations
 
 import datetime as dt
+import zlib
 from typing import Any
 
 from tui_bench.engine.results.history import History
@@ -30,7 +31,8 @@ def record(
     spec = RunSpec(framework=framework, api=api, threads=threads, seed=index)
     when = START + dt.timedelta(days=index if day is None else day)
     return {
-        "id": f"{when:%Y%m%d-%H%M%S}-{index:08x}",
+        # unique per configuration too: runs of two configurations on one day are two runs
+        "id": f"{when:%Y%m%d-%H%M%S}-{index:04x}{zlib.crc32(f'{spec.label()}{host}'.encode()) & 0xFFFF:04x}",
         "status": status,
         "started_at": when.isoformat(),
         "finished_at": (when + dt.timedelta(minutes=1)).isoformat(),
