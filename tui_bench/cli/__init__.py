@@ -13,13 +13,25 @@ import sys
 from typing import NoReturn
 
 from tui_bench import __version__
-from tui_bench.cli import cards, data, doctor, history, presets, run, runs, runtime
+from tui_bench.cli import (
+    cards,
+    data,
+    doctor,
+    history,
+    presets,
+    regress,
+    run,
+    runs,
+    runtime,
+    trends,
+)
 from tui_bench.cli.common import EXAMPLES, error_line
 from tui_bench.engine.errors import TuiBenchError, UsageError
 from tui_bench.engine.paths import usable_home
 
 # Order is the order of `tui-bench --help`.
-COMMAND_GROUPS = (run, history, cards, data, presets, runtime, runs, doctor)
+# trends adds an action to history's parser: it comes after it.
+COMMAND_GROUPS = (run, history, trends, regress, cards, data, presets, runtime, runs, doctor)
 
 
 class _Parser(argparse.ArgumentParser):

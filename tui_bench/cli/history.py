@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
-from tui_bench.engine.results import check, stability, transfer
+from tui_bench.engine.results import check, mlflow_export, stability, transfer
 from tui_bench.engine.results.history import History
 from tui_bench.engine.spec import bounded_option, flag_parser
 
@@ -61,6 +61,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         record = history.get(args.run_id)
         _warn(history)
         print(json.dumps(record, indent=2, default=str))
+        return 0
+    if args.history_command == "export" and args.mlflow:
+        uri = mlflow_export.default_uri(history.home) if args.mlflow == "default" else args.mlflow
+        done = mlflow_export.export(history.all(), history, uri, by=args.experiment_per)
+        _warn(history)
+        common.console(stderr=True).print(
+            f"exported {done.created} run(s) to {uri} ({done.skipped} already there, "
+            f"{done.experiments} experiment(s))"
+        )
         return 0
     if args.history_command == "export":
         if args.jsonl:
@@ -166,6 +175,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--jsonl",
         metavar="FILE",
         help="every run with its series, schema-versioned: `history import` reads it",
+    )
+    target.add_argument(
+        "--mlflow",
+        nargs="?",
+        const="default",
+        metavar="URI",
+        help="one MLflow run per run (needs the mlflow extra; default URI: "
+        "sqlite:///<home>/mlflow.db); exporting again adds only new runs",
+    )
+    hist_export.add_argument(
+        "--experiment-per",
+        choices=("configuration", "preset"),
+        default="configuration",
+        help="MLflow experiments: one per configuration, or per preset for a preset's runs",
     )
     hist_import = hist_sub.add_parser(
         "import", help="merge runs from a `history export --jsonl` file (by run id)"

@@ -98,12 +98,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
         Path(args.csv) if args.csv else None,
         Path(args.markdown) if args.markdown else None,
     )
+    if args.figure:
+        from tui_bench.engine.results import figures  # lazy: matplotlib is an optional extra
+
+        figures.compare_figure(records, args.metric, args.figure)
     if args.json:
         print(json.dumps([t.__dict__ for t in tables], indent=2, default=str))
     else:
         common.render_report(common.console(), tables)
     err = common.console(stderr=True)
-    for path in (args.csv, args.markdown):
+    for path in (args.csv, args.markdown, args.figure):
         if path:
             err.print(f"wrote {path}")
     return 0
@@ -138,4 +142,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--csv", metavar="FILE", help="write every table to one CSV file")
     c.add_argument("--markdown", metavar="FILE", help="write every table as markdown")
     c.add_argument("--json", action="store_true", help="print the tables as JSON")
+    c.add_argument(
+        "--figure",
+        metavar="FILE",
+        help="also draw bars per configuration (IQR error bars) and thread scaling to FILE.svg "
+        "or FILE.png (needs the matplotlib extra)",
+    )
     c.set_defaults(func=cmd_compare)

@@ -65,6 +65,12 @@ def _compare_screen() -> Screen:
     return CompareScreen()
 
 
+def _trends_screen() -> Screen:
+    from tui_bench.tui.screens.trends import TrendsScreen
+
+    return TrendsScreen()
+
+
 def _system_screen() -> Screen:
     from tui_bench.tui.screens.system import SystemScreen
 
@@ -89,6 +95,7 @@ class TuiBenchApp(App[None]):
         "history": _history_screen,
         "compare": _compare_screen,
         "system": _system_screen,
+        "trends": _trends_screen,
     }
     DEFAULT_MODE = "setup"
     # Every key is declared once, here or in a screen's BINDINGS, with an id the config's [keys]
@@ -140,6 +147,16 @@ class TuiBenchApp(App[None]):
             group=SCREENS,
             show=False,
             tooltip="System: hardware and runtimes",
+        ),
+        # Not a switch_mode binding, so the mode bar keeps its five screens within 80 columns.
+        # F7/F8 belong to Setup's presets, F9 to the theme; F10 opens many terminals' menu.
+        Binding(
+            "ctrl+t,f10",
+            "show_trends",
+            "Trends",
+            id="show_trends",
+            show=False,
+            tooltip="Trends: each configuration over time and where it stepped",
         ),
         Binding("f9", "cycle_theme", "Theme", id="cycle_theme", show=False, tooltip="Next theme"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True),
@@ -364,6 +381,9 @@ class TuiBenchApp(App[None]):
         except KeyError:
             return []
 
+    def action_show_trends(self) -> None:
+        self.switch_mode("trends")
+
     def action_cancel_run(self) -> None:
         live = self.live
         if live is None or live.done:
@@ -534,7 +554,7 @@ class TuiBenchApp(App[None]):
 def binding_owners() -> list[type]:
     """Every class that declares bindings: the app and each screen (imported when the first
     label is needed, not for the first frame)."""
-    from tui_bench.tui.screens import compare, dialogs, history, live, setup, system
+    from tui_bench.tui.screens import compare, dialogs, history, live, setup, system, trends
 
     return [
         TuiBenchApp,
@@ -543,6 +563,7 @@ def binding_owners() -> list[type]:
         history.HistoryScreen,
         compare.CompareScreen,
         system.SystemScreen,
+        trends.TrendsScreen,
         dialogs.ConfirmScreen,
         dialogs.MessageScreen,
         dialogs.HelpScreen,

@@ -20,6 +20,7 @@ PALETTE_BINDINGS = {
     "show_history": "",
     "show_compare": "",
     "show_system": "",
+    "show_trends": "",
     "cancel_run": "asks first",
     "cycle_theme": "ansi-dark works without truecolor",
     "help": "",

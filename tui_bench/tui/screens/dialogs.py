@@ -227,6 +227,8 @@ def help_text(keys: KeyLabels) -> str:
             screen("show_compare"), "marked runs side by side, ratios to the first, thread scaling"
         ),
         row(screen("show_system"), "this machine and the framework runtimes"),
+        row(k("show_trends"), "Trends: each configuration over time, its change points;"),
+        row("", f"{k('trends_open')} opens the run under the cursor"),
         row(k("command_palette"), "command palette: every action and the presets"),
         row(k("cycle_theme"), "next theme; ansi-dark works without truecolor; NO_COLOR is"),
         row("", f"honoured. {k('quit')} quits: a run in progress is left running"),

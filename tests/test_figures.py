@@ -1,0 +1,54 @@
+"""--figure on `history trends` and `compare`: real files from the same data as the tables."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.histories import fill, record
+from tests.test_trends import noisy
+from tui_bench.cli import main
+
+
+def stepped():
+    runs = [record(i, v) for i, v in enumerate(noisy(10, 40.0))]
+    runs += [record(10 + i, v, version="2.13.0") for i, v in enumerate(noisy(5, 48.0, seed=5))]
+    return runs
+
+
+def test_missing_matplotlib_is_one_line_with_the_install_hint(tmp_path, monkeypatch, capsys):
+    fill(stepped())
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if absent
+    assert main(["history", "trends", "--figure", str(tmp_path / "t.svg")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'tui-bench[figures]'" in err and "Traceback" not in err
+
+
+def test_bad_figure_name_is_refused(tmp_path, capsys):
+    fill(stepped())
+    assert main(["history", "trends", "--figure", str(tmp_path / "t.pdf")]) == 2
+    assert main(["history", "trends", "--figure", str(tmp_path / "no" / "t.svg")]) == 2
+    assert capsys.readouterr().err.count("error:") == 2
+
+
+def test_trends_figure_draws_the_series_and_its_change_point(tmp_path):
+    pytest.importorskip("matplotlib", reason="pip install 'tui-bench[figures]'")
+    fill(stepped())
+    svg, png = tmp_path / "t.svg", tmp_path / "t.png"
+    assert main(["history", "trends", "--figure", str(svg)]) == 0
+    text = svg.read_text(encoding="utf-8")
+    assert "torch 2.12.1 → 2.13.0" in text  # the change point's annotation
+    assert main(["history", "trends", "--figure", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_figure_has_bars_and_thread_scaling(tmp_path):
+    pytest.importorskip("matplotlib", reason="pip install 'tui-bench[figures]'")
+    runs = [record(i, 40 + i % 3, threads=1, group="g") for i in range(5)]
+    runs += [record(10 + i, 25 + i % 3, threads=2, group="g") for i in range(5)]
+    fill(runs)
+    svg = tmp_path / "c.svg"
+    assert main(["compare", "g", "--figure", str(svg)]) == 0
+    text = svg.read_text(encoding="utf-8")
+    assert "thread scaling" in text and "threads=1" in text and "(n=5)" in text

@@ -1,0 +1,146 @@
+"""Configuration identity, change points and `tui-bench history trends` on constructed histories."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from tests.histories import fill, record
+from tui_bench.cli import main
+from tui_bench.engine.results import trends
+from tui_bench.engine.results.identity import group_by_configuration, identity, versions
+
+
+def noisy(n, level, rel=0.02, seed=1):
+    rng = random.Random(seed)
+    return [level * (1 + rng.gauss(0, rel)) for _ in range(n)]
+
+
+# -- identity -----------------------------------------------------------------------------------
+def test_identity_ignores_seed_and_versions_but_not_what_decides_a_number():
+    a = record(0, 40)
+    assert identity(a).key == identity(record(1, 50, version="9.9")).key
+    assert identity(a).key != identity(record(0, 40, threads=1)).key
+    assert identity(a).key != identity(record(0, 40, host="box-b")).key
+    gpu = record(0, 40)
+    gpu["spec"] = {**gpu["spec"], "device": "gpu"}
+    gpu["worker"]["device_name"] = "NVIDIA H100"
+    assert (
+        identity(gpu).key != identity(a).key
+        and identity(gpu).facts["device_model"] == "NVIDIA H100"
+    )
+
+
+def test_a_record_from_before_a_spec_field_existed_keeps_its_configuration():
+    old = record(0, 40)
+    del old["spec"]["timing_window"]  # written before the field existed: it ran with the default
+    assert identity(old).key == identity(record(1, 40)).key
+    changed = record(2, 40)
+    changed["spec"]["timing_window"] = 50
+    assert identity(changed).key != identity(old).key
+
+
+def test_versions_and_grouping():
+    v = versions(record(0, 40, version="2.13.0"))
+    assert v["torch"] == "2.13.0" and v["tui-bench"] == "0.1.0" and v["machine"]
+    groups = group_by_configuration([record(0, 40), record(1, 41, threads=1), record(2, 42)])
+    assert sorted(len(runs) for _ident, runs in groups.values()) == [1, 2]
+
+
+# -- change points ------------------------------------------------------------------------------
+def test_a_flat_noisy_series_has_no_change_point():
+    for seed in range(20):
+        logs = [math.log(v) for v in noisy(40, 40.0, seed=seed)]
+        assert trends.steps(logs) == [], seed
+
+
+def test_one_step_is_found_where_it_is():
+    series = noisy(20, 40.0) + noisy(15, 47.2, seed=2)
+    assert trends.steps([math.log(v) for v in series]) == [20]
+
+
+def test_two_steps_and_an_outlier():
+    series = noisy(12, 40.0) + noisy(10, 60.0, seed=3) + noisy(10, 45.0, seed=4)
+    series[5] = 80.0  # one loaded run: not a level of its own
+    logs = [math.log(v) for v in series]
+    assert trends.steps(logs) == [12, 22]
+    assert 5 in trends.change_points(logs)  # least squares alone would make it one
+
+
+def test_a_change_needs_a_second_run_to_confirm_it():
+    flat = noisy(10, 40.0)
+    assert trends.steps([math.log(v) for v in [*flat, 60.0]]) == []
+    assert trends.steps([math.log(v) for v in [*flat, 60.0, 61.0]]) == [10]
+
+
+def test_small_steps_are_merged_away():
+    series = [math.log(v) for v in [40.0] * 10 + [41.2] * 10]  # 3 %, noiseless: a real step
+    assert trends.change_points(series) == [10]
+    assert trends.steps(series) == []
+    assert trends.steps(series, min_step=0.02) == [10]
+
+
+def test_pruning_gives_the_exact_optimum():
+    rng = random.Random(7)
+    series = [rng.choice([0.0, 0.3, 0.5]) + rng.gauss(0, 0.05) for _ in range(60)]
+    penalty = 0.05
+    found = trends.change_points(series, penalty=penalty)
+
+    def cost(points):
+        bounds = [0, *points, len(series)]
+        total = 0.0
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            seg = series[a:b]
+            mean = sum(seg) / len(seg)
+            total += sum((x - mean) ** 2 for x in seg)
+        return total + penalty * len(points)
+
+    # no single move, removal or insertion of a change point does better
+    base = cost(found)
+    for i in range(len(found)):
+        assert cost(found[:i] + found[i + 1 :]) >= base - 1e-12
+        for delta in (-1, 1):
+            moved = sorted({*found[:i], found[i] + delta, *found[i + 1 :]})
+            bounds = [0, *moved, len(series)]
+            if all(b - a >= 2 for a, b in zip(bounds, bounds[1:], strict=False)):
+                assert cost(moved) >= base - 1e-12
+
+
+# -- trends over a history ----------------------------------------------------------------------
+def stepped_history():
+    runs = [record(i, v) for i, v in enumerate(noisy(12, 40.0))]
+    runs += [record(12 + i, v, version="2.13.0") for i, v in enumerate(noisy(8, 47.2, seed=5))]
+    runs += [record(i, v, framework="mxnet", api="gluon") for i, v in enumerate(noisy(6, 24.0))]
+    return runs
+
+
+def test_trend_annotates_the_step_with_what_changed():
+    found = trends.trends(stepped_history(), ["torch"])
+    (item,) = found
+    (cp,) = item.change_points
+    assert cp.index == 12 and cp.what_changed == ["torch 2.12.1 → 2.13.0"]
+    assert cp.change == pytest.approx(0.18, abs=0.03)
+    assert cp.describe() == f"step {cp.change * 100:+.0f} % on 2026-11-13: torch 2.12.1 → 2.13.0"
+    mx = trends.trends(stepped_history(), ["mxnet"])[0]
+    assert mx.change_points == [] and len(mx.points) == 6
+
+
+def test_failed_runs_are_counted_not_plotted():
+    runs = [record(0, 40), record(1, 40, status="failed"), record(2, 41)]
+    (item,) = trends.trends(runs)
+    assert len(item.points) == 2 and item.failed == 1
+
+
+def test_cli_trends(capsys):
+    fill(stepped_history())
+    assert main(["history", "trends", "torch"]) == 0
+    out = capsys.readouterr().out
+    assert "step +" in out and "torch 2.12.1 → 2.13.0" in out and "mxnet" not in out
+    assert main(["history", "trends", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data) == 2 and sum(len(t["change_points"]) for t in data) == 1
+    assert main(["history", "trends", "tensorflow"]) == 2
+    assert "no configuration matching" in capsys.readouterr().err

@@ -1,0 +1,118 @@
+"""``tui-bench history trends [FILTER]``: each configuration's runs over time and its change points.
+
+A command group like its siblings, but its one action lives under ``history``: ``register`` finds
+the history parser already registered (``COMMAND_GROUPS`` puts this module after it) and adds to
+it, so cli/history.py needs no import of this module."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich import box
+from rich.table import Table
+
+from tui_bench.cli import common
+from tui_bench.engine.errors import UsageError
+from tui_bench.engine.results import trends as trends_module
+from tui_bench.engine.results.history import History
+from tui_bench.engine.results.identity import versions
+
+
+def cmd_trends(args: argparse.Namespace) -> int:
+    if args.limit < 0:
+        raise UsageError(f"--limit must be 0 (all) or more, got {args.limit}")
+    history = History()
+    for warning in history.warnings:
+        common.console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
+    found = trends_module.trends(history.all(), args.filter, args.metric)
+    if not found:
+        what = f" matching {' '.join(args.filter)!r}" if args.filter else ""
+        raise UsageError(f"no configuration{what} has a run with {args.metric} in this history")
+    if args.figure:
+        from tui_bench.engine.results import figures  # lazy: matplotlib is an optional extra
+
+        figures.trends_figure(found, args.figure)
+        common.console(stderr=True).print(f"wrote {args.figure}")
+    if args.json:
+        print(json.dumps([t.as_dict() for t in found], indent=2, default=str))
+        return 0
+    console = common.console()
+    for item in found:
+        console.print(render(item, args.limit))
+    return 0
+
+
+def _fmt(metric: str, value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 1000:.2f}" if metric.endswith("_s") else f"{value:.4g}"
+
+
+def render(item: trends_module.Trend, limit: int = 12) -> Table:
+    """One configuration: its newest runs as rows, its change points in the caption. Fits 80
+    columns: the date without its time (the run id carries it), the framework's version only."""
+    default = item.metric == trends_module.DEFAULT_METRIC
+    shown = item.points[-limit:] if limit else item.points
+    framework = str(item.identity.facts.get("framework") or "")
+    changed_at = {c.index for c in item.change_points}
+    table = Table(
+        title=f"{item.identity.label}  [dim]{item.identity.key} · {len(item.points)} run(s)"
+        + (f", {item.failed} failed" if item.failed else "")
+        + "[/dim]",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("date", no_wrap=True)
+    table.add_column("run", no_wrap=True)
+    table.add_column("ms/step" if default else item.metric, justify="right", no_wrap=True)
+    if default:
+        table.add_column("IQR", justify="right", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column(framework or "version", overflow="fold")
+    offset = len(item.points) - len(shown)
+    for i, point in enumerate(shown, start=offset):
+        when = point.when.strftime("%Y-%m-%d") if point.when else "—"
+        cells = [("▶" if i in changed_at else " ") + when, point.run_id]
+        cells.append(_fmt(item.metric, point.value))
+        if default:
+            cells.append(_fmt(item.metric, point.iqr))
+        cells += [point.verdict or "—", str(versions(point.record).get(framework) or "?")]
+        table.add_row(*cells)
+    lines = [c.describe(item.metric) for c in item.change_points] or ["no change point"]
+    if offset:
+        lines.append(f"(newest {len(shown)} of {len(item.points)} runs shown; --limit 0: all)")
+    table.caption = "\n".join(lines)
+    table.caption_justify = "left"
+    return table
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    history = subparsers.choices["history"]
+    actions = next(a for a in history._actions if isinstance(a, argparse._SubParsersAction))
+    parser = actions.add_parser(
+        "trends",
+        help="each configuration's runs over time and where its series stepped",
+        description="Per configuration (the spec fields that decide a number, the host, the "
+        "device): its runs in time order, one value per run, and the change points of that "
+        "series (penalised least squares on log values, penalty 4·ln(n)·σ², at least 2 runs per "
+        "level, steps under 5 %% merged), each with what changed between the runs on either side.",
+    )
+    parser.add_argument(
+        "filter",
+        nargs="*",
+        metavar="FILTER",
+        help="words that must all appear in the configuration's label, or its key's start",
+    )
+    parser.add_argument("--metric", default=trends_module.DEFAULT_METRIC, help="a run metric")
+    parser.add_argument(
+        "--limit", type=int, default=12, help="newest N runs per configuration shown (0: all)"
+    )
+    parser.add_argument("--json", action="store_true", help="every run and change point")
+    parser.add_argument(
+        "--figure",
+        metavar="FILE",
+        help="also draw the series with their change points to FILE.svg or FILE.png "
+        "(needs the matplotlib extra)",
+    )
+    parser.set_defaults(func=cmd_trends)

@@ -1,0 +1,363 @@
+"""``regress``: did a configuration get worse between a baseline and a candidate set of runs?
+
+The run is the unit of repetition: each run contributes one value (its own median step time, or
+the metric asked for) and the two sides are compared with a Mann–Whitney U test over those
+per-run values. Steps are never pooled across runs: steps inside one run share its process, its
+caches and the machine's state at that moment, so they are not independent repeats.
+
+Marks, per configuration (asv compare's spirit, plus what a history can tell):
+  ``+`` worse by more than the threshold and significant (p < alpha)
+  ``-`` better by more than the threshold and significant
+  ``~`` within noise: the change is under the threshold, or not significant
+  ``x`` every run of one side failed
+  ``?`` the configuration has no runs on one side
+  ``!`` a run on either side carries a stability verdict other than "stable"
+
+With the default alpha of 0.01 the test can only reach significance with at least 5 runs per side
+(the smallest two-sided exact p for 5 against 5 is 2/252 ≈ 0.008): fewer runs give ``~`` and say
+why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui_bench.engine.errors import HistoryError, UsageError
+from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.results import stats
+from tui_bench.engine.results.identity import Identity, changes, group_by_configuration, versions
+
+DEFAULT_METRIC = "step_median_s"
+DEFAULT_THRESHOLD = 0.10
+DEFAULT_ALPHA = 0.01
+
+WORSE, BETTER, SAME, FAILED, MISSING, UNSTABLE = "+", "-", "~", "x", "?", "!"
+
+EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_UNSTABLE = 0, 1, 2, 3
+
+# Metric names whose larger values are better; every other metric (times, losses, memory) is
+# better smaller.
+_HIGHER_IS_BETTER = re.compile(r"accuracy|per_s$|per_joule$|throughput|speedup|efficiency")
+
+
+def higher_is_better(metric: str) -> bool:
+    return bool(_HIGHER_IS_BETTER.search(metric))
+
+
+# -- time windows -------------------------------------------------------------------------------
+def parse_when(text: str, now: dt.datetime | None = None) -> dt.datetime:
+    """'yesterday', 'today', '3d' / '12h' ago, or an ISO date or date-time (local time if no
+    offset). Raises UsageError naming what is accepted."""
+    now = now or dt.datetime.now().astimezone()
+    word = text.strip().lower()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if word == "today":
+        return midnight
+    if word == "yesterday":
+        return midnight - dt.timedelta(days=1)
+    ago = re.fullmatch(r"(\d+)\s*([dhm])", word)
+    if ago:
+        unit = {"d": "days", "h": "hours", "m": "minutes"}[ago.group(2)]
+        return now - dt.timedelta(**{unit: int(ago.group(1))})
+    try:
+        when = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"cannot read the time {text!r}: use today, yesterday, 3d, 12h, 2026-11-20 or "
+            "2026-11-20T09:30"
+        ) from None
+    return when if when.tzinfo else when.astimezone()
+
+
+def started(record: dict[str, Any]) -> dt.datetime | None:
+    try:
+        when = dt.datetime.fromisoformat(str(record.get("started_at", "")))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.astimezone()
+
+
+def in_window(record: dict[str, Any], since: dt.datetime | None, until: dt.datetime | None) -> bool:
+    when = started(record)
+    if when is None:
+        return since is None and until is None
+    return (since is None or when >= since) and (until is None or when < until)
+
+
+# -- choosing the runs of a side ----------------------------------------------------------------
+def select(tokens: Sequence[str], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records a side names: each token a preset name, a sweep or batch id, or a run id (ids
+    may be unique prefixes). Raises HistoryError for a token that matches nothing."""
+    chosen: dict[str, dict[str, Any]] = {}
+    for token in tokens:
+        matched = _match(token, records)
+        if not matched:
+            raise HistoryError(f"{token!r} names no run, batch, sweep or preset in this history")
+        chosen.update((r["id"], r) for r in matched)
+    return sorted(chosen.values(), key=lambda r: (r.get("started_at", ""), r["id"]))
+
+
+def _match(token: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for key in ("preset", "group", "batch", "id"):
+        exact = [r for r in records if r.get(key) == token]
+        if exact:
+            return exact
+    for key in ("group", "batch", "id"):
+        values = {r.get(key) for r in records if str(r.get(key) or "").startswith(token)}
+        values.discard(None)
+        if len(values) > 1:
+            raise HistoryError(
+                f"{token!r} is the start of {len(values)} {key} ids; give more of it"
+            )
+        if values:
+            return [r for r in records if r.get(key) in values]
+    return []
+
+
+def finished(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs that measured something or failed trying. A run in progress belongs to neither side
+    yet; a cancelled or interrupted one was stopped from outside and says nothing either way."""
+    return [r for r in records if r.get("status") in (RunStatus.FINISHED, RunStatus.FAILED)]
+
+
+def newest_per_configuration(records: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    kept = []
+    for _ident, runs in group_by_configuration(records).values():
+        kept += runs[-n:]
+    return kept
+
+
+def sides(
+    records: list[dict[str, Any]],
+    baseline_tokens: Sequence[str] = (),
+    candidate_tokens: Sequence[str] = (),
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    last: int | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The baseline and candidate runs, oldest first.
+
+    Each side starts from what its tokens name (every run when none are given). With ``since``,
+    the candidate keeps runs started at or after it (and before ``until``), the baseline runs
+    started before it. ``last`` keeps the newest N runs per configuration on each side. With no
+    tokens and no ``since``, ``last`` splits each configuration's history: its newest N runs are
+    the candidate, the N before them the baseline."""
+    records = sorted(finished(records), key=lambda r: (r.get("started_at", ""), r["id"]))
+    if bool(baseline_tokens) != bool(candidate_tokens):
+        raise UsageError("give both BASELINE and CANDIDATE, or neither")
+    baseline = select(baseline_tokens, records) if baseline_tokens else records
+    candidate = select(candidate_tokens, records) if candidate_tokens else records
+    if since is not None or until is not None:
+        candidate = [r for r in candidate if in_window(r, since, until)]
+        if since is not None:
+            baseline = [r for r in baseline if in_window(r, None, since)]
+    elif not baseline_tokens:
+        if not last:
+            raise UsageError(
+                "say what to compare: BASELINE CANDIDATE, --since (runs before it against runs "
+                "after it) or --last N (each configuration's newest N runs against the N before)"
+            )
+        candidate, baseline = [], []
+        for _ident, runs in group_by_configuration(records).values():
+            candidate += runs[-last:]
+            baseline += runs[-2 * last : -last]
+    if last:
+        baseline = newest_per_configuration(baseline, last)
+        candidate = newest_per_configuration(candidate, last)
+    overlap = {r["id"] for r in baseline} & {r["id"] for r in candidate}
+    if overlap:
+        raise UsageError(
+            f"{len(overlap)} run(s) are on both sides (e.g. {sorted(overlap)[0]}): the baseline "
+            "and the candidate must be different runs"
+        )
+    return baseline, candidate
+
+
+# -- the comparison -----------------------------------------------------------------------------
+@dataclass
+class Side:
+    values: list[float] = field(default_factory=list)  # one per run that has the metric
+    runs: list[str] = field(default_factory=list)  # ids of every run on this side
+    failed: int = 0
+    verdicts: list[str] = field(default_factory=list)
+    versions: dict[str, Any] = field(default_factory=dict)  # of its newest run
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def median(self) -> float | None:
+        return stats.median(self.values) if self.values else None
+
+
+@dataclass
+class Row:
+    identity: Identity
+    baseline: Side
+    candidate: Side
+    ratio: float | None  # candidate median / baseline median
+    change: float | None  # relative change of the median, signed (+0.18 = 18 % larger)
+    p: float | None
+    mark: str
+    note: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "configuration": self.identity.key,
+            "label": self.identity.label,
+            "mark": self.mark,
+            "baseline_median": self.baseline.median,
+            "candidate_median": self.candidate.median,
+            "ratio": self.ratio,
+            "change": self.change,
+            "p": self.p,
+            "n_baseline": self.baseline.n,
+            "n_candidate": self.candidate.n,
+            "failed_baseline": self.baseline.failed,
+            "failed_candidate": self.candidate.failed,
+            "note": self.note,
+            "baseline_runs": self.baseline.runs,
+            "candidate_runs": self.candidate.runs,
+        }
+
+
+@dataclass
+class Report:
+    metric: str
+    higher_is_better: bool
+    threshold: float
+    alpha: float
+    rows: list[Row]
+
+    @property
+    def regressions(self) -> list[Row]:
+        """Rows that fail the gate: worse for real, or a configuration that now fails."""
+        return [
+            r
+            for r in self.rows
+            if r.mark == WORSE or (r.mark == FAILED and r.candidate.failed and not r.candidate.n)
+        ]
+
+    def exit_code(self, fail_on_unstable: bool = False) -> int:
+        if self.regressions:
+            return EXIT_REGRESSION
+        if fail_on_unstable and any(r.mark == UNSTABLE for r in self.rows):
+            return EXIT_UNSTABLE
+        return EXIT_OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "better": "higher" if self.higher_is_better else "lower",
+            "threshold": self.threshold,
+            "alpha": self.alpha,
+            "regressions": len(self.regressions),
+            "rows": [r.as_dict() for r in self.rows],
+        }
+
+
+def _side(runs: list[dict[str, Any]], metric: str) -> Side:
+    side = Side()
+    for record in runs:
+        side.runs.append(record["id"])
+        side.versions = versions(record)
+        verdict = (record.get("stability") or {}).get("verdict")
+        if verdict:
+            side.verdicts.append(str(verdict))
+        if record.get("status") != RunStatus.FINISHED:
+            side.failed += 1
+            continue
+        value = (record.get("metrics") or {}).get(metric)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+            side.values.append(float(value))
+    return side
+
+
+def compare(
+    baseline: list[dict[str, Any]],
+    candidate: list[dict[str, Any]],
+    metric: str = DEFAULT_METRIC,
+    threshold: float = DEFAULT_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
+) -> Report:
+    """One row per configuration found on either side, worst first."""
+    if threshold < 0:
+        raise UsageError(f"--threshold must be ≥ 0, got {threshold:g}")
+    if not 0 < alpha < 1:
+        raise UsageError(f"--alpha must be between 0 and 1, got {alpha:g}")
+    up = higher_is_better(metric)
+    base_groups = group_by_configuration(baseline)
+    cand_groups = group_by_configuration(candidate)
+    rows = []
+    for key in dict.fromkeys([*base_groups, *cand_groups]):
+        ident = (base_groups.get(key) or cand_groups[key])[0]
+        b = _side(base_groups[key][1] if key in base_groups else [], metric)
+        c = _side(cand_groups[key][1] if key in cand_groups else [], metric)
+        rows.append(_row(ident, b, c, up, threshold, alpha, metric))
+    if rows and not any(r.baseline.n or r.candidate.n for r in rows):
+        # a misspelt --metric must not pass a CI gate by finding nothing to compare
+        known = sorted(
+            {
+                k
+                for r in [*baseline, *candidate]
+                for k, v in (r.get("metrics") or {}).items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            }
+        )
+        if known:
+            raise UsageError(
+                f"no run has the metric {metric!r} (these runs have: {', '.join(known[:12])}"
+                + (", …)" if len(known) > 12 else ")")
+            )
+    order = {WORSE: 0, FAILED: 1, UNSTABLE: 2, BETTER: 3, MISSING: 4, SAME: 5}
+    rows.sort(key=lambda r: (order[r.mark], r.identity.label))
+    return Report(metric, up, threshold, alpha, rows)
+
+
+def _row(
+    ident: Identity, b: Side, c: Side, up: bool, threshold: float, alpha: float, metric: str
+) -> Row:
+    def row(mark: str, note: str, ratio=None, change=None, p=None) -> Row:
+        return Row(ident, b, c, ratio, change, p, mark, note)
+
+    if not b.runs or not c.runs:
+        return row(MISSING, f"no runs on the {'baseline' if not b.runs else 'candidate'} side")
+    for name, side in (("baseline", b), ("candidate", c)):
+        if not side.n:
+            why = (
+                f"all {side.failed} run(s) failed"
+                if side.failed
+                else f"no run has the metric {metric}"
+            )
+            return row(FAILED if side.failed else MISSING, f"{name}: {why}")
+    assert b.median is not None and c.median is not None
+    ratio = c.median / b.median if b.median else None
+    change = ratio - 1 if ratio is not None else None
+    test = stats.mann_whitney_u(c.values, b.values)
+    notes = changes(b.versions, c.versions)  # what a change may be down to
+    if b.failed or c.failed:
+        notes.append(f"failed runs left out: {b.failed}/{c.failed}")
+    unstable = sorted({v for v in [*b.verdicts, *c.verdicts] if v != "stable"})
+    if unstable:
+        notes.append(f"stability verdict {', '.join(unstable)}")
+        return row(UNSTABLE, "; ".join(notes), ratio, change, test.p)
+    if change is None:
+        return row(
+            SAME, "; ".join([*notes, "baseline median is 0: no ratio"]), ratio, change, test.p
+        )
+    worse = change < 0 if up else change > 0
+    if abs(change) <= threshold:
+        notes.append(f"within the {threshold:.0%} threshold")
+        return row(SAME, "; ".join(notes), ratio, change, test.p)
+    if test.p is None:
+        notes.append(f"{test.reason}; at alpha {alpha:g} a change needs ≥5 runs per side")
+        return row(SAME, "; ".join(notes), ratio, change, None)
+    if test.p >= alpha:
+        notes.append(f"not significant (p ≥ {alpha:g})")
+        return row(SAME, "; ".join(notes), ratio, change, test.p)
+    return row(WORSE if worse else BETTER, "; ".join(notes), ratio, change, test.p)

@@ -1,0 +1,312 @@
+"""Trends: each configuration's runs over time, and the points where its series stepped.
+
+One value per run (its own median step time, or another metric): the run is the unit of
+repetition, steps are never pooled across runs.
+
+Change points: an exact penalised least-squares segmentation (optimal partitioning with PELT
+pruning, Killick et al. 2012; the same problem ``ruptures.Pelt(model="l2")`` solves, and the
+family asv's step detection belongs to), written out here in pure Python like ``stats``: the app
+stays free of numpy/scipy and the series are short (one point per run).
+
+- The fit is on log values, so a step is a ratio: +18 % weighs the same at 20 ms and at 200 ms.
+- Penalty per change point: ``4 · ln(n) · σ²``, twice BIC's ``2 · ln(n) · σ²`` for a mean shift
+  (a new level and its position): run medians on a shared machine have heavier tails than a
+  Gaussian (a loaded hour gives a cluster of slow runs).
+- One odd run is taken out first by a running median of 3; the segmentation runs on that.
+- σ is estimated robustly from successive differences (MAD / 0.6745 / √2), so a step does not
+  inflate its own noise estimate; it is floored at 1.5 %: with few runs the MAD can come out far
+  below the real spread (5 differences), and run medians here repeat within a few per cent.
+- A step smaller than 5 % between neighbouring levels is merged away: under the run-to-run spread
+  this project measures (FIELD-NOTES: runs repeat within ±10 %), and not what a trend is for;
+  ``regress --threshold`` judges small changes with a test.
+- Minimum segment: 2 runs. One odd run is an outlier, not a new level; a change needs a second
+  run to confirm it, so a step in the newest run shows up after the next run. ``regress`` is the
+  tool for judging the newest runs at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.results import stats
+from tui_bench.engine.results.identity import Identity, changes, group_by_configuration, versions
+
+MIN_SEGMENT = 2
+PENALTY_PER_LN_N = 4.0
+SIGMA_FLOOR = 0.015  # in log units: about 1.5 %
+MIN_STEP = 0.05  # smaller steps between levels are merged away
+# PELT is quadratic when a series has few change points: 0.2 s at 1,000 runs, 23 s at 10,000
+# (benchmarks/trend_detection.py). Change points are sought among a configuration's newest runs.
+MAX_SEGMENTED = 1000
+DEFAULT_METRIC = "step_median_s"
+
+
+# -- segmentation -------------------------------------------------------------------------------
+def robust_sigma(values: Sequence[float]) -> float:
+    """Noise of a series from its successive differences, robust to a few steps in it."""
+    if len(values) < 3:
+        return SIGMA_FLOOR
+    diffs = [b - a for a, b in zip(values, values[1:], strict=False)]
+    mid = stats.median(diffs)
+    mad = stats.median([abs(d - mid) for d in diffs])
+    return max(mad / 0.6745 / math.sqrt(2), SIGMA_FLOOR)
+
+
+def change_points(
+    values: Sequence[float],
+    penalty: float | None = None,
+    min_segment: int = MIN_SEGMENT,
+) -> list[int]:
+    """Indexes where a new level starts (0 < i < n), by penalised least squares on ``values``.
+
+    ``penalty`` defaults to ``4 · ln(n) · σ²`` with σ from ``robust_sigma``."""
+    n = len(values)
+    if n < 2 * min_segment:
+        return []
+    if penalty is None:
+        penalty = PENALTY_PER_LN_N * math.log(n) * robust_sigma(values) ** 2
+    prefix = [0.0]
+    prefix_sq = [0.0]
+    for v in values:
+        prefix.append(prefix[-1] + v)
+        prefix_sq.append(prefix_sq[-1] + v * v)
+
+    def cost(start: int, end: int) -> float:  # squared error of values[start:end] about its mean
+        total = prefix[end] - prefix[start]
+        return prefix_sq[end] - prefix_sq[start] - total * total / (end - start)
+
+    best = [0.0] * (n + 1)  # best[t]: optimal penalised cost of values[:t]
+    best[0] = -penalty
+    last_start = [0] * (n + 1)
+    candidates = [0]
+    for t in range(1, n + 1):
+        scored = [(best[s] + cost(s, t) + penalty, s) for s in candidates if t - s >= min_segment]
+        if not scored:
+            best[t] = math.inf
+        else:
+            best[t], last_start[t] = min(scored)
+        # PELT: a start that cannot beat the best now never will (the cost is additive).
+        candidates = [
+            s for s in candidates if t - s < min_segment or best[s] + cost(s, t) <= best[t]
+        ]
+        candidates.append(t)
+    points = []
+    t = n
+    while t > 0:
+        t = last_start[t]
+        if t > 0:
+            points.append(t)
+    return sorted(points)
+
+
+def running_median3(values: Sequence[float]) -> list[float]:
+    """Each value replaced by the median of it and its neighbours: one odd run disappears, a
+    level of two or more runs keeps its edge where it was. The ends follow Tukey's end-point rule
+    (the median of the end, its smoothed neighbour and the line through the next two), so an odd
+    newest run is smoothed too."""
+    if len(values) < 3:
+        return list(values)
+    middle = [sorted(values[i - 1 : i + 2])[1] for i in range(1, len(values) - 1)]
+
+    def end(value: float, near: float, far: float) -> float:
+        return sorted((value, near, 3 * near - 2 * far))[1]
+
+    first = end(values[0], middle[0], middle[1] if len(middle) > 1 else middle[0])
+    last = end(values[-1], middle[-1], middle[-2] if len(middle) > 1 else middle[-1])
+    return [first, *middle, last]
+
+
+def steps(log_values: Sequence[float], min_step: float = MIN_STEP) -> list[int]:
+    """Change points of a series of log values: segmented after a running median of 3 (least
+    squares alone would give one wild run a level of its own), with the penalty from the raw
+    series' noise, and steps under ``min_step`` merged away (the smallest first)."""
+    n = len(log_values)
+    penalty = PENALTY_PER_LN_N * math.log(max(n, 2)) * robust_sigma(log_values) ** 2
+    points = change_points(running_median3(log_values), penalty=penalty)
+    while points:
+        bounds = [0, *points, len(log_values)]
+        levels = [stats.median(log_values[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+        sizes = [abs(math.expm1(b - a)) for a, b in zip(levels, levels[1:], strict=False)]
+        smallest = min(range(len(sizes)), key=sizes.__getitem__)
+        if sizes[smallest] >= min_step:
+            break
+        del points[smallest]
+    return points
+
+
+# -- trends -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Point:
+    record: dict[str, Any]
+    value: float
+    when: dt.datetime | None
+
+    @property
+    def run_id(self) -> str:
+        return str(self.record.get("id"))
+
+    @property
+    def iqr(self) -> float | None:
+        return (self.record.get("metrics") or {}).get("step_iqr_s")
+
+    @property
+    def verdict(self) -> str | None:
+        return (self.record.get("stability") or {}).get("verdict")
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    index: int  # the first point of the new level
+    before: float  # median of the level before
+    after: float  # median of the new level
+    when: dt.datetime | None
+    what_changed: list[str]
+
+    @property
+    def change(self) -> float:
+        return self.after / self.before - 1 if self.before else math.inf
+
+    def describe(self, metric: str = DEFAULT_METRIC) -> str:
+        """'step +18 % on 2026-11-20: torch 2.12.1 → 2.13.0'."""
+        name = "step" if metric == DEFAULT_METRIC else metric
+        day = self.when.date().isoformat() if self.when else "an unknown date"
+        why = ", ".join(self.what_changed) if self.what_changed else "no recorded version changed"
+        return f"{name} {self.change * 100:+.0f} % on {day}: {why}"
+
+
+@dataclass
+class Trend:
+    identity: Identity
+    metric: str
+    points: list[Point]
+    change_points: list[ChangePoint] = field(default_factory=list)
+    failed: int = 0
+
+    @property
+    def last(self) -> Point | None:
+        return self.points[-1] if self.points else None
+
+    @property
+    def last_change(self) -> ChangePoint | None:
+        return self.change_points[-1] if self.change_points else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "configuration": self.identity.key,
+            "label": self.identity.label,
+            "metric": self.metric,
+            "failed_runs": self.failed,
+            "runs": [
+                {
+                    "id": p.run_id,
+                    "started_at": p.record.get("started_at"),
+                    "value": p.value,
+                    "step_iqr_s": p.iqr,
+                    "verdict": p.verdict,
+                    "versions": versions(p.record),
+                }
+                for p in self.points
+            ],
+            "change_points": [
+                {
+                    "index": c.index,
+                    "run": self.points[c.index].run_id,
+                    "started_at": self.points[c.index].record.get("started_at"),
+                    "before": c.before,
+                    "after": c.after,
+                    "change": c.change,
+                    "what_changed": c.what_changed,
+                    "text": c.describe(self.metric),
+                }
+                for c in self.change_points
+            ],
+        }
+
+
+def _when(record: dict[str, Any]) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(str(record.get("started_at", "")))
+    except ValueError:
+        return None
+
+
+def _value(record: dict[str, Any], metric: str) -> float | None:
+    value = (record.get("metrics") or {}).get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    # log needs a positive value; zero or negative figures (a loss can be 0) are left out
+    return float(value) if value > 0 and math.isfinite(value) else None
+
+
+def what_changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Versions that differ between two runs, and the machine's load when it did."""
+    out = changes(versions(before), versions(after))
+    busy_before = bool((before.get("load_at_start") or {}).get("busy"))
+    busy_after = bool((after.get("load_at_start") or {}).get("busy"))
+    if busy_before != busy_after:
+        load = (after.get("load_at_start") or {}).get("loadavg_1m")
+        out.append(f"machine {'busy' if busy_after else 'quiet'} (load {load})")
+    return out
+
+
+def trend(identity: Identity, records: Sequence[dict[str, Any]], metric: str) -> Trend:
+    """One configuration's series (records in time order) and its change points."""
+    points = []
+    failed = 0
+    for record in records:
+        if record.get("status") == RunStatus.FAILED:
+            failed += 1
+        if record.get("status") != RunStatus.FINISHED:
+            continue
+        value = _value(record, metric)
+        if value is not None:
+            points.append(Point(record, value, _when(record)))
+    out = Trend(identity, metric, points, failed=failed)
+    skip = max(0, len(points) - MAX_SEGMENTED)
+    logs = [math.log(p.value) for p in points[skip:]]
+    bounds = [0, *(skip + i for i in steps(logs)), len(points)]
+    if skip:
+        bounds[0] = skip
+    for k in range(1, len(bounds) - 1):
+        before = [p.value for p in points[bounds[k - 1] : bounds[k]]]
+        after = [p.value for p in points[bounds[k] : bounds[k + 1]]]
+        i = bounds[k]
+        out.change_points.append(
+            ChangePoint(
+                index=i,
+                before=stats.median(before),
+                after=stats.median(after),
+                when=points[i].when,
+                what_changed=what_changed(points[i - 1].record, points[i].record),
+            )
+        )
+    return out
+
+
+def matches(identity: Identity, words: Sequence[str]) -> bool:
+    """Every word of the filter appears in the configuration's label or starts its key."""
+    text = identity.label.lower()
+    return all(w.lower() in text or identity.key.startswith(w.lower()) for w in words)
+
+
+def trends(
+    records: Iterable[dict[str, Any]],
+    words: Sequence[str] = (),
+    metric: str = DEFAULT_METRIC,
+) -> list[Trend]:
+    """A trend per configuration matching the filter, those with the newest run first."""
+    ordered = sorted(records, key=lambda r: (str(r.get("started_at", "")), str(r.get("id"))))
+    out = [
+        trend(ident, runs, metric)
+        for ident, runs in group_by_configuration(ordered).values()
+        if matches(ident, words)
+    ]
+    out = [t for t in out if t.points or t.failed]
+    return sorted(
+        out, key=lambda t: str(t.last.record.get("started_at", "")) if t.last else "", reverse=True
+    )
