@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,28 +39,18 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLE_LIMIT_MIB = 60
-# What tui-bench and its GPU tests import, less what a CUDA machine's system Python already has
-# (numpy, torch, JAX) and the dev tools the check never runs (ruff, mypy, import-linter).
-BUNDLE_REQUIREMENTS = [
-    "textual",
-    "textual-plotext",
-    "plotext",
-    "tinydb",
-    "psutil",
-    "nvidia-ml-py",
-    "platformdirs",
-    "filelock",
-    "tomli-w",
-    "rich",
-    "pytest>=8,<9",
-    "pytest-timeout>=2.3",
-    "pytest-asyncio>=0.23",
-    "hypothesis>=6",
-    "pytest-textual-snapshot==1.1.0",
-    "setuptools>=68",
-    "wheel",
-    "keras>=3.5",
-]
+# The dev tools the check never runs (linters, type checker, pandas): not carried.
+BUNDLE_SKIPS_DEV = ("ruff", "mypy", "import-linter", "pandas")
+
+
+def bundle_requirements() -> list[str]:
+    """What tui-bench and its GPU tests import (pyproject's own pins), plus Keras and the build
+    backend, less what a CUDA machine's system Python already has (numpy, torch, JAX)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    dev = project["project"]["optional-dependencies"]["dev"]
+    wanted = [r for r in dev if not r.startswith(BUNDLE_SKIPS_DEV)]
+    build = project["build-system"]["requires"]
+    return [*project["project"]["dependencies"], *wanted, *build, "keras>=3.5"]
 
 
 @dataclass
@@ -337,7 +328,8 @@ def plan_figure(config: Config, device: str, dry_run: bool) -> str | None:
 
     available = runtimes.availability(config.framework, config.api)
     if not available.ok:
-        return f"runtime: {available.problem}" + (f" ({available.fix})" if available.fix else "")
+        fix = available.fix if available.fix and available.fix not in available.problem else ""
+        return f"runtime: {available.problem}" + (f" ({fix})" if fix else "")
     if not dry_run and (why := gpu_problem(str(available.python), config.api)):
         return why
     if dry_run and (config.precision not in ("fp32",) or config.timing != "synced"):
@@ -450,7 +442,7 @@ def make_bundle(target: Path, python_version: str) -> int:
     cmd += ["--only-binary=:all:", "--python-version", python_version]
     cmd += ["--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64"]
     # numpy, torch and JAX come with the GPU machine's system Python: not carried.
-    status, text = _run([*cmd, *BUNDLE_REQUIREMENTS], 900)
+    status, text = _run([*cmd, *bundle_requirements()], 900)
     if status != 0:
         print(f"gpu_check: pip download failed: {text.strip()[-500:]}", file=sys.stderr)
         return 1

@@ -11,6 +11,8 @@ venv="${GPU_CHECK_VENV:-/tmp/tui-bench-gpu-venv}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv --system-site-packages "$venv"
   "$venv/bin/pip" install -q --no-index --find-links "$bundle" setuptools wheel
-  "$venv/bin/pip" install -q --no-index --find-links "$bundle" --no-build-isolation -e .
+  # tui-bench and what `pytest -m gpu` needs (the dev extra less its linters, not carried)
+  "$venv/bin/pip" install -q --no-index --find-links "$bundle" --no-build-isolation -e . \
+    pytest pytest-timeout pytest-asyncio pytest-textual-snapshot hypothesis
 fi
 exec "$venv/bin/python" benchmarks/gpu_check.py --out "$out" --bundle "$bundle" "${@:3}"
