@@ -63,9 +63,24 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         require_runtime(*mark.args)
 
 
+@pytest.fixture(scope="session")
+def shared_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One compile cache for the session (Theano's generated C, keyed by the code's hash): a
+    cold cache costs minutes of g++ per run on a 2-core machine, and compiling the same ops
+    again in every test checks nothing more. Each test's cache still has its own path to it."""
+    return tmp_path_factory.mktemp("compiled")
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     home = tmp_path / "home"
+    if request.node.get_closest_marker("slow"):
+        # Real training only: fast tests keep a cache directory that does not exist yet.
+        shared = request.getfixturevalue("shared_compile_cache")
+        (tmp_path / "cache").mkdir()
+        (tmp_path / "cache" / "compiled").symlink_to(shared, target_is_directory=True)
     monkeypatch.setenv("TUI_BENCH_HOME", str(home))
     monkeypatch.setenv("TUI_BENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
