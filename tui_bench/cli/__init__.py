@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 from typing import NoReturn
 
 from tui_bench import __version__
 from tui_bench.cli import cards, data, history, presets, run, runs, runtime
 from tui_bench.cli.common import EXAMPLES, error_line
 from tui_bench.engine.errors import TuiBenchError, UsageError
+from tui_bench.engine.paths import usable_home
 
 # Order is the order of `tui-bench --help`.
 COMMAND_GROUPS = (run, history, cards, data, presets, runtime, runs)
@@ -40,7 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tui-bench {__version__}")
     parser.add_argument(
-        "--home", help="history directory (default: the user data dir; env TUI_BENCH_HOME)"
+        "--home",
+        help="history directory (default: the user data dir; env TUI_BENCH_HOME); managed "
+        "runtimes stay where `runtime setup` put them (env TUI_BENCH_RUNTIMES_DIR)",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in COMMAND_GROUPS:
@@ -51,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        if args.home:
-            os.environ["TUI_BENCH_HOME"] = str(Path(args.home).expanduser().resolve())
+        if args.home is not None:  # '' too: refused, never silently the default home
+            os.environ["TUI_BENCH_HOME"] = str(usable_home(args.home))
         if args.command is None:
             from tui_bench.tui.app import run_app  # lazy: headless commands never load Textual
 

@@ -12,6 +12,11 @@ from rich.table import Table
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.results.history import History
+from tui_bench.engine.spec import bounded_option, flag_parser
+
+LIMIT = bounded_option(
+    "limit", int, "only the newest N runs (0: all)", default=0, low=0, high=10**9
+)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -20,11 +25,14 @@ def cmd_history(args: argparse.Namespace) -> int:
         common.console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
     if args.history_command in (None, "list"):
         records = history.all()
+        total = len(records)
+        if args.limit:  # the newest N runs, whatever they are repeats of
+            records = records[-args.limit :]
         if args.json:
             print(json.dumps(records, indent=2, default=str))
             return 0
         table = Table(
-            title=f"{len(records)} run(s) in {history.home}",
+            title=f"{total} run(s) in {history.home}",
             title_justify="left",
             box=box.SIMPLE_HEAD,
         )
@@ -32,7 +40,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         table.add_column("status", no_wrap=True)
         for header in ("ms/step", "samp/s", "acc"):
             table.add_column(header, justify="right", no_wrap=True)
-        for r in records[-args.limit :] if args.limit else records:
+        for r in records:
             m = r.get("metrics") or {}
             table.add_row(
                 f"{r['id']}\n[dim]{r.get('label', '')}[/dim]",
@@ -64,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     hist = subparsers.add_parser("history", help="browse, show, export and delete recorded runs")
     hist_sub = hist.add_subparsers(dest="history_command", metavar="ACTION")
     hist_list = hist_sub.add_parser("list", help="one line per run")
-    hist_list.add_argument("--limit", type=int, default=0, help="only the newest N")
+    hist_list.add_argument("--limit", type=flag_parser(LIMIT), default=0, help="only the newest N")
     hist_list.add_argument("--json", action="store_true")
     hist_show = hist_sub.add_parser("show", help="everything recorded about a run, as JSON")
     hist_show.add_argument("run_id", help="id or unique prefix")

@@ -15,13 +15,14 @@ from tui_bench.engine.results import report
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import sweep as sweep_module
 from tui_bench.engine.runs.presets import PresetError
+from tui_bench.engine.spec import declared_option, flag_parser, range_text
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     if args.cluster:
         from tui_bench.engine.runs import fleet
 
-        fleet.require_ray()  # one line, before a sweep is planned or a process started
+        fleet.require_ray(args.cluster)  # one line, before a sweep is planned or a process started
     if args.preset or args.resume:
         return run_preset(args)
     spec = common.spec_from_args(args)
@@ -170,18 +171,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="start the run in the background and print its id (tui-bench attach ID follows it)",
     )
-    run.add_argument(
-        "--stall-timeout",
-        type=float,
-        default=300.0,
-        help="kill a worker silent for this many seconds (default 300)",
-    )
-    run.add_argument(
-        "--sample-interval",
-        type=float,
-        default=1.0,
-        help="resource sampling interval in seconds (default 1)",
-    )
+    for name in ("stall_timeout", "sample_interval"):  # declared, with ranges, in WorkerOptions
+        declared = declared_option(name)
+        run.add_argument(
+            "--" + name.replace("_", "-"),
+            type=flag_parser(declared),
+            default=declared.default,
+            metavar="SECONDS",
+            help=f"{declared.help} (default {declared.default:g}; {range_text(declared)})",
+        )
     run.add_argument(
         "--cluster",
         metavar="ADDRESS",

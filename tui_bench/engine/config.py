@@ -12,21 +12,29 @@ theme = "textual-dark"
 refresh_hz = 2                                      # live graphs' redraw rate, 0.2-4
 ```
 
-Every key the file accepts is declared once in ``SETTINGS``; a key not declared there, or a value
-of the wrong type, is a one-line ``ConfigError`` that names the key.
+Every key the file accepts is declared once in ``SETTINGS``; a key not declared there, a value
+of the wrong type or a number out of its declared range (NaN and infinities included) is a
+one-line ``ConfigError`` that names the key. The file is read within the spec's bounds (size,
+nesting).
 """
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tui_bench.engine import catalog
-from tui_bench.engine.errors import ConfigError
+from tui_bench.engine.errors import ConfigError, SpecError
 from tui_bench.engine.paths import config_file
+from tui_bench.engine.spec import (
+    DeclaredField,
+    bounded_option,
+    check_declared,
+    load_toml,
+    read_input,
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,8 @@ class Setting:
     help: str
     # The names ``*`` may take, where they are known here (binding ids live in the TUI: any).
     names: Callable[[], Iterable[str]] | None = None
+    # A number's range, declared as a spec field's is and checked by the same code.
+    bounds: DeclaredField | None = None
 
 
 def runtime_names() -> list[str]:
@@ -64,7 +74,10 @@ SETTINGS: tuple[Setting, ...] = (
         "ui.refresh_hz",
         (int, float),
         "a number",
-        "live graphs' redraw rate in Hz, clamped to 0.2-4",
+        "live graphs' redraw rate in Hz, 0.2-4",
+        bounds=bounded_option(
+            "ui.refresh_hz", float, "live graphs' redraw rate in Hz", default=2.0, low=0.2, high=4.0
+        ),
     ),
 )
 
@@ -113,6 +126,11 @@ def _check(table: dict[str, Any], parts: list[str], path: Path) -> None:
                 raise ConfigError(
                     f"{path}: {_shown(here)} must be {setting.expected}, got {type(value).__name__}"
                 )
+            if setting.bounds is not None:
+                try:
+                    check_declared(setting.bounds, value)
+                except SpecError as exc:
+                    raise ConfigError(f"{path}: {exc}") from None
             continue
         if any(_is_prefix(s.key, here) for s in SETTINGS):
             if not isinstance(value, dict):
@@ -133,9 +151,9 @@ def validate_config(data: dict[str, Any], path: Path) -> dict[str, Any]:
 
 def parse_config(text: str, path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        data = load_toml(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
     return validate_config(data, path)
 
 
@@ -144,7 +162,9 @@ def load_config() -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
     return parse_config(text, path)

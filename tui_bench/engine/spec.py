@@ -13,9 +13,15 @@ from typing import Any
 import tomli_w
 
 from tui_bench.engine import catalog
-from tui_bench.engine.errors import SpecError
+from tui_bench.engine.errors import SpecError, UsageError
 
 MAX_THREADS = 64
+
+# Bounds on what a spec, preset or config file may be. Real ones are a few KiB with tables three
+# deep; past these a file is refused in one line before it can exhaust memory or the stack
+# (tomllib and json recurse once per level: a few hundred levels raise RecursionError).
+MAX_INPUT_BYTES = 1024 * 1024
+MAX_NESTING = 16
 
 
 def _default_threads() -> int:
@@ -208,9 +214,9 @@ class RunSpec:
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
         try:
-            data = json.loads(text)
+            data = load_json(text)
         except ValueError as exc:
-            raise SpecError("json", f"not valid JSON: {exc}") from None
+            raise SpecError("json", str(exc)) from None
         return cls.from_dict(data)
 
     def to_toml(self) -> str:
@@ -220,9 +226,9 @@ class RunSpec:
     @classmethod
     def from_toml(cls, text: str) -> RunSpec:
         try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError("toml", f"not valid TOML: {exc}") from None
+            data = load_toml(text)
+        except ValueError as exc:
+            raise SpecError("toml", str(exc)) from None
         return cls.from_dict(data)
 
     def with_changes(self, **changes: Any) -> RunSpec:
@@ -234,6 +240,41 @@ class RunSpec:
         if self.workers > 1:  # threads are per worker: 'cpu×1 ×2 workers (weak)'
             where += f" ×{self.workers} workers ({self.scaling})"
         return f"{self.framework}/{self.api} {self.model} {self.dataset} {where}"
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How a worker is watched, not what it runs: set per batch (CLI flags), never recorded as part
+    of a spec. Declared like RunSpec's fields so that one check refuses nonsense everywhere: a
+    zero or NaN interval busy-loops the sampler, a stall timeout below a second kills healthy
+    workers as "hung"."""
+
+    stall_timeout: float = spec_field(
+        300.0,
+        help="kill a worker silent for this many seconds",
+        low=1.0,
+        high=7 * 24 * 3600.0,
+    )
+    sample_interval: float = spec_field(
+        1.0, help="resource sampling interval in seconds", low=0.05, high=3600.0
+    )
+
+    def validate(self) -> WorkerOptions:
+        for declared in declared_fields(WorkerOptions):
+            _check_declared(declared, getattr(self, declared.name))
+        return self
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WorkerOptions:
+        """Known options from ``data`` (others, like ``cluster``, are not this class's), checked."""
+        known = {f.name: f for f in fields(cls)}
+        values = {
+            k: _coerce(k, v, known[k].type) for k, v in data.items() if k in known and v is not None
+        }
+        return cls(**values).validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -281,9 +322,79 @@ def _declared(spec_field_: Any) -> DeclaredField:
     )
 
 
-def declared_fields() -> tuple[DeclaredField, ...]:
-    """Every RunSpec field in declaration order, with its type, default, help and constraints."""
-    return tuple(_declared(f) for f in fields(RunSpec))
+def declared_fields(of: type = RunSpec) -> tuple[DeclaredField, ...]:
+    """Every field of RunSpec (or of another class declared with ``spec_field``, such as
+    WorkerOptions) in declaration order, with its type, default, help and constraints."""
+    return tuple(_declared(f) for f in fields(of))
+
+
+def declared_option(name: str, of: type = WorkerOptions) -> DeclaredField:
+    return next(d for d in declared_fields(of) if d.name == name)
+
+
+def bounded_option(
+    name: str,
+    type: type,
+    help: str,
+    default: Any = None,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> DeclaredField:
+    """A command-line-only number (``history list --limit``) declared with the same rules, so
+    that it is checked, and refused, like a spec field."""
+    return DeclaredField(
+        name=name,
+        type=type,
+        optional=False,
+        default=default,
+        help=help,
+        low=low,
+        high=high,
+        low_open=low_open,
+        high_open=high_open,
+    )
+
+
+def parse_declared(declared: DeclaredField, text: str) -> Any:
+    """Command-line text to the declared type, checked against the declaration: the same
+    one-line SpecError as the field gets from a preset, a file or a form."""
+    try:
+        value = declared.type(text)
+    except ValueError:
+        kind = {int: "a whole number", float: "a number"}.get(declared.type, "text")
+        raise SpecError(declared.name, f"{declared.name} must be {kind}, got {text!r}") from None
+    check_declared(declared, value)
+    return value
+
+
+def flag_parser(declared: DeclaredField) -> Callable[[str], Any]:
+    """An argparse ``type=`` for a declared number: ``--sample-interval nan`` is refused while
+    the command line is read, with the line a preset or a form gets. It raises UsageError, which
+    is not one of the errors argparse rewords ("argument --x: invalid float value"), so the
+    message reaches ``main`` unchanged."""
+
+    def parse(text: str) -> Any:
+        try:
+            return parse_declared(declared, text)
+        except SpecError as exc:
+            raise UsageError(str(exc)) from None
+
+    parse.__name__ = declared.name
+    return parse
+
+
+def range_text(declared: DeclaredField) -> str:
+    """'[0.05, 3600]', '(0, 10]': the declared range as --help shows it."""
+    low = "(" if declared.low_open else "["
+    high = ")" if declared.high_open else "]"
+    return f"{low}{declared.low:g}, {declared.high:g}{high}"
+
+
+def check_declared(declared: DeclaredField, value: Any) -> None:
+    """Raise SpecError, one line naming the field, when ``value`` breaks the declaration."""
+    _check_declared(declared, value)
 
 
 def _check_declared(declared: DeclaredField, value: Any) -> None:
@@ -342,6 +453,76 @@ def _float_range(
     if not (above_low and below_high):
         lo, hi = ("(" if low_open else "["), (")" if high_open else "]")
         raise SpecError(name, f"{name} must be in {lo}{low}, {high}{hi}, got {value}")
+
+
+# -- bounded parsing ------------------------------------------------------------------------------
+def read_input(path: os.PathLike[str] | str, limit: int = MAX_INPUT_BYTES) -> str:
+    """A spec, preset or config file's text, refused (ValueError, one line) past ``limit`` bytes
+    without reading more than that: a preset pointed at a huge file or a device must not hang.
+    OSError and UnicodeDecodeError pass through for the caller to word."""
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit // 1024} KiB; refused (such files are a few KiB)")
+    return data.decode("utf-8")
+
+
+def _check_size(text: str) -> None:
+    if len(text) > MAX_INPUT_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
+        raise ValueError(
+            f"larger than {MAX_INPUT_BYTES // 1024} KiB; refused (such files are a few KiB)"
+        )
+
+
+def nesting_depth(value: Any) -> int:
+    """How many tables/arrays deep ``value`` goes (a scalar is 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            deepest = max(deepest, depth)
+            continue
+        deepest = max(deepest, depth + 1)
+        if depth + 1 > MAX_NESTING:
+            break  # enough to refuse; no need to walk the rest
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _check_nesting(data: Any) -> None:
+    if nesting_depth(data) > MAX_NESTING:
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep; refused")
+
+
+def load_toml(text: str) -> dict[str, Any]:
+    """``tomllib.loads`` within the size and nesting bounds; any problem is one-line ValueError."""
+    _check_size(text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep; refused") from None
+    _check_nesting(data)
+    return data
+
+
+def load_json(text: str) -> Any:
+    """``json.loads`` within the same bounds."""
+    _check_size(text)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep; refused") from None
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+    _check_nesting(data)
+    return data
 
 
 def _coerce(name: str, value: Any, annotation: Any) -> Any:

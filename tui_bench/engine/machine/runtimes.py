@@ -23,7 +23,7 @@ from typing import Any
 
 from tui_bench.engine import catalog
 from tui_bench.engine.config import ConfigError, load_config
-from tui_bench.engine.errors import RuntimeSetupError, RuntimeUnavailable
+from tui_bench.engine.errors import EXIT_BAD_INPUT, RuntimeSetupError, RuntimeUnavailable
 from tui_bench.engine.paths import cache_home, config_file, runtimes_home
 
 
@@ -52,6 +52,11 @@ def resolve(framework_name: str, api: str) -> Runtime:
         if not Path(configured).exists():
             raise RuntimeUnavailable(
                 f"runtime '{name}' points at {configured}, which does not exist (fix the config file)"
+            )
+        if not Path(configured).is_file() or not os.access(configured, os.X_OK):
+            raise RuntimeUnavailable(
+                f"runtime '{name}' points at {configured}, which is not an executable "
+                "interpreter (fix the config file)"
             )
         return Runtime(name, str(configured), "config")
     managed = managed_python(name)
@@ -155,7 +160,10 @@ MANAGED: dict[str, ManagedSpec] = {
 def setup_plan(name: str, gpu: bool = False, python: str | None = None) -> list[list[str]]:
     """The commands ``setup`` runs, or a one-line RuntimeSetupError saying why it cannot."""
     if name not in MANAGED:
-        raise RuntimeSetupError(f"no managed runtime named {name!r} (choose: {', '.join(MANAGED)})")
+        raise RuntimeSetupError(
+            f"no managed runtime named {name!r} (choose: {', '.join(MANAGED)})",
+            exit_code=EXIT_BAD_INPUT,
+        )
     spec = MANAGED[name]
     base = python or sys.executable
     version = _python_version(base)
@@ -190,8 +198,16 @@ def _python_version(python: str) -> tuple[int, int, int]:
             check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError) as exc:
-        raise RuntimeSetupError(f"cannot run {python}: {exc}") from None
-    major, minor, micro = (int(part) for part in out.split())
+        raise RuntimeSetupError(
+            f"--python {python} is not a Python interpreter ({exc})", exit_code=EXIT_BAD_INPUT
+        ) from None
+    try:
+        major, minor, micro = (int(part) for part in out.split())
+    except ValueError:  # it ran, but it is not Python (/bin/echo, a shell script)
+        raise RuntimeSetupError(
+            f"--python {python} is not a Python interpreter (it printed {out[:60]!r})",
+            exit_code=EXIT_BAD_INPUT,
+        ) from None
     return major, minor, micro
 
 

@@ -31,6 +31,7 @@ from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
 from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
+from tui_bench.engine.results.export_safety import csv_header, csv_row
 
 
 class AtomicJSONStorage(Storage):
@@ -230,8 +231,8 @@ class History:
         columns = csv_columns(rows)
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
+            writer.writerow(csv_header(columns))
+            writer.writerows(csv_row(row) for row in rows)  # formulas neutralised (OWASP)
         return len(rows)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results import stats
+from tui_bench.engine.results.export_safety import csv_header, csv_row, markdown_cell
 from tui_bench.engine.spec import RunSpec
 
 # metric key → (label, lower is better)
@@ -623,11 +624,11 @@ def to_markdown(tables: Sequence[Table]) -> str:
     out = []
     for t in tables:
         columns, rows = t.view()
-        out.append(f"### {t.title}\n")
-        out.append("| " + " | ".join(columns) + " |")
+        out.append(f"### {markdown_cell(t.title)}\n")
+        out.append("| " + " | ".join(markdown_cell(c) for c in columns) + " |")
         out.append("|" + "|".join("---" for _ in columns) + "|")
         for row in rows:
-            out.append("| " + " | ".join(cell_text(v).replace("|", "\\|") for v in row) + " |")
+            out.append("| " + " | ".join(markdown_cell(cell_text(v)) for v in row) + " |")
         if t.note:
             out.append(f"\n{t.note}")
         out.append("")
@@ -636,21 +637,25 @@ def to_markdown(tables: Sequence[Table]) -> str:
 
 def to_csv(tables: Sequence[Table]) -> str:
     """One file, one row per table row; the ``table`` column says which table it belongs to.
-    Numbers are written at full precision."""
+    Numbers are written at full precision; text that a spreadsheet would run is neutralised."""
     columns: dict[str, None] = {"table": None}
     for t in tables:
         for c in t.columns:
             columns.setdefault(c, None)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns))
-    writer.writeheader()
+    writer.writerow(csv_header(list(columns)))
     for t in tables:
         for row in t.rows:
             writer.writerow(
-                {
-                    "table": t.name,
-                    **{c: ("" if v is None else v) for c, v in zip(t.columns, row, strict=True)},
-                }
+                csv_row(
+                    {
+                        "table": t.name,
+                        **{
+                            c: ("" if v is None else v) for c, v in zip(t.columns, row, strict=True)
+                        },
+                    }
+                )
             )
     return buffer.getvalue()
 

@@ -14,6 +14,12 @@ A preset is a TOML file of RunSpec fields plus a few descriptive keys::
 Lists expand to their cartesian product; ``matrix`` lists fields that vary *together* (a
 framework with its API). Several matrices go under ``[matrix]`` as named lists and multiply too.
 
+A preset is bounded: the file by the spec's input bounds (1 MiB, 16 levels of nesting), its
+expansion by ``MAX_CONFIGURATIONS`` configurations and ``MAX_RUNS`` runs (configurations ×
+repeats). The count is the product of the list lengths, taken before anything is expanded, so a
+400-byte file whose fields each list ten values is refused at once with its count instead of
+filling memory; below the limits, configurations are generated one at a time.
+
 Two kinds of problem, treated differently:
 - the preset itself is wrong (bad TOML, an unknown key, threads = 0): ``PresetError``, one line
   naming the file, the key and the problem;
@@ -26,8 +32,9 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import itertools
+import math
 import os
-import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -35,7 +42,19 @@ from typing import Any
 from tui_bench.engine import catalog
 from tui_bench.engine.errors import PresetError
 from tui_bench.engine.paths import data_home
-from tui_bench.engine.spec import RunSpec, SpecError
+from tui_bench.engine.spec import (
+    RunSpec,
+    SpecError,
+    check_declared,
+    declared_option,
+    load_toml,
+    read_input,
+)
+
+# Far above any study (the largest shipped preset has a few dozen configurations) and still
+# quick to check and show: each configuration is validated and probed before a sweep starts.
+MAX_CONFIGURATIONS = 10_000
+MAX_RUNS = 100_000
 
 META_KEYS = ("name", "description", "study", "matrix")
 SPEC_KEYS = tuple(f.name for f in fields(RunSpec))
@@ -134,20 +153,18 @@ def find(name_or_path: str) -> Path:
 def load(path: Path) -> Preset:
     shown = display_path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise PresetError(f"{shown}: not valid TOML: {exc}") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_input(path)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and "too large" are ValueErrors
         raise PresetError(f"{shown}: cannot read: {exc}") from None
-    return parse(data, path)
+    return loads(text, path)
 
 
 def loads(text: str, path: Path) -> Preset:
     """Parse preset text as if it were the file ``path`` (tests, the TUI's preset editor)."""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PresetError(f"{display_path(path)}: not valid TOML: {exc}") from None
+        data = load_toml(text)
+    except ValueError as exc:
+        raise PresetError(f"{display_path(path)}: {exc}") from None
     return parse(data, path)
 
 
@@ -192,6 +209,11 @@ def parse(data: dict[str, Any], path: Path) -> Preset:
         matrices=matrices,
         repeats=repeats,
     )
+    try:  # before the count, which multiplies by it
+        check_declared(declared_option("repeats", RunSpec), repeats)
+    except SpecError as exc:
+        raise fail("repeats", _strip_field("repeats", str(exc))) from None
+    _check_size(preset, {}, fail)
     # Field values are checked now (threads = 0 is an error in every installation); catalog
     # names are checked per configuration at expansion, where unknown ones become skips.
     for config in _raw_configs(preset, {}):
@@ -238,14 +260,46 @@ def _parse_matrices(raw: Any, top_level: set[str], fail) -> list[list[dict[str, 
     return matrices
 
 
-def _raw_configs(preset: Preset, overrides: dict[str, Any]) -> list[dict[str, Any]]:
-    """Field dicts in sweep order: the first axis varies slowest, matrix entries fastest."""
+def configuration_count(preset: Preset, overrides: dict[str, Any] | None = None) -> int:
+    """How many configurations the preset expands to (before duplicates an override may make are
+    merged), computed from the list lengths alone: nothing is expanded."""
+    overrides = overrides or {}
+    lengths = [len(v) for k, v in preset.axes.items() if k not in overrides]
+    lengths += [len(matrix) for matrix in preset.matrices]
+    return math.prod(lengths)
+
+
+def _check_size(preset: Preset, overrides: dict[str, Any], fail) -> None:
+    """Refuse, by count and before expanding, a preset past MAX_CONFIGURATIONS or MAX_RUNS."""
+    count = configuration_count(preset, overrides)
+    if count > MAX_CONFIGURATIONS:
+        axes = " × ".join(
+            [f"{len(v)} {k}" for k, v in preset.axes.items() if k not in overrides]
+            + [f"{len(m)} matrix entries" for m in preset.matrices]
+        )
+        raise fail(
+            "configurations",
+            f"expands to {count:,} configurations ({axes}), more than the limit of "
+            f"{MAX_CONFIGURATIONS:,}; split it into smaller presets",
+        )
+    repeats = overrides.get("repeats", preset.repeats)
+    if isinstance(repeats, int) and count * repeats > MAX_RUNS:
+        raise fail(
+            "repeats",
+            f"{count:,} configurations × {repeats:,} repeats is {count * repeats:,} runs, more "
+            f"than the limit of {MAX_RUNS:,}",
+        )
+
+
+def _raw_configs(preset: Preset, overrides: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Field dicts in sweep order, one at a time: the first axis varies slowest, matrix entries
+    fastest. Callers check ``_check_size`` first: this is only ever iterated below the limits."""
     axes = {k: v for k, v in preset.axes.items() if k not in overrides}
     matrices = [
         [{k: v for k, v in entry.items() if k not in overrides} for entry in matrix]
         for matrix in preset.matrices
     ]
-    configs = []
+    seen: set[str] = set()
     for values in itertools.product(*axes.values(), *matrices):
         fields_: dict[str, Any] = {**preset.fixed}
         fields_.update(zip(axes, values[: len(axes)], strict=True))
@@ -253,11 +307,10 @@ def _raw_configs(preset: Preset, overrides: dict[str, Any]) -> list[dict[str, An
             fields_.update(entry)
         fields_.update(overrides)
         fields_["repeats"] = overrides.get("repeats", preset.repeats)
-        configs.append(fields_)
-    unique: dict[str, dict[str, Any]] = {}
-    for config in configs:  # an override can make configurations identical
-        unique.setdefault(repr(sorted(config.items())), config)
-    return list(unique.values())
+        identity = repr(sorted(fields_.items()))
+        if identity not in seen:  # an override can make configurations identical
+            seen.add(identity)
+            yield fields_
 
 
 def _check_fields(config: dict[str, Any], fail) -> RunSpec:
@@ -328,7 +381,8 @@ def expand(
     ``probe`` checks what this machine can run; pass ``None`` to check the catalog only."""
     overrides = dict(overrides or {})
     fail = _failer(preset)
-    raw = _raw_configs(preset, overrides)
+    _check_size(preset, overrides, fail)
+    raw = list(_raw_configs(preset, overrides))
     specs = [_check_fields(c, fail) for c in raw]
     varying = [k for k in SPEC_KEYS if k != "repeats" and len({repr(c.get(k)) for c in raw}) > 1]
     logical = os.cpu_count() or 1

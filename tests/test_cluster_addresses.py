@@ -1,0 +1,109 @@
+"""Every ``--cluster`` address form docs/cluster.md offers, against a real local Ray head:
+``HOST:PORT`` (the GCS), ``ray://HOST:PORT`` (Ray Client, which the ``ray`` extra must install)
+and ``auto`` (the cluster this machine belongs to). Each starts a short torch run through the CLI
+and checks that the record names the head's node and the address it was given."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tui_bench import cli
+from tui_bench.engine.results.history import History
+
+NODE_MEMORY = 200 * 1024 * 1024
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """One head with one CPU on 127.0.0.1, its Ray Client server on a free port."""
+    pytest.importorskip("ray")
+    pytest.importorskip("torch")
+    from ray.cluster_utils import Cluster
+
+    client_port = _free_port()
+    with pytest.MonkeyPatch.context() as env:
+        # As in test_fleet: keep every node and the driver on 127.0.0.1.
+        env.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        env.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        env.delenv("RAY_ADDRESS", raising=False)
+        started = time.monotonic()
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "node_ip_address": "127.0.0.1",
+                "include_dashboard": False,
+                "object_store_memory": NODE_MEMORY,
+                "ray_client_server_port": client_port,
+            },
+        )
+        try:
+            cluster.wait_for_nodes()
+            print(f"ray head up in {time.monotonic() - started:.1f} s")
+            yield {
+                "gcs": cluster.address,
+                "client": f"ray://127.0.0.1:{client_port}",
+                "node_id": cluster.head_node.node_id,
+            }
+        finally:
+            cluster.shutdown()
+
+
+def _run_on(address: str, home: Path, capsys: pytest.CaptureFixture) -> dict[str, Any]:
+    argv = [
+        "run", "--framework", "torch", "--api", "eager", "--threads", "1", "--epochs", "1",
+        "--steps-per-epoch", "2", "--batch-size", "32", "--train-samples", "200",
+        "--test-samples", "64", "--warmup-steps", "1", "--cluster", address, "--json",
+    ]  # fmt: skip
+    code = cli.main(argv)
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    (record,) = json.loads(out.out)
+    assert record == History().get(record["id"]) | {"id": record["id"]}
+    return record
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["gcs", "client", "auto"])
+def test_each_documented_cluster_address_runs_on_the_head(
+    ray_head: dict[str, str], form: str, isolated_home: Path, capsys: pytest.CaptureFixture
+) -> None:
+    if form == "auto":
+        from ray._private.services import find_gcs_addresses
+
+        found = find_gcs_addresses()
+        if len(found) != 1:  # auto picks one of them: only a lone cluster makes this a test
+            pytest.skip(f"{len(found)} Ray clusters run on this machine; auto would be ambiguous")
+        address = "auto"
+    else:
+        address = ray_head[form]
+    record = _run_on(address, isolated_home, capsys)
+    assert record["status"] == "finished", record.get("reason")
+    assert record["cluster"] == address
+    assert record["node"]["id"] == ray_head["node_id"]
+    assert record["metrics"]["step_median_s"] > 0
+
+
+def test_a_ray_client_address_without_grpcio_is_one_line_with_the_install_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    pytest.importorskip("ray")
+    monkeypatch.setitem(__import__("sys").modules, "grpc", None)  # as if grpcio were missing
+    code = cli.main(["run", "--cluster", "ray://127.0.0.1:10001"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "tui-bench: error: --cluster ray://127.0.0.1:10001 uses Ray Client, which needs grpcio: "
+        "pip install 'tui-bench[ray]'\n"
+    )
