@@ -3,7 +3,9 @@ The managed framework runtimes (GBs, made by `tui-bench runtime setup all`) are 
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,11 +15,72 @@ from tui_bench.engine.paths import runtimes_home
 REPO = Path(__file__).resolve().parents[1]
 # Read before any test moves the data home: where this machine's runtimes really are.
 INSTALLED_RUNTIMES = runtimes_home()
+# Where the runtime checks below keep their probe cache: never the user's.
+_PROBE_HOME = tempfile.TemporaryDirectory(prefix="tui-bench-probe-")
+_RUNTIME_PROBLEMS: dict[tuple[str, str], str | None] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "needs_runtime(framework, api='eager'): skip, with the command that sets it up, where "
+        "that framework/API cannot run (a failure with TUI_BENCH_REQUIRE_RUNTIMES=1)",
+    )
+
+
+def runtime_problem(framework: str, api: str = "eager") -> str | None:
+    """Why this framework/API cannot run here, with the command that fixes it; None when it can.
+    Asked once a session (a probe imports the framework in a subprocess: seconds)."""
+    key = (framework, api)
+    if key not in _RUNTIME_PROBLEMS:
+        from tui_bench.engine.machine import runtimes
+
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("TUI_BENCH_CACHE", _PROBE_HOME.name)
+            env.setenv("TUI_BENCH_CONFIG", str(Path(_PROBE_HOME.name) / "no-config.toml"))
+            env.setenv("TUI_BENCH_RUNTIMES_DIR", str(INSTALLED_RUNTIMES))
+            found = runtimes.availability(framework, api)
+        problem = f"{framework}/{api}: {found.problem}"
+        if found.fix and found.fix not in problem:
+            problem += f" (set up: {found.fix})"
+        _RUNTIME_PROBLEMS[key] = None if found.ok else problem
+    return _RUNTIME_PROBLEMS[key]
+
+
+def require_runtime(framework: str, api: str = "eager") -> None:
+    """Skip the calling test where the runtime is missing; CI, which sets every runtime up,
+    says TUI_BENCH_REQUIRE_RUNTIMES=1 so that a missing one fails instead of hiding."""
+    problem = runtime_problem(framework, api)
+    if problem is None:
+        return
+    if os.environ.get("TUI_BENCH_REQUIRE_RUNTIMES") == "1":
+        pytest.fail(f"runtime required (TUI_BENCH_REQUIRE_RUNTIMES=1): {problem}")
+    pytest.skip(problem)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs_runtime"):
+        require_runtime(*mark.args)
+
+
+@pytest.fixture(scope="session")
+def shared_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One compile cache for the session (Theano's generated C, keyed by the code's hash): a
+    cold cache costs minutes of g++ per run on a 2-core machine, and compiling the same ops
+    again in every test checks nothing more. Each test's cache still has its own path to it."""
+    return tmp_path_factory.mktemp("compiled")
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     home = tmp_path / "home"
+    if request.node.get_closest_marker("slow"):
+        # Real training only: fast tests keep a cache directory that does not exist yet.
+        shared = request.getfixturevalue("shared_compile_cache")
+        (tmp_path / "cache").mkdir()
+        (tmp_path / "cache" / "compiled").symlink_to(shared, target_is_directory=True)
     monkeypatch.setenv("TUI_BENCH_HOME", str(home))
     monkeypatch.setenv("TUI_BENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO
+from conftest import REPO, require_runtime
 
 from tui_bench.engine.results.history import History
 
@@ -72,7 +72,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
 
 
 def test_run_json_then_history_list_show_and_export(tmp_path):
-    pytest.importorskip("torch")
+    require_runtime("torch")
     out = cli("run", *TINY, "--json")
     assert out.returncode == 0, out.stderr
     records = json.loads(out.stdout)
@@ -89,6 +89,7 @@ def test_run_json_then_history_list_show_and_export(tmp_path):
     assert run_id in csv_path.read_text()
 
 
+@pytest.mark.needs_runtime("torch")
 def test_failed_run_exits_1_and_shows_reason_and_log_tail():
     out = cli("run", *TINY, "--device", "gpu")
     assert out.returncode == 1
@@ -97,7 +98,7 @@ def test_failed_run_exits_1_and_shows_reason_and_log_tail():
 
 
 def test_ctrl_c_cancels_the_worker_and_records_cancelled():
-    pytest.importorskip("torch")
+    require_runtime("torch")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui_bench", "run", "--threads", "1", "--epochs", "50"],
         cwd=REPO,

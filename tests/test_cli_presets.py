@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 QUICK = sorted(p.stem for p in (REPO / "presets").glob("*-quick.toml"))
 
 
+@pytest.mark.needs_runtime("torch")
 def test_presets_list_and_show(capsys):
     assert cli.main(["presets", "list"]) == 0
     listed = capsys.readouterr().out

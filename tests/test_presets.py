@@ -178,6 +178,7 @@ def test_probe_skips_what_this_machine_cannot_run(workdir):
     assert [c.skip_reason for c in configs] == [None, "no GPU here"]
 
 
+@pytest.mark.needs_runtime("torch")
 def test_availability_reports_a_missing_gpu(monkeypatch):
     from tui_bench.engine.machine import sysinfo
     from tui_bench.engine.spec import RunSpec
@@ -274,6 +275,7 @@ def test_presets_ship_with_the_package():
     assert (REPO / "presets" / "__init__.py").is_file()
 
 
+@pytest.mark.needs_runtime("torch")
 def test_a_real_dataset_missing_from_the_cache_is_skipped_with_the_download_command(workdir):
     preset = load(workdir, 'dataset = ["synthetic-mnist", "mnist"]\n')
     configs = presets.expand(preset, probe=presets.availability_problem)

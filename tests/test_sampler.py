@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -30,8 +31,9 @@ def test_samples_a_real_process_tree_without_gpu_fields():
     assert summary.samples >= 3
     assert summary.peak_rss_mib > 5
     assert max(x["processes"] for x in s.samples) == 2  # the child is part of the tree
-    # Two spinning processes: clearly busy, even on a loaded machine (100 % = one core).
-    assert summary.mean_cpu_pct > 20
+    # Two spinning processes use CPU; how much depends on the machine's load (14 % seen at
+    # load 12 on 2 cores), so only that it is counted.
+    assert summary.mean_cpu_pct > 0
     assert summary.mean_gpu_util is None and summary.energy_j is None
     assert not [k for x in s.samples for k in x if k.startswith("gpu_")]
 
@@ -97,13 +99,61 @@ def test_unpaired_marks_and_no_gpu_give_no_steady_energy():
     assert summary.mean_cpu_pct == pytest.approx(250.0 / 3)
 
 
+class _FakeProcess:
+    """Just what process_tree_sample reads from a psutil.Process, with thread CPU times the
+    test sets: the busy-thread decision is checked without depending on the machine's load."""
+
+    def __init__(self, pid: int, thread_seconds: dict[int, float]) -> None:
+        self.pid = pid
+        self.thread_seconds = thread_seconds
+
+    def children(self, recursive: bool = False) -> list:
+        return []
+
+    def oneshot(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def cpu_percent(self, interval=None) -> float:
+        return 0.0
+
+    def memory_info(self):
+        return types.SimpleNamespace(rss=2**20)
+
+    def num_threads(self) -> int:
+        return len(self.thread_seconds)
+
+    def threads(self) -> list:
+        return [
+            types.SimpleNamespace(id=tid, user_time=spent, system_time=0.0)
+            for tid, spent in self.thread_seconds.items()
+        ]
+
+
 def test_busy_threads_counts_threads_that_ran_most_of_the_interval():
-    code = "import time\nt=time.time()\nwhile time.time()-t<3: pass"
+    proc = _FakeProcess(42, {1: 0.0, 2: 0.0, 3: 0.0})
+    cache: dict = {}
+    thread_times: dict = {}
+    first = sampler.process_tree_sample(proc, cache, thread_times, interval=None)
+    assert "busy_threads" not in first  # no previous reading: no interval to judge
+    # In a 0.5 s interval: thread 1 ran 0.5 s, thread 2 exactly half (0.25 s), thread 3 0.1 s.
+    proc.thread_seconds = {1: 0.5, 2: 0.25, 3: 0.1, 4: 9.0}  # 4 is new: no previous time
+    second = sampler.process_tree_sample(proc, cache, thread_times, interval=0.5)
+    assert second["busy_threads"] == 2.0
+    proc.thread_seconds = {1: 0.6, 2: 0.25, 3: 0.1, 4: 9.5}
+    third = sampler.process_tree_sample(proc, cache, thread_times, interval=0.5)
+    assert third["busy_threads"] == 1.0  # only thread 4 kept running
+
+
+def test_busy_threads_of_a_real_spinning_process_are_counted_in_bounds():
+    # A loaded machine may not give the spinner half of each interval: bounds only, the
+    # decision itself is checked above.
+    code = "import time\nt=time.time()\nwhile time.time()-t<2: pass"
     proc = subprocess.Popen([sys.executable, "-c", code])
     s = sampler.ResourceSampler(proc.pid, interval=0.5)
     s.start()
     proc.wait()
     s.stop()
     busy = [x["busy_threads"] for x in s.samples if "busy_threads" in x]
-    assert busy and max(busy) >= 1  # one spinning thread
-    assert max(busy) <= 2
+    assert busy and all(0 <= b <= 2 for b in busy)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import REPO
+from conftest import REPO, require_runtime
 from test_cli import cli
 
 from tui_bench.engine.results.history import History, read_jsonl
@@ -135,7 +135,7 @@ class Terminal:
 
 
 def test_cli_run_survives_its_terminal_hanging_up():
-    pytest.importorskip("torch")
+    require_runtime("torch")
     term = Terminal(["-m", "tui_bench", "run", *SMALL_FLAGS, "--epochs", "6"])
     state = wait_until(training, 90, "the run to train")
     term.hang_up()
@@ -163,7 +163,7 @@ warmup_steps = 1
 def test_tui_run_survives_the_tui_ending(isolated_home, ending):
     """Start a run from the real TUI on a pty (F7 loads a preset, ctrl+r starts), then drop the
     terminal or SIGKILL the app: the run finishes in history with every epoch."""
-    pytest.importorskip("torch")
+    require_runtime("torch")
     (isolated_home / "presets").mkdir(parents=True)
     (isolated_home / "presets" / "quick.toml").write_text(QUICK_PRESET)
     term = Terminal(["-m", "tui_bench"])
@@ -190,7 +190,7 @@ def test_tui_run_survives_the_tui_ending(isolated_home, ending):
 
 
 def test_two_viewers_follow_one_run_and_it_finishes_undisturbed():
-    pytest.importorskip("torch")
+    require_runtime("torch")
     batch_id = supervisor.launch(BatchRequest(spec=small().to_dict()))
     viewers = [
         subprocess.Popen(
@@ -217,7 +217,7 @@ def test_two_viewers_follow_one_run_and_it_finishes_undisturbed():
 
 
 def test_killed_supervisor_turns_its_run_interrupted_and_its_worker_ends():
-    pytest.importorskip("torch")
+    require_runtime("torch")
     batch_id = supervisor.launch(BatchRequest(spec=small(epochs=200).to_dict()))
     state = wait_until(lambda: training(batch_id), 90, "the run to train")
     run_id = state.run_ids[0]
@@ -239,7 +239,7 @@ def test_killed_supervisor_turns_its_run_interrupted_and_its_worker_ends():
 
 
 def test_detach_ps_attach_stop_end_to_end():
-    pytest.importorskip("torch")
+    require_runtime("torch")
     started = cli("run", "--detach", "--json", *SMALL_FLAGS, "--epochs", "300")
     assert started.returncode == 0, started.stderr
     batch_id = json.loads(started.stdout)["batch"]
@@ -280,7 +280,7 @@ def test_detach_ps_attach_stop_end_to_end():
 
 
 def test_cli_repeats_are_one_group_with_a_seed_per_repeat():
-    pytest.importorskip("torch")
+    require_runtime("torch")
     done = cli("run", *SMALL_FLAGS, "--epochs", "1", "--repeats", "2", "--seed", "7", "--json")
     assert done.returncode == 0, done.stderr
     records = json.loads(done.stdout)
@@ -295,7 +295,7 @@ def test_cli_repeats_are_one_group_with_a_seed_per_repeat():
 
 
 def test_a_killed_foreground_cli_leaves_its_run_to_finish():
-    pytest.importorskip("torch")
+    require_runtime("torch")
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui_bench", "run", *SMALL_FLAGS, "--epochs", "6"],
         cwd=REPO,
@@ -369,7 +369,7 @@ def test_logout_trap_is_detected_with_its_fix(tmp_path):
 
 
 def test_resuming_a_sweep_that_is_still_running_is_refused(isolated_home):
-    pytest.importorskip("torch")
+    require_runtime("torch")
     from tui_bench.engine.runs import presets
     from tui_bench.engine.runs import sweep as sweep_module
 

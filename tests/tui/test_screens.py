@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
 from tests.tui.fakes import write_fake_history
@@ -78,6 +79,7 @@ async def test_missing_runtime_blocks_start_with_the_fix(tui_home, tmp_path):
         assert "✗" in str(setup.query_one("#framework", Select)._options[0][0])
 
 
+@pytest.mark.needs_runtime("torch")
 async def test_impossible_combination_is_on_screen(tui_home):
     app = TuiBenchApp()
     async with app.run_test(size=(80, 24)) as pilot:
@@ -93,6 +95,7 @@ async def test_impossible_combination_is_on_screen(tui_home):
         assert not setup.query_one("#start").disabled, notes(app)
 
 
+@pytest.mark.needs_runtime("torch")
 async def test_missing_real_dataset_blocks_start_with_the_download_command(tui_home):
     app = TuiBenchApp()
     async with app.run_test(size=(80, 24)) as pilot:

@@ -62,6 +62,7 @@ async def test_setup_has_an_input_per_declared_number_with_its_default_and_help(
         assert spec == RunSpec(threads=spec.threads, scaling="strong")
 
 
+@pytest.mark.needs_runtime("torch")
 @pytest.mark.parametrize(
     ("field", "typed", "value", "bounds"),
     [
@@ -95,6 +96,7 @@ async def test_out_of_range_value_says_the_declared_bounds_and_blocks_start(
         assert app.live is None
 
 
+@pytest.mark.needs_runtime("torch")
 async def test_two_workers_with_torch_eager_reach_start_requested(tui_home, monkeypatch):
     from tui_bench.engine.errors import SupervisorError
     from tui_bench.engine.runs import supervisor

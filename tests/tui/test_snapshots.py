@@ -87,6 +87,7 @@ def test_compare_thread_scaling(snap_compare, tui_home):
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
 
 
+@pytest.mark.needs_runtime("torch")
 def test_setup_impossible_combination(snap_compare, tui_home):
     app = make_app()
 

@@ -1,0 +1,534 @@
+"""GPU verification in one call: what the device is, which runtimes can use it, whether
+``pytest -m gpu`` passes, and the GPU figures, driven through tui-bench's own CLI.
+
+    python benchmarks/gpu_check.py --make-bundle .gpu-bundle     # here, with PyPI: wheels to carry
+    python benchmarks/gpu_check.py --out gpu-report --bundle .gpu-bundle   # on the GPU machine
+    python benchmarks/gpu_check.py --out /tmp/dry --cpu-dry-run  # every step on the CPU (CI)
+
+Steps, each timed and written to DIR/report.json and DIR/report.md as soon as it ends (a check
+cut off leaves the steps it finished): ``device`` (nvidia-smi, NVML, torch's and JAX's view),
+``runtimes`` (the app interpreter's torch, and Keras-on-torch / Keras-on-JAX venvs made from the
+bundle over the system's CUDA torch and JAX, in DIR/runtimes), ``pytest``
+(``pytest -m gpu`` with JUnit XML in DIR), ``figures`` (one ``tui-bench run --json`` per
+configuration: torch eager and compile, Keras on torch and on JAX; fp32, tf32, amp-fp16, bf16;
+synced vs pipelined; host vs device input; the reference CNN and VGG16).
+
+A configuration that a runtime cannot run on the device it sees (no runtime, a CPU-only build,
+a setting the catalog refuses) is skipped before anything starts, with the reason. The whole
+check keeps to ``--budget-s`` (default 510 s: inside 9 minutes with start-up to spare); a step
+that would not fit is skipped and says so. History, cache and config live under DIR, never in
+the user's home.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BUNDLE_LIMIT_MIB = 60
+# The dev tools the check never runs (linters, type checker, pandas): not carried.
+BUNDLE_SKIPS_DEV = ("ruff", "mypy", "import-linter", "pandas")
+
+
+def bundle_requirements() -> list[str]:
+    """What tui-bench and its GPU tests import (pyproject's own pins), plus Keras and the build
+    backend, less what a CUDA machine's system Python already has (numpy, torch, JAX)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    dev = project["project"]["optional-dependencies"]["dev"]
+    wanted = [r for r in dev if not r.startswith(BUNDLE_SKIPS_DEV)]
+    build = project["build-system"]["requires"]
+    return [*project["project"]["dependencies"], *wanted, *build, "keras>=3.5"]
+
+
+@dataclass
+class Config:
+    """One figure: a tui-bench run and what it is meant to show."""
+
+    framework: str
+    api: str
+    model: str = "cnn"
+    precision: str = "fp32"
+    timing: str = "synced"
+    input: str = "host"
+    shows: str = ""
+
+    @property
+    def name(self) -> str:
+        parts = [f"{self.framework}/{self.api}", self.model, self.precision]
+        parts += [v for v in (self.timing, self.input) if v not in ("synced", "host")]
+        return " ".join(parts)
+
+
+def planned_configs() -> list[Config]:
+    torch_cnn = [
+        Config("torch", "eager", precision=p, shows="precision")
+        for p in ("fp32", "tf32", "amp-fp16", "bf16")
+    ]
+    return [
+        *torch_cnn,
+        Config("torch", "eager", timing="pipelined", shows="synced vs pipelined"),
+        Config("torch", "eager", input="device", shows="host vs device input"),
+        Config("torch", "compile", shows="compile vs eager"),
+        Config("torch", "compile", precision="bf16", shows="compile, bf16"),
+        Config("keras", "torch", shows="Keras on torch"),
+        Config("keras", "jax", shows="Keras on JAX"),
+        Config("keras", "jax", precision="bf16", shows="Keras on JAX, bf16"),
+        Config("torch", "eager", model="vgg16", shows="VGG16"),
+        Config("torch", "eager", model="vgg16", precision="amp-fp16", shows="VGG16, amp-fp16"),
+        Config("keras", "jax", model="vgg16", shows="VGG16 on Keras/JAX"),
+    ]
+
+
+@dataclass
+class Report:
+    """report.json and report.md, rewritten after every step so a cut-off check leaves both."""
+
+    out: Path
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, step: dict[str, Any]) -> None:
+        self.data.setdefault("steps", []).append(step)
+        self.write()
+
+    def write(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.data["updated"] = _now()
+        for name, text in (
+            ("report.json", json.dumps(self.data, indent=2, default=str)),
+            ("report.md", render_markdown(self.data)),
+        ):
+            tmp = self.out / f".{name}.tmp"
+            tmp.write_text(text)
+            tmp.replace(self.out / name)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def render_markdown(data: dict[str, Any]) -> str:
+    lines = [
+        f"# GPU check ({data.get('mode')})",
+        "",
+        f"started {data.get('started')}, updated {data.get('updated')}, "
+        f"budget {data.get('budget_s')} s",
+        "",
+    ]
+    for step in data.get("steps", []):
+        lines += [f"## {step['step']}: {step['status']} ({step.get('seconds', 0):.1f} s)", ""]
+        if step.get("reason"):
+            lines += [step["reason"], ""]
+        if step["step"] == "figures":
+            lines += _figures_table(step.get("figures", []))
+        elif step.get("details") is not None:
+            lines += ["```", json.dumps(step["details"], indent=2, default=str), "```", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _figures_table(figures: list[dict[str, Any]]) -> list[str]:
+    rows = [
+        "| configuration | shows | status | step median ms | samples/s | allocator peak MiB "
+        "| NVML peak MiB | J/sample | reason |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def fmt(value: Any, scale: float = 1.0, digits: int = 1) -> str:
+        return "" if value is None else f"{value * scale:.{digits}f}"
+
+    for f in figures:
+        m = f.get("metrics") or {}
+        rows.append(
+            f"| {f['name']} | {f['shows']} | {f['status']} | {fmt(m.get('step_median_s'), 1e3, 2)} "
+            f"| {fmt(m.get('samples_per_s'))} | {fmt(m.get('allocator_peak_mib'))} "
+            f"| {fmt(m.get('res_peak_gpu_mem_mib'))} | {fmt(f.get('joules_per_sample'), 1, 4)} "
+            f"| {(f.get('reason') or '').replace('|', '/')[:200]} |"
+        )
+    return [*rows, ""]
+
+
+class Budget:
+    """The check's whole time budget; each step asks for what it needs and gets what is left."""
+
+    def __init__(self, seconds: float) -> None:
+        self.deadline = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """(exit status, combined output); a timeout or a missing program is a status, not a raise."""
+    try:
+        done = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=max(timeout, 1),
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        return 124, out + f"\n(timed out after {timeout:.0f} s)"
+    except OSError as exc:
+        return 127, str(exc)
+    return done.returncode, done.stdout + done.stderr
+
+
+PROBE_TORCH = (
+    "import json, torch; c = torch.cuda.is_available(); print(json.dumps({'torch': "
+    "torch.__version__, 'cuda_build': torch.version.cuda, 'devices': [torch.cuda.get_device_name(i)"
+    " for i in range(torch.cuda.device_count())] if c else []}))"
+)
+PROBE_JAX = (
+    "import json, jax; print(json.dumps({'jax': jax.__version__, 'devices': "
+    "[f'{d.platform}:{d.device_kind}' for d in jax.devices()]}))"
+)
+
+
+def _probe(python: str, code: str, timeout: float = 90) -> dict[str, Any]:
+    status, out = _run([python, "-c", code], timeout)
+    if status != 0:
+        return {"error": out.strip().splitlines()[-1] if out.strip() else f"exit {status}"}
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": f"unreadable probe output: {out[-200:]}"}
+
+
+def step_device() -> dict[str, Any]:
+    """NVML, the driver, and what torch and JAX see from this interpreter (the wrapper makes it
+    a venv over the system's CUDA packages)."""
+    from tui_bench.engine.machine import sampler
+
+    details: dict[str, Any] = {"python": sys.executable}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        status, out = _run(
+            [smi, "--query-gpu=name,driver_version,memory.total,power.limit", "--format=csv"], 30
+        )
+        details["nvidia_smi"] = out.strip() if status == 0 else f"failed: {out.strip()[-300:]}"
+    else:
+        details["nvidia_smi"] = "not on PATH"
+    nvml = sampler.Nvml()
+    details["nvml"] = (
+        {"devices": nvml.devices()} if nvml.available else {"unavailable": str(nvml.error)}
+    )
+    details["torch"] = _probe(sys.executable, PROBE_TORCH)
+    details["jax"] = _probe(sys.executable, PROBE_JAX)
+    seen = bool(details["torch"].get("devices")) or any(
+        not d.startswith("cpu") for d in details["jax"].get("devices", [])
+    )
+    details["cuda_seen"] = seen
+    return {"status": "ok", "details": details}
+
+
+def step_runtimes(
+    out: Path, bundle: Path | None, dry_run: bool, budget: Budget, env: dict[str, str]
+) -> dict[str, Any]:
+    """Make the runtimes this machine can have, laid out as managed runtimes in DIR/runtimes
+    (what both the CLI and the tests' conftest read through TUI_BENCH_RUNTIMES_DIR): Keras
+    venvs over the app interpreter's packages (its CUDA torch and JAX), with the Keras wheels
+    from the bundle, since there is no network there. torch runs in the app interpreter itself."""
+    from tui_bench.engine.machine import runtimes
+
+    notes: dict[str, str] = {}
+    if dry_run:
+        notes["all"] = f"dry run: this machine's runtimes in {env.get('TUI_BENCH_RUNTIMES_DIR')}"
+    else:
+        env["TUI_BENCH_RUNTIMES_DIR"] = os.environ["TUI_BENCH_RUNTIMES_DIR"] = str(out / "runtimes")
+        for name in ("keras-torch", "keras-jax"):
+            if bundle is None or not bundle.is_dir():
+                notes[name] = "not made: no --bundle of wheels (make one with --make-bundle)"
+                continue
+            venv = out / "runtimes" / name
+            status, text = _run(
+                [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], budget.left()
+            )
+            if status == 0:
+                status, text = _run(
+                    [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index",
+                     "--find-links", str(bundle.resolve()), "keras"],
+                    budget.left(),
+                )  # fmt: skip
+            notes[name] = f"made in {venv}" if status == 0 else f"failed: {text.strip()[-400:]}"
+    seen = {}
+    for framework, api in (("torch", "eager"), ("keras", "torch"), ("keras", "jax")):
+        found = runtimes.availability(framework, api)
+        seen[f"{framework}/{api}"] = found.python if found.ok else f"unavailable: {found.problem}"
+    failed = [name for name, note in notes.items() if note.startswith("failed")]
+    return {
+        "status": "failed" if failed else "ok",
+        "reason": f"could not make {', '.join(failed)}" if failed else None,
+        "details": {"notes": notes, "runtimes": seen},
+    }
+
+
+def _junit_counts(path: Path) -> dict[str, int]:
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    keys = ("tests", "failures", "errors", "skipped")
+    return {k: sum(int(s.get(k, 0)) for s in suites) for k in keys}
+
+
+def step_pytest(out: Path, env: dict[str, str], budget: Budget, limit_s: float) -> dict[str, Any]:
+    xml = out / "pytest-gpu.xml"
+    timeout = min(limit_s, budget.left() - 60)
+    if timeout < 30:
+        return {"status": "skipped", "reason": "out of time budget"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu"]
+    cmd += ["--junitxml", str(xml), "-rfE", "tests/"]
+    status, text = _run(cmd, timeout, env)
+    (out / "pytest-gpu.log").write_text(text)
+    details: dict[str, Any] = {"exit": status, "log": "pytest-gpu.log", "junit": xml.name}
+    if xml.exists():
+        details.update(_junit_counts(xml))
+        failed = [
+            f"{case.get('classname')}::{case.get('name')}"
+            for case in ET.parse(xml).getroot().iter("testcase")
+            if case.find("failure") is not None or case.find("error") is not None
+        ]
+        details["failed"] = failed
+    ok = status == 0 or (status == 5 and xml.exists())  # 5: nothing collected
+    reason = None if ok else text.strip().splitlines()[-1] if text.strip() else f"exit {status}"
+    return {"status": "ok" if ok else "failed", "reason": reason, "details": details}
+
+
+@functools.cache
+def gpu_problem(python: str, api: str) -> str | None:
+    """Why this interpreter's torch (or JAX, for keras/jax) sees no CUDA device, or None."""
+    probe = _probe(python, PROBE_JAX if api == "jax" else PROBE_TORCH)
+    if "error" in probe:
+        return f"GPU probe failed in {python}: {probe['error']}"
+    devices = [d for d in probe.get("devices", []) if not str(d).startswith("cpu")]
+    if devices:
+        return None
+    build = f"jax {probe.get('jax')}" if api == "jax" else f"torch {probe.get('torch')}"
+    return f"{build} in {python} sees no CUDA GPU (a CPU-only build?)"
+
+
+def plan_figure(config: Config, device: str, dry_run: bool) -> str | None:
+    """Why this configuration is skipped before it starts, or None."""
+    from tui_bench.engine import catalog
+    from tui_bench.engine.machine import runtimes
+
+    available = runtimes.availability(config.framework, config.api)
+    if not available.ok:
+        fix = available.fix if available.fix and available.fix not in available.problem else ""
+        return f"runtime: {available.problem}" + (f" ({fix})" if fix else "")
+    if not dry_run and (why := gpu_problem(str(available.python), config.api)):
+        return why
+    if dry_run and (config.precision not in ("fp32",) or config.timing != "synced"):
+        return "a GPU mode: the dry run keeps to fp32, synced, on the CPU"
+    if dry_run and config.input != "host":
+        return "a GPU mode: device-resident input is not run on the CPU"
+    problem = catalog.setting_problem(
+        config.framework, config.api, device, config.precision, config.input, config.timing
+    )
+    return problem[1] if problem else None
+
+
+def figure_args(config: Config, device: str, dry_run: bool) -> list[str]:
+    vgg = config.model == "vgg16"
+    batch, steps = (8, 3) if dry_run else ((64, 20) if vgg else (128, 30))
+    return [
+        *("--framework", config.framework, "--api", config.api, "--model", config.model),
+        *("--dataset", "synthetic-cifar10" if vgg else "synthetic-mnist", "--device", device),
+        *("--precision", config.precision, "--timing", config.timing, "--input", config.input),
+        *("--batch-size", str(batch), "--epochs", "1", "--steps-per-epoch", str(steps)),
+        *("--warmup-steps", "1" if dry_run else "5", "--threads", "1" if dry_run else "4"),
+        *("--train-samples", str(int(batch * steps / 0.8) + batch), "--test-samples", "64"),
+        *("--sample-interval", "0.2", "--json", "--quiet"),
+    ]
+
+
+def run_figure(
+    config: Config, device: str, dry_run: bool, env: dict[str, str], timeout: float
+) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "tui_bench", "run", *figure_args(config, device, dry_run)]
+    started = time.monotonic()
+    status, text = _run(cmd, timeout, env)
+    entry: dict[str, Any] = {"seconds": round(time.monotonic() - started, 1)}
+    # --json prints the records on stdout: the first line that opens a JSON list.
+    start = text.find("[\n")
+    try:
+        record = json.JSONDecoder().raw_decode(text[start:])[0][0] if start >= 0 else None
+    except (ValueError, IndexError):
+        record = None
+    if record is None:
+        tail = text.strip().splitlines()[-3:] if text.strip() else [f"exit {status}"]
+        return {**entry, "status": "failed", "reason": " / ".join(tail)}
+    metrics = record.get("metrics") or {}
+    entry["metrics"] = {
+        k: metrics.get(k)
+        for k in (
+            "step_median_s",
+            "step_iqr_s",
+            "samples_per_s",
+            "steady_steps",
+            "global_batch",
+            "allocator",
+            "allocator_peak_mib",
+            "res_peak_gpu_mem_mib",
+            "res_steady_energy_j",
+            "res_energy_source",
+            "device_name",
+            "framework_version",
+            "setting_precision",
+            "setting_timing",
+            "setting_input",
+            "setting_compile",
+        )
+    }
+    energy, steps, batch = (
+        metrics.get(k) for k in ("res_steady_energy_j", "steady_steps", "global_batch")
+    )
+    if energy is not None and steps and batch:
+        entry["joules_per_sample"] = energy / (steps * batch)
+    ok = record.get("status") == "finished"
+    return {
+        **entry,
+        "status": "ok" if ok else "failed",
+        "reason": None if ok else record.get("reason"),
+        "run_id": record.get("id"),
+    }
+
+
+def step_figures(
+    report: Report, env: dict[str, str], device: str, dry_run: bool, only: str | None,
+    budget: Budget, per_run_s: float,
+) -> dict[str, Any]:  # fmt: skip
+    step: dict[str, Any] = {"step": "figures", "status": "running", "figures": []}
+    report.add(step)
+    configs = [c for c in planned_configs() if not only or f"{c.framework}/{c.api}" == only]
+    started = time.monotonic()
+    for config in configs:
+        entry: dict[str, Any] = {"name": config.name, "shows": config.shows}
+        if budget.left() < 20:
+            entry.update(status="skipped", reason="out of time budget")
+        elif why := plan_figure(config, device, dry_run):
+            entry.update(status="skipped", reason=why)
+        else:
+            entry.update(run_figure(config, device, dry_run, env, min(per_run_s, budget.left())))
+        step["figures"].append(entry)
+        step["seconds"] = time.monotonic() - started
+        report.write()
+    failed = [f["name"] for f in step["figures"] if f["status"] == "failed"]
+    step["status"] = "failed" if failed else "ok"
+    step["reason"] = f"failed: {', '.join(failed)}" if failed else None
+    report.write()
+    return step
+
+
+def make_bundle(target: Path, python_version: str) -> int:
+    """Wheels for the GPU machine (no network there): tui-bench's and its tests' dependencies
+    and Keras, for that machine's Python, checked against the carry limit."""
+    target.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "-d", str(target)]
+    cmd += ["--only-binary=:all:", "--python-version", python_version]
+    cmd += ["--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64"]
+    # numpy, torch and JAX come with the GPU machine's system Python: not carried.
+    status, text = _run([*cmd, *bundle_requirements()], 900)
+    if status != 0:
+        print(f"gpu_check: pip download failed: {text.strip()[-500:]}", file=sys.stderr)
+        return 1
+    for heavy in target.glob("numpy-*.whl"):
+        heavy.unlink()
+    size = sum(p.stat().st_size for p in target.glob("*.whl")) / 2**20
+    print(f"bundle: {len(list(target.glob('*.whl')))} wheels, {size:.1f} MiB in {target}")
+    if size > BUNDLE_LIMIT_MIB:
+        print(f"gpu_check: bundle is over {BUNDLE_LIMIT_MIB} MiB", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="directory for report.md/report.json")
+    parser.add_argument("--cpu-dry-run", action="store_true", help="every step on the CPU")
+    parser.add_argument("--make-bundle", type=Path, metavar="DIR", help="download the wheels")
+    parser.add_argument("--python-version", default="3.12", help="the GPU machine's Python")
+    parser.add_argument("--bundle", type=Path, help="wheels made by --make-bundle")
+    parser.add_argument("--budget-s", type=float, default=510.0)
+    parser.add_argument("--pytest-limit-s", type=float, default=180.0)
+    parser.add_argument("--per-run-s", type=float, default=90.0)
+    parser.add_argument("--only", metavar="FRAMEWORK/API", help="figures for one API only")
+    parser.add_argument("--skip-pytest", action="store_true", help="no `pytest -m gpu` step")
+    args = parser.parse_args(argv)
+    if args.make_bundle:
+        return make_bundle(args.make_bundle, args.python_version)
+    if args.out is None:
+        parser.error("--out DIR is required (or --make-bundle DIR)")
+    if args.budget_s <= 0 or args.per_run_s <= 0:
+        parser.error("--budget-s and --per-run-s must be positive")
+
+    from tui_bench.engine.paths import runtimes_home
+
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    budget = Budget(args.budget_s)
+    env = {
+        **os.environ,
+        # Read before the data home moves into DIR: where this machine's runtimes are.
+        "TUI_BENCH_RUNTIMES_DIR": str(runtimes_home()),
+        "TUI_BENCH_HOME": str(out / "home"),
+        "TUI_BENCH_CACHE": str(out / "cache"),
+        "TUI_BENCH_CONFIG": str(out / "config.toml"),
+    }
+    os.environ.update({k: v for k, v in env.items() if k.startswith("TUI_BENCH_")})
+    mode = "cpu-dry-run" if args.cpu_dry_run else "gpu"
+    report = Report(out, {"mode": mode, "started": _now(), "budget_s": args.budget_s})
+
+    def timed(name: str, work) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            result = work()
+        except Exception as exc:  # a step that breaks is reported, and the next still runs
+            result = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+        step = {"step": name, **result, "seconds": round(time.monotonic() - started, 1)}
+        report.add(step)
+        return step
+
+    device_step = timed("device", step_device)
+    cuda = bool(device_step.get("details", {}).get("cuda_seen"))
+    if not args.cpu_dry_run and not cuda:
+        report.data["verdict"] = "no CUDA device seen: use --cpu-dry-run on a CPU machine"
+        report.write()
+        print(f"gpu_check: no CUDA device seen; report in {out}", file=sys.stderr)
+        return 1
+    timed("runtimes", lambda: step_runtimes(out, args.bundle, args.cpu_dry_run, budget, env))
+    if args.skip_pytest:
+        report.add({"step": "pytest", "status": "skipped", "reason": "--skip-pytest"})
+    else:
+        timed("pytest", lambda: step_pytest(out, env, budget, args.pytest_limit_s))
+    device = "cpu" if args.cpu_dry_run else "gpu"
+    try:
+        step_figures(report, env, device, args.cpu_dry_run, args.only, budget, args.per_run_s)
+    except Exception as exc:
+        report.add(
+            {"step": "figures", "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}
+        )
+    failed = [s["step"] for s in report.data["steps"] if s["status"] == "failed"]
+    report.data["verdict"] = f"failed: {', '.join(failed)}" if failed else "ok"
+    report.data["finished"] = _now()
+    report.write()
+    print(f"gpu_check: {report.data['verdict']}; report in {out / 'report.md'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

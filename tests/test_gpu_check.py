@@ -1,0 +1,90 @@
+"""benchmarks/gpu_check.py, as CI can run it: the CPU dry run goes through every step (device,
+runtimes, `pytest -m gpu`, figures through tui-bench's own CLI) and reports the GPU parts as
+skipped with the reason; the report is written step by step, so a check cut short leaves one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+CHECK = REPO / "benchmarks" / "gpu_check.py"
+
+
+def gpu_check(*args: str, timeout: float = 540) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(CHECK), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def steps_of(out: Path) -> dict[str, dict]:
+    report = json.loads((out / "report.json").read_text())
+    return {step["step"]: step for step in report["steps"]}
+
+
+@pytest.mark.slow
+@pytest.mark.needs_runtime("torch")
+def test_cpu_dry_run_runs_every_step_and_skips_the_gpu_parts_with_reasons(tmp_path):
+    out = tmp_path / "report"
+    done = gpu_check("--out", str(out), "--cpu-dry-run", "--only", "torch/eager")
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = steps_of(out)
+    assert list(steps) == ["device", "runtimes", "pytest", "figures"]
+    assert steps["device"]["details"]["cuda_seen"] is False
+    assert not steps["runtimes"]["details"]["runtimes"]["torch/eager"].startswith("unavailable")
+    # pytest -m gpu ran, with its JUnit XML: on a CPU every GPU test skips, none fails.
+    tested = steps["pytest"]["details"]
+    assert (out / "pytest-gpu.xml").is_file() and tested["tests"] > 0
+    assert tested["failures"] == tested["errors"] == 0 and tested["skipped"] == tested["tests"]
+    figures = {f["name"]: f for f in steps["figures"]["figures"]}
+    ran = figures["torch/eager cnn fp32"]
+    assert ran["status"] == "ok" and ran["metrics"]["step_median_s"] > 0
+    assert ran["metrics"]["setting_precision"] == "fp32" and ran["run_id"]
+    for gpu_only in ("torch/eager cnn amp-fp16", "torch/eager cnn fp32 device"):
+        assert (
+            figures[gpu_only]["status"] == "skipped" and "GPU mode" in figures[gpu_only]["reason"]
+        )
+    assert all(name.startswith("torch/eager") for name in figures)  # --only
+    markdown = (out / "report.md").read_text()
+    assert "| torch/eager cnn fp32 | precision | ok |" in markdown
+    # The runs went to the check's own history, not the test's data home.
+    assert (out / "home").is_dir()
+
+
+@pytest.mark.slow  # the device and runtime probes import torch and Keras: ~30 s when loaded
+def test_a_spent_budget_still_leaves_a_report_with_what_was_skipped(tmp_path):
+    out = tmp_path / "report"
+    done = gpu_check("--out", str(out), "--cpu-dry-run", "--budget-s", "0.1", timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = steps_of(out)
+    assert steps["pytest"]["status"] == "skipped"
+    assert steps["pytest"]["reason"] == "out of time budget"
+    figures = steps["figures"]["figures"]
+    assert figures and all(f["status"] == "skipped" and f["reason"] for f in figures)
+    assert "## pytest: skipped" in (out / "report.md").read_text()
+
+
+def test_without_a_gpu_the_real_check_stops_after_the_device_step_and_says_so(tmp_path):
+    out = tmp_path / "report"
+    done = gpu_check("--out", str(out), timeout=180)
+    if json.loads((out / "report.json").read_text())["steps"][0]["details"]["cuda_seen"]:
+        pytest.skip("this machine has a CUDA device")
+    assert done.returncode == 1
+    assert "no CUDA device seen" in done.stderr
+    assert list(steps_of(out)) == ["device"]
+
+
+@pytest.mark.parametrize("args", [["--budget-s", "0"], []])
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path, args):
+    done = gpu_check(*(["--out", str(tmp_path)] if args else []), *args, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("gpu_check.py: error:")
