@@ -30,11 +30,14 @@ worker started, ``time.perf_counter`` based). Types and their fields:
     nothing else; proves a long step or compile is alive.
 ``steady``
     edge (``begin`` or ``end``), epoch: the bounds of steady-state training within an epoch
-    (warm-up and validation outside), so the app can read the GPU energy counter at them.
+    (warm-up and validation outside), so the runner's sampler reads the GPU energy counter at them.
 ``finished``
     summary: the run's overall figures (see ``adapters.loop.summarise``).
 ``error``
     error_type, message, traceback, phase (import, data, build, train, test).
+
+On the app's side one reducer folds these (``tui_bench/engine/runs/reducer.py``): a new type is
+added here, written by the worker, and handled there, nowhere else.
 """
 
 from __future__ import annotations

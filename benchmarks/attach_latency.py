@@ -12,7 +12,8 @@ Times run from just before the parent spawns the process (interpreter start and 
 included) to the moment the child reports. Also profiles one Live redraw of that run (cProfile, top functions), since the redraw is what a
 viewer pays every refresh.
 
-    python benchmarks/attach_latency.py [--steps 20000] [--repeats 3]
+    python benchmarks/attach_latency.py [--steps 20000] [--repeats 3] [--fold-only]
+    python benchmarks/attach_latency.py --steps 32000 --fold-only   # a 20,000-event backlog
 """
 
 from __future__ import annotations
@@ -185,6 +186,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--child", choices=("tui", "attach"))
     parser.add_argument("--profile", action="store_true", help="also profile one Live redraw")
+    parser.add_argument(
+        "--fold-only", action="store_true", help="only the backlog figures (no process starts)"
+    )
     args = parser.parse_args()
     if args.child == "tui":
         return child_tui(args.steps)
@@ -198,6 +202,8 @@ def main() -> None:
             size = (Path(home) / "runs" / f"{run_id}.jsonl").stat().st_size
             print(f"batch {batch_id}: {args.steps} steps recorded, series file {size / 1e6:.1f} MB")
             print(backlog_fold(batch_id, args.repeats))
+            if args.fold_only:
+                return
             env = {**os.environ, "TUI_BENCH_HOME": home}
             empty = tempfile.mkdtemp()
             cases = (

@@ -48,3 +48,4 @@ class RelayEvent(StrEnum):
 
     PLACED = "placed"  # the node that took the run, and its tui-bench version
     NODE_ERROR = "node_error"  # the task failed outside the runner, which records its own
+    QUEUE_END = "queue_end"  # Ray Client's queue relay: the task has put its last event

@@ -183,7 +183,7 @@ def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
         raise
 
 
-QUEUE_END = {"type": "queue_end"}
+QUEUE_END = {"type": RelayEvent.QUEUE_END}
 
 
 def run_on_node_into(payload: dict[str, Any], events: Any) -> None:
