@@ -211,8 +211,9 @@ def test_two_viewers_follow_one_run_and_it_finishes_undisturbed():
         assert state.run_ids[0] in out  # each printed the results table
         assert f"epoch {EPOCHS}:" in err  # and followed every epoch
     # Followers that come late see the same events from the first line.
-    first, second = follow.BatchFollower(batch_id).poll(), follow.BatchFollower(batch_id).poll()
+    first, second = follow.BatchTail(batch_id).read(), follow.BatchTail(batch_id).read()
     assert first == second and sum(e["type"] == "steps" for e in first) > 0
+    assert follow.BatchFollower(batch_id).catch_up().losses  # folded, the same curve
 
 
 def test_killed_supervisor_turns_its_run_interrupted_and_its_worker_ends():
@@ -226,8 +227,9 @@ def test_killed_supervisor_turns_its_run_interrupted_and_its_worker_ends():
     gone, alive = psutil.wait_procs([psutil.Process(worker["pid"])], timeout=15)
     assert not alive, "the worker outlived its supervisor"
     viewer = follow.BatchFollower(batch_id)
-    events = viewer.poll()  # a viewer's next look settles the run
-    assert viewer.done and "ended without finishing" in events[-1]["lost"]
+    view = viewer.catch_up()  # a viewer's next look settles the run
+    assert viewer.done and view.done and "ended without finishing" in view.lost
+    assert view.status == "interrupted"
     record = History().get(run_id)
     assert record["status"] == "interrupted"
     assert f"pid {state.supervisor['pid']}" in record["reason"]

@@ -187,7 +187,7 @@ def write_batch_in_progress(
     50 ms/step. Returns (batch id, run id)."""
     from tui_bench.engine.machine import procs
     from tui_bench.engine.runs import batch
-    from tui_bench.engine.runs.runner import SeriesWriter
+    from tui_bench.engine.runs.lifecycle import SeriesWriter
 
     spec = RunSpec(epochs=epochs, threads=1)
     history = History(home)

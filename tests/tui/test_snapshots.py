@@ -9,9 +9,9 @@ import pytest
 
 from tests.tui.fakes import fake_events, write_fake_history
 from tests.tui.helpers import wait_for
+from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.app import TuiBenchApp
-from tui_bench.tui.live import LiveRun
 
 MACHINE = {"logical_cores": 4, "ram_mib": 16384.0}
 SPEC = RunSpec(threads=2, epochs=3, batch_size=64)
@@ -22,8 +22,8 @@ def make_app(start_mode: str | None = None) -> TuiBenchApp:
 
 
 def feed_fake_run(app: TuiBenchApp, spec: RunSpec, **kwargs) -> None:
-    """Through the same path as the runner thread: LiveRun.push, then the timer's redraw."""
-    app.live = LiveRun(spec=spec)
+    """Through the same path as the runner thread: BatchView.push, then the timer's redraw."""
+    app.live = BatchView(spec=spec)
     for event in fake_events(spec, "20260102-030405-f00d", **kwargs):
         app.feed(event)
     if kwargs.get("finish", True):

@@ -11,8 +11,9 @@ from tests.tui.fakes import fake_events
 from tui_bench.engine.results import report
 from tui_bench.engine.runs import presets
 from tui_bench.engine.runs.batch import BatchRequest, plan
+from tui_bench.engine.runs.reducer import BatchView, stored_run
 from tui_bench.engine.spec import RunSpec, SpecError
-from tui_bench.tui.live import LiveRun, downsample, live_run_from_series
+from tui_bench.tui.live import downsample
 from tui_bench.tui.presets_io import threads_sweep
 from tui_bench.tui.screens.compare import scaling_line, table_cells
 from tui_bench.tui.screens.history import matches, sort_records
@@ -41,7 +42,7 @@ def test_fixed_range_graph_does_not_autoscale():
 
 def test_live_run_coalesces_until_drained_and_tracks_progress():
     spec = RunSpec(epochs=3, batch_size=64)
-    run = LiveRun(spec=spec)
+    run = BatchView(spec=spec)
     events = fake_events(spec, "r1", steps_per_epoch=40, finish=False, stop_after_epoch=2)
     for event in events:
         run.push(event)
@@ -56,7 +57,7 @@ def test_live_run_coalesces_until_drained_and_tracks_progress():
 
 def test_live_run_batch_resets_per_run_state():
     spec = RunSpec(epochs=1)
-    run = LiveRun(spec=spec, runs_total=2)
+    run = BatchView(spec=spec, runs_total=2)
     for event in fake_events(spec, "r1", steps_per_epoch=10) + fake_events(
         spec, "r2", steps_per_epoch=10
     ):
@@ -68,7 +69,7 @@ def test_live_run_batch_resets_per_run_state():
 def test_series_without_result_shows_interrupted():
     spec = RunSpec(epochs=2)
     events = fake_events(spec, "r1", finish=False, stop_after_epoch=1)
-    run = live_run_from_series(events)
+    run = stored_run(events)
     assert run.status == "interrupted" and run.done
 
 

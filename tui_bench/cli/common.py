@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import time
 from contextlib import ExitStack
 from typing import Any
 
@@ -16,14 +15,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 from tui_bench.engine.errors import HistoryError, PresetError, UsageError
-from tui_bench.engine.kinds import BatchEvent, RunStatus, SeriesEvent, WorkerEvent
+from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results import report
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import follow, presets, supervisor
 from tui_bench.engine.runs.follow import left_running_hint
+from tui_bench.engine.runs.reducer import BatchView, RunEntry
 from tui_bench.engine.spec import RunSpec, WorkerOptions, declared_fields, flag_parser
-
-POLL_S = 0.25
 
 EXAMPLES = """\
 examples:
@@ -135,7 +133,7 @@ def worker_options(args: argparse.Namespace) -> dict[str, Any]:
 
 # -- following a batch --------------------------------------------------------------------------
 class RunDisplay:
-    """Progress bar (epochs/steps, ETA, live loss) on stderr while a run streams events."""
+    """Progress bar (epochs/steps, ETA, live loss) on stderr while one run goes on."""
 
     def __init__(self, console: Console, enabled: bool) -> None:
         self.console = console
@@ -152,7 +150,8 @@ class RunDisplay:
             transient=True,
             disable=not enabled,
         )
-        self.task = None
+        self.task: Any = None
+        self.epoch: tuple[int, int] | None = None  # (epoch, its steps) the bar shows
 
     def __enter__(self) -> RunDisplay:
         self.progress.__enter__()
@@ -161,44 +160,121 @@ class RunDisplay:
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(*exc)
 
-    def on_event(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        if kind == WorkerEvent.RUN_STARTED and self.enabled:
+    def started(self, event: dict[str, Any]) -> None:
+        if self.enabled:
             self.console.print(
-                f"  {event['framework']} {event['framework_version']} on {event['device']} "
-                f"({event['device_name']}), threads {event['threads_effective']} effective, "
-                f"{event['param_count']:,} parameters; import {event['import_s']:.1f} s, "
-                f"data {event['data_s']:.1f} s, build {event['build_s']:.1f} s"
+                f"  {event.get('framework')} {event.get('framework_version')} on "
+                f"{event.get('device')} ({event.get('device_name')}), threads "
+                f"{event.get('threads_effective')} effective, "
+                f"{event.get('param_count') or 0:,} parameters; "
+                f"import {event.get('import_s') or 0:.1f} s, data {event.get('data_s') or 0:.1f} s, "
+                f"build {event.get('build_s') or 0:.1f} s"
             )
-        elif kind == WorkerEvent.EPOCH_STARTED:
-            description = f"epoch {event['epoch']}/{event['epochs']}"
+
+    def epoch_finished(self, event: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        acc = event.get("val_accuracy")
+        median = event.get("step_median_s")
+        self.console.print(
+            f"  epoch {event.get('epoch')}: {event.get('wall_s') or 0:.2f} s"
+            + (f" (warm-up {event['warmup_s']:.2f} s)" if event.get("warmup_s") else "")
+            + (f", step {median * 1000:.1f} ms median" if median else "")
+            + (f", {event['samples_per_s']:.0f} samples/s" if event.get("samples_per_s") else "")
+            + (f", val acc {acc:.4f}" if acc is not None else "")
+        )
+
+    def steps(self, view: BatchView) -> None:
+        """The bar at the view's epoch and step, with the last loss."""
+        if view.epoch_steps and self.epoch != (view.epoch, view.epoch_steps):
+            self.epoch = (view.epoch, view.epoch_steps)
+            description = f"epoch {view.epoch}/{view.epochs}"
             if self.task is None:
-                self.task = self.progress.add_task(description, total=event["steps"], loss="—")
+                self.task = self.progress.add_task(description, total=view.epoch_steps, loss="—")
             else:
                 self.progress.reset(
-                    self.task, total=event["steps"], description=description, loss="—"
+                    self.task, total=view.epoch_steps, description=description, loss="—"
                 )
-        elif kind == WorkerEvent.STEPS and self.task is not None:
-            loss = event["losses"][-1]
+        if self.task is not None and view.losses:
+            loss = view.losses[-1]
             self.progress.update(
-                self.task,
-                advance=len(event["losses"]),
-                loss="nan" if loss is None else f"{loss:.4f}",
+                self.task, completed=view.step, loss="nan" if loss is None else f"{loss:.4f}"
             )
-        elif kind == WorkerEvent.EPOCH_FINISHED and self.enabled:
-            acc = event.get("val_accuracy")
-            median = event.get("step_median_s")
-            self.console.print(
-                f"  epoch {event['epoch']}: {event['wall_s']:.2f} s"
-                + (f" (warm-up {event['warmup_s']:.2f} s)" if event.get("warmup_s") else "")
-                + (f", step {median * 1000:.1f} ms median" if median else "")
-                + (
-                    f", {event['samples_per_s']:.0f} samples/s"
-                    if event.get("samples_per_s")
-                    else ""
-                )
-                + (f", val acc {acc:.4f}" if acc is not None else "")
+
+
+class BatchPrinter:
+    """Prints a followed batch from its view: a line per run and per epoch, a progress bar for
+    the current run, each result; what was printed is never printed again, so the view can be
+    rendered after every look at the files (and a late attach replays the whole batch)."""
+
+    def __init__(self, err: Console, show: bool) -> None:
+        self.err, self.show = err, show
+        self._scope = ExitStack()  # one display per run; it spans many renders
+        self._display: RunDisplay | None = None
+        self._runs = 0  # runs whose header is printed
+        self._started = False  # the current run's framework line is printed
+        self._epochs = 0  # the current run's epoch lines printed
+        self._result = False  # the current run's result is printed
+        self._ended = False
+
+    def __enter__(self) -> BatchPrinter:
+        self._scope.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._scope.__exit__(*exc)
+
+    def _close_display(self) -> None:
+        self._scope.close()
+        self._display = None
+
+    def render(self, view: BatchView) -> None:
+        for index in range(max(self._runs - 1, 0), len(view.runs)):
+            if index >= self._runs:
+                self._new_run(view, index)
+            self._run(view, view.runs[index], current=index == len(view.runs) - 1)
+        if view.done and not self._ended:
+            self._ended = True
+            self._close_display()
+            problem = view.lost or (view.ending or {}).get("error")
+            if problem:
+                self.err.print(f"[red]{problem}[/red]")
+
+    def _new_run(self, view: BatchView, index: int) -> None:
+        self._close_display()
+        self._runs = index + 1
+        self._started = self._result = False
+        self._epochs = 0
+        entry = view.runs[index]
+        plan = view.plan or {}
+        if entry.position and self.show:
+            p = entry.position
+            flag = " [yellow](oversubscribed)[/yellow]" if p.get("oversubscribed") else ""
+            self.err.print(
+                f"[bold][{p.get('index', 0) + 1}/{p.get('total')}][/bold] "
+                f"{p.get('key')}{flag}, repeat {p.get('repeat', 0) + 1}/{p.get('repeats')}"
             )
+        if self.show and not plan.get("sweep_id"):
+            self.err.print(f"[bold]run {index + 1}/{plan.get('total', 1)}[/bold]: {entry.label}")
+        self._display = self._scope.enter_context(RunDisplay(self.err, self.show))
+
+    def _run(self, view: BatchView, entry: RunEntry, current: bool) -> None:
+        display = self._display
+        if display is None or self._result:
+            return
+        if entry.started and not self._started:
+            self._started = True
+            display.started(entry.started)
+        for record in entry.epoch_records[self._epochs :]:
+            display.epoch_finished(record)
+        self._epochs = len(entry.epoch_records)
+        if current and entry.result is None:
+            display.steps(view)
+        if entry.result is not None:
+            self._result = True
+            self._close_display()
+            if self.show:
+                _print_result(self.err, entry.result, bool((view.plan or {}).get("sweep_id")))
 
 
 class Interrupts:
@@ -237,57 +313,20 @@ def follow_batch(
     progress display as ever, replayed from the first step when attaching late. Returns the
     batch_done event (None if we stopped following first) and the batch's run ids."""
     follower = follow.BatchFollower(batch_id)
-    # One display per run; a run's display spans many polls, so it lives in its own stack.
-    display_scope = ExitStack()
-    display: RunDisplay | None = None
-    done: dict[str, Any] | None = None
-    total, index, sweep = 1, 0, False
+    view = follower.view
+    with Interrupts(batch_id, err, cancels), BatchPrinter(err, show) as printer:
 
-    def close_display() -> None:
-        nonlocal display
-        display_scope.close()
-        display = None
+        def update(_view: BatchView) -> None:
+            view.drain()
+            printer.render(view)
 
-    with Interrupts(batch_id, err, cancels), display_scope:
         try:
-            while done is None:
-                for event in follower.poll():
-                    kind = event.get("type")
-                    if kind == BatchEvent.PLAN:
-                        total, sweep = event.get("total", 1), bool(event.get("sweep_id"))
-                    elif kind == BatchEvent.SWEEP_RUN and show:
-                        flag = (
-                            " [yellow](oversubscribed)[/yellow]"
-                            if event.get("oversubscribed")
-                            else ""
-                        )
-                        err.print(
-                            f"[bold][{event['index'] + 1}/{event['total']}][/bold] "
-                            f"{event['key']}{flag}, repeat {event['repeat'] + 1}/{event['repeats']}"
-                        )
-                    elif kind == SeriesEvent.RECORD:
-                        close_display()
-                        index += 1
-                        if show and not sweep:
-                            label = event["record"].get("label", "")
-                            err.print(f"[bold]run {index}/{total}[/bold]: {label}")
-                        display = display_scope.enter_context(RunDisplay(err, show))
-                    elif kind == SeriesEvent.RESULT:
-                        close_display()
-                        if show:
-                            _print_result(err, event["record"], sweep)
-                    elif kind == BatchEvent.BATCH_DONE:
-                        close_display()
-                        done = event
-                        if event.get("lost") or event.get("error"):
-                            err.print(f"[red]{event.get('lost') or event.get('error')}[/red]")
-                    elif display is not None:
-                        display.on_event(event)
-                if done is None:
-                    time.sleep(POLL_S)
+            printer.render(follower.catch_up())
+            if not follower.done:
+                follower.follow(update)
         except KeyboardInterrupt:
             pass
-    return done, follower.run_ids
+    return (view.ending if view.done else None), follower.run_ids
 
 
 def describe_finished(metrics: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from tui_bench.engine.protocol import WorkerEvent
 
-__all__ = ["BatchEvent", "RunStatus", "SeriesEvent", "WorkerEvent"]
+__all__ = ["BatchEvent", "RelayEvent", "RunStatus", "SeriesEvent", "WorkerEvent"]
 
 
 class RunStatus(StrEnum):
@@ -41,3 +41,10 @@ class SeriesEvent(StrEnum):
     SAMPLE = "sample"  # one resource sample of the worker's process tree and GPUs
     WORKER = "worker"  # the worker's pid and start time, so a dead supervisor's worker is found
     REMOTE_WORKER = "remote_worker"  # the same on a fleet node: never signalled from here
+
+
+class RelayEvent(StrEnum):
+    """What a fleet node's task streams to the head besides the run's own events."""
+
+    PLACED = "placed"  # the node that took the run, and its tui-bench version
+    NODE_ERROR = "node_error"  # the task failed outside the runner, which records its own

@@ -1,14 +1,15 @@
-"""The tui-bench Textual app: a thin view over ``tui_bench.engine``.
+"""The tui-bench Textual app: app-wide concerns only (modes, keys, theme, notifications, the
+modals), over a headless engine.
 
 Modes (F2…F6): Setup, Live, History, Compare, System; each keeps its own screen, so a run goes on
-while you browse history. Benchmarks run in a thread worker calling ``runner.execute``; events are
-buffered in a ``LiveRun`` and drawn by a timer at ``REFRESH_HZ`` whatever the event rate.
+while you browse history. Runs belong to the engine's supervisor; the run controller
+(``tui.live.RunController``) starts, attaches to and follows them through the engine's follower,
+whose view the Live screen draws on a timer at ``REFRESH_HZ`` whatever the event rate.
 This process never imports a DL framework: they live in the worker subprocesses.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,11 @@ from textual.worker import Worker, WorkerState
 
 from tui_bench.engine.config import ConfigError, load_config
 from tui_bench.engine.errors import TuiBenchError
-from tui_bench.engine.kinds import BatchEvent, RunStatus
+from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.commands import TuiBenchCommands
 from tui_bench.tui.keys import KeyLabels
-from tui_bench.tui.live import LiveRun
+from tui_bench.tui.live import RunController, newest_in_progress, outcome
 from tui_bench.tui.messages import (
     AttachRequested,
     BatchFinished,
@@ -34,6 +35,7 @@ from tui_bench.tui.messages import (
     Notice,
     PresetLoaded,
     PresetRequested,
+    RunShown,
     SpecLoaded,
     StartRequested,
     SweepRequested,
@@ -69,16 +71,12 @@ def _system_screen() -> Screen:
     return SystemScreen()
 
 
-QUIT_WAIT_S = 10.0  # how long 'cancel and quit' waits for the run to be recorded
 # Redraws per second of the live view, whatever the event rate. 0.5 (every 2 s, like btop and
 # nvitop) keeps the UI under 5 % of a core while a run streams; 1 Hz measured 8.8 %.
 REFRESH_HZ = 0.5
 # The screen keys are shown (and clickable) in the ModeBar on top, not again in the footer.
 SCREENS = Binding.Group("screens", compact=True)
 THEMES = ("textual-dark", "textual-light", "ansi-dark", "ansi-light")
-
-
-FOLLOW_POLL_S = 0.5  # how often a followed batch's files are read (redraws stay at refresh_hz)
 
 
 class TuiBenchApp(App[None]):
@@ -162,6 +160,11 @@ class TuiBenchApp(App[None]):
         start_mode: str | None = None,
         machine: dict[str, float] | None = None,
     ) -> None:
+        # A run in progress is what someone reconnecting wants first: its backlog is folded
+        # before the first frame, which is Live's (Setup is not even built until shown).
+        following = None if start_mode else newest_in_progress()
+        if following is not None:
+            self.DEFAULT_MODE = "live"
         super().__init__()
         # Fixed graph ranges come from the machine (all cores = 100 % each, RAM); tests pin them.
         self.machine = machine or {
@@ -169,7 +172,10 @@ class TuiBenchApp(App[None]):
             "ram_mib": psutil.virtual_memory().total / 2**20,
         }
         self.start_mode = start_mode
-        self.live: LiveRun | None = None
+        self.runs = RunController(self)
+        self.live: BatchView | None = None  # the batch shown on Live (the controller's view)
+        if following is not None:
+            self.live = self.runs.adopt(following)
         self.left_running: str | None = None  # batch id the user chose to leave running on quit
         self.config_error: str | None = None
         try:
@@ -210,6 +216,9 @@ class TuiBenchApp(App[None]):
                 self.notify(f"unknown theme {self.initial_theme!r}", severity="warning")
         if self.start_mode:
             self.switch_mode(self.start_mode)
+        if self.live is not None:
+            self.runs.follow_adopted()
+            self.redraw_live(force=True)
         self.set_interval(1 / self.refresh_hz, self.redraw_live, name="live-redraw")
         self.mode_change_signal.subscribe(self, self._mode_changed)
         if self.config_error:
@@ -221,15 +230,16 @@ class TuiBenchApp(App[None]):
 
     @work(thread=True, group="history", exit_on_error=False)
     def check_history(self) -> None:
-        """Open Live on the newest run in progress (a user reconnecting wants it on screen
-        first); then settle runs whose supervisor died and report corrupt history files."""
+        """Say which run in progress Live follows (and how many others there are); then settle
+        runs whose supervisor died and report corrupt history files."""
         from tui_bench.engine.results.history import History
         from tui_bench.engine.runs import supervisor
 
         running = supervisor.in_progress()
-        if running and self.live is None and not self.start_mode:
-            newest = running[-1]
-            self.post_message(AttachRequested(newest.id))
+        newest = running[-1] if running else None
+        if newest is not None and self.live is None and not self.start_mode:
+            self.post_message(AttachRequested(newest.id))  # it started while this app did
+        if newest is not None and self.live is not None and self.live.batch_id == newest.id:
             palette = self.key_labels.label("command_palette")
             others = (
                 f"; {len(running) - 1} more in progress ({palette}: Follow)"
@@ -287,9 +297,8 @@ class TuiBenchApp(App[None]):
             )
 
     # -- runs ---------------------------------------------------------------------------------
-    # Runs belong to a supervisor process (engine.supervisor), not to this app: the app launches
-    # a batch, then follows its files like any other viewer. Quitting, a hangup or a kill of the
-    # app leaves the run going; x (cancel) asks the supervisor to stop it.
+    # The run controller (tui.live) starts, attaches to, follows and cancels the batch; the app
+    # shows the controller's view on Live (attributes down) and says how the batch ended.
     @property
     def running(self) -> bool:
         return self.live is not None and not self.live.done
@@ -304,56 +313,14 @@ class TuiBenchApp(App[None]):
     @on(StartRequested)
     def start_run(self, message: StartRequested) -> None:
         """Start one configuration (``spec.repeats`` runs), unless a batch is still running."""
-        if self._busy():
-            return
-        from tui_bench.engine.runs.batch import BatchRequest
-
-        spec = message.spec
-        self._begin(
-            LiveRun(spec=spec, runs_total=spec.repeats), lambda: BatchRequest(spec=spec.to_dict())
-        )
+        if not self._busy():
+            self.show_live(self.runs.start(message.spec))
 
     @on(SweepRequested)
     def start_sweep(self, message: SweepRequested) -> None:
         """Run a preset's sweep (engine.sweep: planned, interleaved, resumable from the CLI)."""
-        if self._busy():
-            return
-        preset = message.preset
-
-        def request() -> Any:
-            from tui_bench.engine.runs import sweep as sweep_module
-            from tui_bench.engine.runs.batch import BatchRequest
-
-            return BatchRequest(sweep_id=sweep_module.create(preset).id)
-
-        live = LiveRun(spec=RunSpec(), runs_total=1)
-        live.sweep_line = f"preparing the sweep of {preset.name}…"
-        self._begin(live, request)
-
-    def _begin(self, live: LiveRun, request: Any) -> None:
-        self.live = live
-        self._launch(live, request)
-        self.switch_mode("live")
-        self.redraw_live(force=True)
-
-    @work(thread=True, group="run", exit_on_error=False, name="start the run")
-    def _launch(self, live: LiveRun, request: Any) -> None:
-        from tui_bench.engine.runs import supervisor
-
-        try:
-            live.batch_id = supervisor.launch(request())
-            if live.cancel_requested:  # x was confirmed while the supervisor was starting
-                supervisor.stop(live.batch_id)
-        except (TuiBenchError, OSError) as exc:  # an unreadable preset, no supervisor
-            live.push({"type": BatchEvent.BATCH_DONE, "statuses": [], "error": str(exc)})
-            title = exc.title if isinstance(exc, TuiBenchError) else "run not started"
-            self.post_message(BatchFinished(live, title))
-            return
-        except Exception as exc:  # a bug: end the view (not 'running' forever), then the modal
-            live.push({"type": BatchEvent.BATCH_DONE, "statuses": [], "error": repr(exc)})
-            self.post_message(BatchFinished(live))
-            raise
-        self._follow(live)
+        if not self._busy():
+            self.show_live(self.runs.start_sweep(message.preset))
 
     @on(AttachRequested)
     def _attach_requested(self, message: AttachRequested) -> None:
@@ -361,109 +328,34 @@ class TuiBenchApp(App[None]):
 
     def attach(self, batch_id: str) -> None:
         """Follow a batch started elsewhere (another terminal, an earlier session of the app)."""
-        if self.live is not None and self.live.batch_id == batch_id and not self.live.done:
-            return
-        self.run_worker(
-            lambda: self._attach(batch_id), thread=True, group="run", exit_on_error=False
-        )
+        self.runs.attach(batch_id)
 
-    def _attach(self, batch_id: str) -> None:
-        """In a thread: read the batch's whole backlog (a run attached an hour in has its loss
-        curve from step 1) into a fresh view here, so the UI thread only has to draw it once."""
-        from tui_bench.engine.runs.follow import BatchFollower
+    @on(RunShown)
+    def _run_shown(self, message: RunShown) -> None:
+        if self.return_code is None and message.live is self.runs.view:
+            self.show_live(message.live)
 
-        live = LiveRun(spec=RunSpec(), runs_total=1)
-        live.batch_id = batch_id
-        follower = BatchFollower(batch_id)
-        for event in follower.poll():
-            live.apply(event)
-        # Synchronously, not as a message: _follow stops as soon as the app shows another view.
-        self.call_from_thread(self._show_attached, live)
-        self._follow(live, follower)
-
-    def _show_attached(self, live: LiveRun) -> None:
-        if self.return_code is not None:  # quit while the backlog loaded: nothing to show
-            return
-        self.live = live
+    def show_live(self, view: BatchView) -> None:
+        self.live = view
         self.switch_mode("live")
         self.redraw_live(force=True)
 
-    def _follow(self, live: LiveRun, follower: Any = None) -> None:
-        """Runs in a thread: read the batch's files into ``live`` until the batch ends (or the
-        app stops following it); the UI drains them at its own refresh rate."""
-        import time
-
-        from textual.worker import get_current_worker
-
-        from tui_bench.engine.runs.follow import BatchFollower
-
-        follower = follower or BatchFollower(live.batch_id)
-        worker = get_current_worker()
-        while not worker.is_cancelled and live is self.live:
-            for event in follower.poll():
-                live.push(event)
-            if follower.done:
-                self.post_message(BatchFinished(live))
-                return
-            time.sleep(FOLLOW_POLL_S)
-
     @on(BatchFinished)
     def _batch_finished(self, message: BatchFinished) -> None:
-        live = message.live
+        view = message.live
         self.redraw_live(force=True)
-        statuses = [r.get("status") for r in live.results]
-        if live.lost:
-            self.push_screen(MessageScreen("run lost", live.lost))
-        elif live.sweep_id is not None:
-            self._sweep_finished(live, statuses)
-        elif not statuses:
-            self.notify(
-                live.reason or "the run did not start", title=message.title, severity="error"
-            )
-        elif all(s == RunStatus.FINISHED for s in statuses):
-            step = live.metrics.get("step_median_s")
-            figure = f": step {step * 1000:.1f} ms median" if step else ""
-            self.notify(f"{len(statuses)} run(s) finished{figure}", title="done", timeout=8)
-        elif RunStatus.CANCELLED in statuses:
-            self.notify("run cancelled; recorded as cancelled in History", severity="warning")
+        told = outcome(view, message.title, self.key_labels.label("show_compare"))
+        if told.modal:
+            self.push_screen(MessageScreen(told.title, told.message))
         else:
-            failed = next(r for r in live.results if r.get("status") != RunStatus.FINISHED)
-            self.push_screen(
-                MessageScreen(
-                    f"run {failed.get('status')}",
-                    f"{failed.get('reason') or 'no reason recorded'}\n\n{failed.get('log_tail') or ''}",
-                )
+            self.notify(
+                told.message, title=told.title, severity=told.severity, timeout=told.timeout
             )
+        if view.sweep_id is not None and not view.lost:
+            # Compare (F5) now shows this sweep; a Compare screen not built yet shows the latest.
+            self._hand_compare_ids([view.sweep_id])
         for screen in self._screens_of("history"):
             screen.reload()
-
-    def _sweep_finished(self, live: LiveRun, statuses: list[Any]) -> None:
-        # Compare (F5) now shows this sweep; a Compare screen not built yet shows the latest sweep.
-        self._hand_compare_ids([live.sweep_id])
-        left = live.sweep_left
-        resume = f"resume later with: tui-bench run --resume {live.sweep_id}"
-        if live.cancel_requested or RunStatus.CANCELLED in statuses:
-            self.notify(
-                f"sweep cancelled after {statuses.count('finished')} run(s), {left} left; {resume}",
-                title="sweep cancelled",
-                severity="warning",
-                timeout=20,
-            )
-        elif left:
-            why = "; ".join(f"{k}: {r}" for k, r in live.sweep_failed.items()) or "runs failed"
-            self.notify(
-                f"{left} run(s) not done ({why}); {resume}",
-                title="sweep incomplete",
-                severity="error",
-                timeout=20,
-            )
-        else:
-            compare = self.key_labels.label("show_compare")
-            self.notify(
-                f"{len(statuses)} run(s) finished; {compare} compares them",
-                title="sweep done",
-                timeout=10,
-            )
 
     def _screens_of(self, mode: str) -> list[Any]:
         """The screens of a mode that has been shown (a mode never shown has none yet)."""
@@ -480,7 +372,7 @@ class TuiBenchApp(App[None]):
 
         def confirmed(yes: bool | None) -> None:
             if yes and live is self.live and not live.done:
-                self._request_stop(live)
+                self.runs.cancel(live)
                 self.notify("cancelling…")
 
         self.push_screen(
@@ -492,20 +384,6 @@ class TuiBenchApp(App[None]):
             ),
             confirmed,
         )
-
-    @work(thread=True, group="stop", exit_on_error=False, name="cancel the run")
-    def _request_stop(self, live: LiveRun) -> None:
-        from tui_bench.engine.runs import supervisor
-
-        live.cancel_requested = True
-        if live.batch_id is None:
-            return  # still launching: _launch's follower sees cancel_requested and stops it
-        try:
-            supervisor.stop(live.batch_id)
-        except TuiBenchError as exc:  # already ended, or its supervisor is gone
-            self.post_message(Notice(str(exc), title=exc.title, severity="warning"))
-        except OSError as exc:  # its state file could not be written
-            self.post_message(Notice(str(exc), severity="warning"))
 
     async def action_quit(self) -> None:
         if not self.running:
@@ -532,19 +410,13 @@ class TuiBenchApp(App[None]):
         )
 
     async def _cancel_then_exit(self) -> None:
-        """Cancel the run and wait (bounded) until its supervisor has recorded it."""
-        live = self.live
-        if live is not None and not live.done:
-            self._request_stop(live)
+        if self.running:
             self.notify("cancelling the run before quitting…")
-            deadline = asyncio.get_running_loop().time() + QUIT_WAIT_S
-            while not live.done and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.1)
-                live.drain()
+            await self.runs.cancel_and_wait()
         self.exit()
 
     def feed(self, event: dict[str, Any]) -> None:
-        """Events from any source (runner thread, tests' seeded fake) enter here."""
+        """Events from any source (tests' seeded fake) enter the shown view here."""
         if self.live is not None:
             self.live.push(event)
 

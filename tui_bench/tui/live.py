@@ -1,25 +1,35 @@
-"""What a run looks like to the UI: events applied to plain state, no Textual here.
+"""The app's run controller, and what the Live view needs to draw a followed batch.
 
-Worker threads ``push`` events (thread-safe, no UI work); the UI ``drain``s them on a timer at a
-fixed low rate and redraws once per drain. The same ``apply`` path rebuilds a finished run from
-its stored series file, so History shows exactly what Live showed.
+Runs belong to a supervisor process (``engine.runs.supervisor``), not to this app: the controller
+launches a batch, then follows its files like any other viewer through the engine's follower,
+whose ``BatchView`` is the only thing the screens draw. The follower reads the files in a thread
+and queues what it finds; the app drains the view on a timer at a fixed low rate and redraws once
+per drain. Quitting, a hangup or a kill of the app leaves the run going; cancel asks the
+supervisor to stop it. No Textual widget here: the controller talks to the app through messages
+(``tui.messages``) and the app's worker threads.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
-from typing import Any
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.errors import TuiBenchError
-from tui_bench.engine.kinds import BatchEvent, RunStatus, SeriesEvent, WorkerEvent
+from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
+from tui_bench.tui.messages import BatchFinished, Notice, RunShown
 
-# Series kept whole in memory are bounded: a week-long run still fits.
-# A spec in an event that this version cannot read: written by another version (SpecError), or
-# not a mapping at all.
-SPEC_UNREADABLE = (TuiBenchError, TypeError, AttributeError)
-MAX_POINTS = 200_000
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from tui_bench.engine.runs.follow import BatchFollower
+    from tui_bench.engine.runs.presets import Preset
+
+FOLLOW_POLL_S = 0.5  # how often a followed batch's files are read (redraws stay at refresh_hz)
+QUIT_WAIT_S = 10.0  # how long 'cancel and quit' waits for the run to be recorded
 
 
 def downsample(values: list[float | None], width: int) -> tuple[list[float], list[float]]:
@@ -41,233 +51,228 @@ def downsample(values: list[float | None], width: int) -> tuple[list[float], lis
     return xs, ys
 
 
+def newest_in_progress() -> BatchFollower | None:
+    """The newest batch in progress, its backlog folded (a run attached an hour in has its
+    whole loss curve), or None. Runs before the app's first frame: reading and folding a
+    20,000-step run takes tens of milliseconds (benchmarks/attach_latency.py)."""
+    from tui_bench.engine.runs import supervisor
+    from tui_bench.engine.runs.follow import BatchFollower
+
+    try:
+        running = supervisor.in_progress()
+    except OSError:  # an unreadable batch directory: start on Setup, as with no run
+        return None
+    if not running:
+        return None
+    follower = BatchFollower(running[-1].id)
+    follower.catch_up()
+    return follower
+
+
 @dataclass
-class LiveRun:
-    """State of one run (or of the current run of a batch of repeats / a thread sweep)."""
+class Outcome:
+    """How the app tells the user a batch ended: a modal (``modal``) or a notification."""
 
-    spec: RunSpec
-    runs_total: int = 1
-    run_index: int = 0  # 0-based index of the current run in the batch
-    run_id: str | None = None
-    status: str = "starting"  # starting, running, finished, failed, cancelled, interrupted
-    reason: str | None = None
-    started: dict[str, Any] | None = None
-    losses: list[float | None] = field(default_factory=list)
-    epoch: int = 0
-    epochs: int = 0
-    epoch_steps: int = 0  # steps in the current epoch
-    epoch_step: int = 0  # steps done in the current epoch
-    steps_done_before: int = 0  # steps of finished epochs
-    epoch_records: list[dict[str, Any]] = field(default_factory=list)
-    test: dict[str, Any] | None = None
-    summary: dict[str, Any] | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    first_step_t: float | None = None
-    first_steps_done: int = 0  # steps done when first_step_t was read
-    last_t: float | None = None
-    run_ids: list[str] = field(default_factory=list)
-    results: list[dict[str, Any]] = field(default_factory=list)
-    cancel_requested: bool = False
-    done: bool = False  # the whole batch is over
-    # A sweep (preset or Setup's threads sweep) through engine.sweep: its id (to resume it),
-    # "run k of N · config key · repeat r/R" and the configurations it skips here, with why.
-    sweep_id: str | None = None
-    sweep_line: str | None = None
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    sweep_left: int = 0  # (configuration, repeat) pairs without a finished run, at the end
-    sweep_failed: dict[str, str] = field(default_factory=dict)  # config key -> why it stopped
-    batch_id: str | None = None  # the supervisor's batch this view follows
-    worker_pid: int | None = None  # the current run's worker process
-    lost: str | None = None  # the supervisor died without ending the batch: why
+    message: str
+    title: str = ""
+    severity: str = "information"
+    timeout: float | None = None
+    modal: bool = False
 
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: list[dict[str, Any]] = []
-        self.epochs = self.spec.epochs
 
-    # -- threads ----------------------------------------------------------------------------
-    def push(self, event: dict[str, Any]) -> None:
-        """Called from any thread, as fast as events come; does no UI work."""
-        with self._lock:
-            self._pending.append(event)
+class RunController:
+    """The one batch the app shows: start it, attach to it, follow it, cancel it."""
 
-    def drain(self) -> bool:
-        """Apply what arrived since the last drain; True if anything changed."""
-        with self._lock:
-            pending, self._pending = self._pending, []
-        for event in pending:
-            self.apply(event)
-        return bool(pending)
+    def __init__(self, app: App[Any]) -> None:
+        self.app = app
+        self.view: BatchView | None = None  # the batch being followed (the app shows it)
+        self._adopted: BatchFollower | None = None
 
-    # -- state ------------------------------------------------------------------------------
-    def apply(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == SeriesEvent.RECORD:
-            record = event["record"]
-            if self.run_id is not None and record.get("id") != self.run_id:
-                self._next_run()
-            self.run_id = record.get("id")
-            if record.get("spec"):
-                try:
-                    self.spec = RunSpec.from_dict(record["spec"], validate=False)
-                    self.epochs = self.spec.epochs
-                except SPEC_UNREADABLE:
-                    pass  # keep the previous spec on screen rather than fail the view
-            if self.run_id and self.run_id not in self.run_ids:
-                self.run_ids.append(self.run_id)
-            self.status = RunStatus.RUNNING
-        elif kind == WorkerEvent.RUN_STARTED:
-            self.started = event
-            self.status = RunStatus.RUNNING
-        elif kind == WorkerEvent.EPOCH_STARTED:
-            self.epoch = event["epoch"]
-            self.epochs = event.get("epochs", self.epochs)
-            self.epoch_steps = event.get("steps", 0)
-            self.epoch_step = 0
-        elif kind == WorkerEvent.STEPS:
-            losses = event.get("losses") or []
-            if len(self.losses) < MAX_POINTS:
-                self.losses.extend(losses)
-            self.epoch_step = event.get("first_step", 0) + len(losses)
-            if self.first_step_t is None:
-                self.first_step_t = event.get("t")
-                self.first_steps_done = self.steps_done
-            self.last_t = event.get("t", self.last_t)
-        elif kind == WorkerEvent.EPOCH_FINISHED:
-            self.epoch_records.append(event)
-            self.steps_done_before += event.get("steps", self.epoch_steps)
-            self.epoch_step = self.epoch_steps = 0
-            self.last_t = event.get("t", self.last_t)
-        elif kind == WorkerEvent.TEST_FINISHED:
-            self.test = event
-        elif kind == WorkerEvent.FINISHED:
-            self.summary = event.get("summary") or {}
-        elif kind == WorkerEvent.ERROR:
-            self.reason = f"{event.get('error_type')}: {(event.get('message') or '').strip()}"
-        elif kind == SeriesEvent.SAMPLE:
-            if len(self.samples) < MAX_POINTS:
-                self.samples.append(event)
-        elif kind == SeriesEvent.RESULT:
-            record = event["record"]
-            self.status = record.get("status", RunStatus.FAILED)
-            self.reason = record.get("reason")
-            self.metrics = record.get("metrics") or {}
-            self.results.append(record)
-        elif kind == BatchEvent.SWEEP_RUN:
-            self.sweep_line = (
-                f"run {event['index'] + 1} of {event['total']} · {event['key']} · "
-                f"repeat {event['repeat'] + 1}/{event['repeats']}"
-                + (" · oversubscribed (threads > cores)" if event.get("oversubscribed") else "")
+    @property
+    def running(self) -> bool:
+        return self.view is not None and not self.view.done
+
+    # -- start ------------------------------------------------------------------------------
+    def start(self, spec: RunSpec) -> BatchView:
+        """Start one configuration (``spec.repeats`` runs); the returned view fills as it runs."""
+        from tui_bench.engine.runs.batch import BatchRequest
+
+        view = BatchView(spec=spec, runs_total=spec.repeats)
+        return self._begin(view, lambda: BatchRequest(spec=spec.to_dict()))
+
+    def start_sweep(self, preset: Preset) -> BatchView:
+        """Run a preset's sweep (engine.sweep: planned, interleaved, resumable from the CLI)."""
+
+        def request() -> Any:
+            from tui_bench.engine.runs import sweep as sweep_module
+            from tui_bench.engine.runs.batch import BatchRequest
+
+            return BatchRequest(sweep_id=sweep_module.create(preset).id)
+
+        view = BatchView(spec=RunSpec(), runs_total=1)
+        view.sweep_line = f"preparing the sweep of {preset.name}…"
+        return self._begin(view, request)
+
+    def _begin(self, view: BatchView, request: Callable[[], Any]) -> BatchView:
+        self.view = view
+        self.app.run_worker(
+            lambda: self._launch(view, request),
+            thread=True,
+            group="run",
+            exit_on_error=False,
+            name="start the run",
+        )
+        return view
+
+    def _launch(self, view: BatchView, request: Callable[[], Any]) -> None:
+        """In a thread: hand the batch to a supervisor, then follow it."""
+        from tui_bench.engine.runs import supervisor
+
+        try:
+            view.batch_id = supervisor.launch(request())
+            if view.cancel_requested:  # cancel was confirmed while the supervisor was starting
+                supervisor.stop(view.batch_id)
+        except (TuiBenchError, OSError) as exc:  # an unreadable preset, no supervisor
+            view.not_started(str(exc))
+            title = exc.title if isinstance(exc, TuiBenchError) else "run not started"
+            self.app.post_message(BatchFinished(view, title))
+            return
+        except Exception as exc:  # a bug: end the view (not 'running' forever), then the modal
+            view.not_started(repr(exc))
+            self.app.post_message(BatchFinished(view))
+            raise
+        self._follow(view)
+
+    # -- attach -----------------------------------------------------------------------------
+    def adopt(self, follower: BatchFollower) -> BatchView:
+        """Follow a batch whose backlog is already folded (``newest_in_progress``)."""
+        self._adopted = follower
+        self.view = follower.view
+        return follower.view
+
+    def follow_adopted(self) -> None:
+        follower, self._adopted = self._adopted, None
+        if follower is not None:
+            view = follower.view
+            self.app.run_worker(
+                lambda: self._follow(view, follower), thread=True, group="run", exit_on_error=False
             )
-            self.runs_total = event["total"]
-            try:
-                self.spec = RunSpec.from_dict(event["spec"], validate=False)
-            except SPEC_UNREADABLE:
-                pass  # keep the previous spec on screen rather than fail the view
-        elif kind == BatchEvent.PLAN:
-            self.runs_total = max(event.get("total") or 1, 1)
-            self.sweep_id = event.get("sweep_id") or self.sweep_id
-            self.skipped = [tuple(item) for item in event.get("skipped") or []]
-        elif kind == SeriesEvent.WORKER:
-            self.worker_pid = event.get("pid")
-        elif kind == BatchEvent.BATCH_DONE:
-            self.done = True
-            self.sweep_left = event.get("sweep_left") or 0
-            self.sweep_failed = dict(event.get("not_run") or {})
-            self.lost = event.get("lost")
-            if event.get("error") and not self.results:
-                self.reason = event["error"]
 
-    def _next_run(self) -> None:
-        """A new run of the batch starts: per-run state resets, the batch's results stay."""
-        self.run_index += 1
-        self.started = self.test = self.summary = None
-        self.losses, self.epoch_records, self.samples = [], [], []
-        self.epoch = self.epoch_steps = self.epoch_step = self.steps_done_before = 0
-        self.first_step_t = self.last_t = None
-        self.first_steps_done = 0
-        self.metrics = {}
-        self.reason = None
+    def attach(self, batch_id: str) -> None:
+        """Follow a batch started elsewhere (another terminal, an earlier session of the app)."""
+        if self.view is not None and self.view.batch_id == batch_id and not self.view.done:
+            return
+        self.app.run_worker(
+            lambda: self._attach(batch_id), thread=True, group="run", exit_on_error=False
+        )
 
-    # -- derived ----------------------------------------------------------------------------
-    @property
-    def steps_per_epoch(self) -> int:
-        if self.started and self.started.get("steps_per_epoch"):
-            return int(self.started["steps_per_epoch"])
-        return self.epoch_steps
+    def _attach(self, batch_id: str) -> None:
+        """In a thread: fold the batch's whole backlog (a run attached an hour in has its loss
+        curve from step 1) into a fresh view in one pass, so the app only has to draw it."""
+        from tui_bench.engine.runs.follow import BatchFollower
 
-    @property
-    def steps_total(self) -> int:
-        return max(self.steps_per_epoch * max(self.epochs, 1), 1)
+        follower = BatchFollower(batch_id)
+        view = follower.catch_up()
+        self.view = view  # from here the previous batch's follower stops
+        self.app.post_message(RunShown(view))
+        self._follow(view, follower)
 
-    @property
-    def steps_done(self) -> int:
-        return self.steps_done_before + self.epoch_step
+    def _follow(self, view: BatchView, follower: Any = None) -> None:
+        """In a thread: queue the batch's new events on ``view`` until the batch ends (or the
+        app follows another one); the app drains them at its own refresh rate."""
+        from textual.worker import get_current_worker
 
-    def overall_fraction(self) -> float:
-        if self.done:
-            return 1.0
-        this_run = min(self.steps_done / self.steps_total, 1.0) if self.steps_per_epoch else 0.0
-        if (
-            self.status in ("finished", "failed", "cancelled")
-            and self.run_index + 1 >= self.runs_total
-        ):
-            this_run = 1.0
-        return (self.run_index + this_run) / max(self.runs_total, 1)
+        from tui_bench.engine.runs.follow import BatchFollower
 
-    def eta_s(self) -> float | None:
-        """Remaining training time of the batch from the worker's own clock (steps so far)."""
-        if self.first_step_t is None or self.last_t is None:
-            return None
-        elapsed = self.last_t - self.first_step_t
-        if elapsed <= 0 or self.steps_done <= self.first_steps_done:
-            return None
-        rate = (self.steps_done - self.first_steps_done) / elapsed
-        remaining = self.steps_total - self.steps_done
-        remaining += (self.runs_total - self.run_index - 1) * self.steps_total
-        return max(remaining, 0) / rate if rate > 0 else None
+        follower = follower or BatchFollower(view.batch_id or "", view=view)
+        worker = get_current_worker()
+        ended = follower.follow(
+            should_stop=lambda: worker.is_cancelled or view is not self.view,
+            interval=FOLLOW_POLL_S,
+        )
+        if ended:
+            self.app.post_message(BatchFinished(view))
 
-    def latest_figures(self) -> dict[str, Any]:
-        """Steady-state step time, samples/s and accuracy as far as they are known."""
-        out: dict[str, Any] = {}
-        if self.epoch_records:
-            last = self.epoch_records[-1]
-            out["step_median_s"] = last.get("step_median_s")
-            out["samples_per_s"] = last.get("samples_per_s")
-            out["val_accuracy"] = last.get("val_accuracy")
-            out["epoch_wall_s"] = last.get("wall_s")
-        source = self.summary or self.metrics
-        if source:
-            for key in (
-                "step_median_s",
-                "samples_per_s",
-                "val_accuracy",
-                "test_accuracy",
-                "warmup_s",
-                "train_wall_s",
-            ):
-                if source.get(key) is not None:
-                    out[key] = source[key]
-        if self.test:
-            out["test_accuracy"] = self.test.get("test_accuracy")
-        return out
+    # -- cancel -----------------------------------------------------------------------------
+    def cancel(self, view: BatchView) -> None:
+        self.app.run_worker(
+            lambda: self._request_stop(view),
+            thread=True,
+            group="stop",
+            exit_on_error=False,
+            name="cancel the run",
+        )
+
+    def _request_stop(self, view: BatchView) -> None:
+        from tui_bench.engine.runs import supervisor
+
+        view.cancel_requested = True
+        if view.batch_id is None:
+            return  # still launching: _launch sees cancel_requested and stops it
+        try:
+            supervisor.stop(view.batch_id)
+        except TuiBenchError as exc:  # already ended, or its supervisor is gone
+            self.app.post_message(Notice(str(exc), title=exc.title, severity="warning"))
+        except OSError as exc:  # its state file could not be written
+            self.app.post_message(Notice(str(exc), severity="warning"))
+
+    async def cancel_and_wait(self, timeout: float = QUIT_WAIT_S) -> None:
+        """Cancel the run and wait (bounded) until its supervisor has recorded it."""
+        view = self.view
+        if view is None or view.done:
+            return
+        self.cancel(view)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not view.done and loop.time() < deadline:
+            await asyncio.sleep(0.1)
+            view.drain()
 
 
-def live_run_from_series(events: list[dict[str, Any]]) -> LiveRun:
-    """Rebuild a recorded run's view from its series file (History → open)."""
-    spec = RunSpec()
-    for event in events:
-        if event.get("type") == SeriesEvent.RECORD:
-            try:
-                spec = RunSpec.from_dict(event["record"].get("spec") or {}, validate=False)
-            except SPEC_UNREADABLE:
-                spec = RunSpec()
-            break
-    run = LiveRun(spec=spec)
-    for event in events:
-        run.apply(event)
-    if run.status == RunStatus.RUNNING:  # no result line: the app died during the run
-        run.status, run.reason = RunStatus.INTERRUPTED, "the run has no recorded end"
-    run.done = True
-    return run
+def outcome(view: BatchView, title: str, compare_key: str) -> Outcome:
+    """What to tell the user about a batch that ended (``compare_key``: the key that opens
+    Compare, for a sweep)."""
+    statuses = [r.get("status") for r in view.results]
+    if view.lost:
+        return Outcome(view.lost, title="run lost", modal=True)
+    if view.sweep_id is not None:
+        return _sweep_outcome(view, statuses, compare_key)
+    if not statuses:
+        return Outcome(view.reason or "the run did not start", title=title, severity="error")
+    if all(s == RunStatus.FINISHED for s in statuses):
+        step = view.metrics.get("step_median_s")
+        figure = f": step {step * 1000:.1f} ms median" if step else ""
+        return Outcome(f"{len(statuses)} run(s) finished{figure}", title="done", timeout=8)
+    if RunStatus.CANCELLED in statuses:
+        return Outcome("run cancelled; recorded as cancelled in History", severity="warning")
+    failed = next(r for r in view.results if r.get("status") != RunStatus.FINISHED)
+    return Outcome(
+        f"{failed.get('reason') or 'no reason recorded'}\n\n{failed.get('log_tail') or ''}",
+        title=f"run {failed.get('status')}",
+        modal=True,
+    )
+
+
+def _sweep_outcome(view: BatchView, statuses: list[Any], compare_key: str) -> Outcome:
+    left = view.sweep_left
+    resume = f"resume later with: tui-bench run --resume {view.sweep_id}"
+    if view.cancel_requested or RunStatus.CANCELLED in statuses:
+        return Outcome(
+            f"sweep cancelled after {statuses.count('finished')} run(s), {left} left; {resume}",
+            title="sweep cancelled",
+            severity="warning",
+            timeout=20,
+        )
+    if left:
+        why = "; ".join(f"{k}: {r}" for k, r in view.sweep_failed.items()) or "runs failed"
+        return Outcome(
+            f"{left} run(s) not done ({why}); {resume}",
+            title="sweep incomplete",
+            severity="error",
+            timeout=20,
+        )
+    return Outcome(
+        f"{len(statuses)} run(s) finished; {compare_key} compares them",
+        title="sweep done",
+        timeout=10,
+    )

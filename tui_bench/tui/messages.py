@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from textual.notifications import SeverityLevel
 
     from tui_bench.engine.runs.presets import Preset
+    from tui_bench.engine.runs.reducer import BatchView
     from tui_bench.engine.spec import RunSpec
-    from tui_bench.tui.live import LiveRun
     from tui_bench.tui.presets_io import LoadedPreset
 
 
@@ -73,10 +73,17 @@ class PresetLoaded(Message):
 
 
 @dataclass
+class RunShown(Message):
+    """The run controller attached to a batch: show its view on Live."""
+
+    live: BatchView
+
+
+@dataclass
 class BatchFinished(Message):
     """A launched or followed batch ended (or never started: ``title`` says why, briefly)."""
 
-    live: LiveRun
+    live: BatchView
     title: str = ""
 
 

@@ -106,7 +106,7 @@ def create(request: BatchRequest) -> str:
         try:
             with open(events_path(batch_id), "x", encoding="utf-8") as handle:
                 header = {
-                    "type": "batch",
+                    "type": BatchEvent.BATCH,
                     "id": batch_id,
                     "created_at": now_iso(),
                     "label": request.label(),
@@ -158,7 +158,7 @@ def run_batch(
     todo = sweep_module.pending(sweep, history)
     on_batch_event(
         {
-            "type": "plan",
+            "type": BatchEvent.PLAN,
             "total": len(todo),
             "sweep_id": sweep.id if sweep.preset else None,
             "skipped": [(c.key, c.skip_reason) for c in sweep.configs if c.skip_reason],
@@ -170,7 +170,7 @@ def run_batch(
         if sweep.preset:
             on_batch_event(
                 {
-                    "type": "sweep_run",
+                    "type": BatchEvent.SWEEP_RUN,
                     "index": index,
                     "total": total,
                     "key": config.key,
@@ -215,7 +215,7 @@ def run_batch(
             executor.close()
     on_batch_event(
         {
-            "type": "batch_done",
+            "type": BatchEvent.BATCH_DONE,
             "statuses": [result.status for _c, _r, result in (outcome.ran if outcome else [])],
             "cancelled": control.cancelled or bool(outcome and outcome.cancelled),
             "sweep_left": len(sweep_module.pending(sweep, history)) if sweep.preset else 0,

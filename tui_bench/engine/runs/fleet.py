@@ -27,14 +27,16 @@ from typing import Any
 
 from tui_bench import __version__
 from tui_bench.engine.errors import FleetError
-from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
+from tui_bench.engine.kinds import RelayEvent, RunStatus, SeriesEvent
 from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results.history import History, now_iso
+from tui_bench.engine.runs.lifecycle import RunRecord
 from tui_bench.engine.spec import RunSpec
 
 INSTALL_HINT = "pip install 'tui-bench[ray]'"
 CANCEL_GRACE_S = 30.0  # a cancelled task gets this long to stop its worker and say so
+_ITEM, _END, _FAILED = "item", "end", "failed"  # what the relay thread hands the head's loop
 
 
 def require_ray(address: str | None = None) -> None:
@@ -124,7 +126,7 @@ def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
         "ip": ray.util.get_node_ip_address(),
         "host": socket.gethostname(),
     }
-    yield {"type": "placed", "node": node, "tui_bench": __version__}
+    yield {"type": RelayEvent.PLACED, "node": node, "tui_bench": __version__}
     if payload["tui_bench"] != __version__:
         return  # the head refuses the run: the node runs another tui-bench
     spec = RunSpec.from_dict(payload["spec"], validate=False)
@@ -143,7 +145,7 @@ def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
     def relabel(event: dict[str, Any]) -> None:
         if event.get("type") == SeriesEvent.WORKER:
             # A pid on another machine: the head must never signal a local process by it.
-            event = {**event, "type": "remote_worker", "node": node["id"]}
+            event = {**event, "type": SeriesEvent.REMOTE_WORKER, "node": node["id"]}
         relay.put(event)
 
     def work() -> None:
@@ -165,7 +167,7 @@ def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 **payload["options"],
             )
         except BaseException as exc:  # execute records its own failures; this is the rest
-            relay.put({"type": "node_error", "reason": f"{type(exc).__name__}: {exc}"})
+            relay.put({"type": RelayEvent.NODE_ERROR, "reason": f"{type(exc).__name__}: {exc}"})
         finally:
             relay.put(None)
 
@@ -306,11 +308,9 @@ class FleetExecutor:
 
         from tui_bench.engine.runs import runner
 
-        run_id = history.reserve_run_id()
-        handle = RemoteRun(run_id)
+        run = RunRecord(history)
+        handle = RemoteRun(run.run_id)
         base = {
-            "id": run_id,
-            "status": RunStatus.RUNNING,
             "started_at": now_iso(),
             "spec": spec.to_dict(),
             "label": spec.label(),
@@ -320,14 +320,11 @@ class FleetExecutor:
             **(extra or {}),
         }
         head = {"recorder_pid": os.getpid(), "recorder_started": procs.identity()["started"]}
-        series = runner.SeriesWriter(history.series_path(run_id))
-        state: dict[str, Any] = {"record": None, "final": None, "node": None, "error": None}
+        state: dict[str, Any] = {"final": None, "node": None, "error": None}
         started = time.monotonic()
 
         def write_record(record: dict[str, Any]) -> None:
-            state["record"] = {**record, **head, "cluster": self.address}
-            history.add(state["record"])
-            series.write({"type": SeriesEvent.RECORD, "record": state["record"]})
+            run.start({**record, **head, "cluster": self.address})
 
         wanted = resources_for(spec)
         if not _fits(wanted, ray.nodes()):
@@ -338,7 +335,7 @@ class FleetExecutor:
                 on_start(handle)
             payload = {
                 "spec": spec.to_dict(),
-                "run_id": run_id,
+                "run_id": run.run_id,
                 "group": group,
                 "repeat": repeat,
                 "extra": dict(extra or {}),
@@ -350,26 +347,28 @@ class FleetExecutor:
                 generator: Any = ClientStream(self._task.options(**options), payload)
             else:
                 generator = self._task.options(**options).remote(payload)
-            self._follow(generator, handle, state, write_record, series, on_event, base)
-        record = state["record"]
-        if record is None:  # lost or refused before the node recorded anything
+            self._follow(generator, handle, state, write_record, run, on_event)
+        if not run.started:  # lost or refused before the node recorded anything
             write_record({**base, "host": (state["node"] or {}).get("host"), "node": state["node"]})
-            record = state["record"]
         final = state["final"]
-        if final is None:
-            final = {
-                **record,
-                "status": RunStatus.CANCELLED if handle.cancelled.is_set() else RunStatus.FAILED,
-                "reason": "cancelled by the user" if handle.cancelled.is_set() else state["error"],
-                "finished_at": now_iso(),
-                "metrics": {"process_wall_s": time.monotonic() - started},
-                "log_tail": "",
-            }
-        final = {**final, "recorder_pid": None, "recorder_started": None}
-        series.write({"type": SeriesEvent.RESULT, "record": final})
-        series.close()
-        history.update(run_id, **{k: v for k, v in final.items() if k != "id"})
-        result = runner.RunResult(run_id=run_id, spec=spec, status=final["status"])
+        if final is not None:  # the node's own end of the run
+            status = final.get("status", RunStatus.FAILED)
+            final = run.finish(status, **{k: v for k, v in final.items() if k != "status"})
+        elif handle.cancelled.is_set():
+            final = run.finish(
+                RunStatus.CANCELLED,
+                reason="cancelled by the user",
+                metrics={"process_wall_s": time.monotonic() - started},
+                log_tail="",
+            )
+        else:
+            final = run.finish(
+                RunStatus.FAILED,
+                reason=state["error"],
+                metrics={"process_wall_s": time.monotonic() - started},
+                log_tail="",
+            )
+        result = runner.RunResult(run_id=run.run_id, spec=spec, status=final["status"])
         result.reason = final.get("reason")
         result.log_tail = final.get("log_tail") or ""
         result.wall_s = time.monotonic() - started
@@ -381,9 +380,8 @@ class FleetExecutor:
         handle: RemoteRun,
         state: dict[str, Any],
         write_record: Callable[[dict[str, Any]], None],
-        series: Any,
+        run: RunRecord,
         on_event: Callable[[dict[str, Any]], None] | None,
-        base: dict[str, Any],
     ) -> None:
         """Write the task's events here as they arrive, until it ends, fails or is lost."""
         import ray
@@ -393,10 +391,10 @@ class FleetExecutor:
         def pump() -> None:  # blocking reads off the head's main loop, so a cancel is heard
             try:
                 for ref in generator:
-                    items.put(("item", ref if self._client else ray.get(ref)))
-                items.put(("end", None))
+                    items.put((_ITEM, ref if self._client else ray.get(ref)))
+                items.put((_END, None))
             except Exception as exc:  # the task failed, was cancelled, or its node died
-                items.put(("error", exc))
+                items.put((_FAILED, exc))
 
         threading.Thread(target=pump, name=f"relay {handle.run_id}", daemon=True).start()
         cancel_sent_at: float | None = None
@@ -408,23 +406,23 @@ class FleetExecutor:
                     ray.cancel(generator)
                 cancel_sent_at = time.monotonic()
             try:
-                kind, value = items.get(timeout=0.2)
+                tag, value = items.get(timeout=0.2)
             except queue.Empty:
                 if cancel_sent_at is not None and time.monotonic() - cancel_sent_at > 2 * (
                     CANCEL_GRACE_S
                 ):
                     return
                 continue
-            if kind == "end":
+            if tag == _END:
                 if state["final"] is None and state["error"] is None:
                     state["error"] = "the node's task ended without a result"
                 return
-            if kind == WorkerEvent.ERROR:
+            if tag == _FAILED:
                 state["error"] = self._lost_reason(value, state["node"])
                 return
             event = value
             kind = event.get("type")
-            if kind == "placed":
+            if kind == RelayEvent.PLACED:
                 state["node"] = event["node"]
                 if event["tui_bench"] != __version__:
                     state["error"] = (
@@ -434,11 +432,11 @@ class FleetExecutor:
             elif kind == SeriesEvent.RECORD:
                 write_record(event["record"])
             elif kind == SeriesEvent.RESULT:
-                state["final"] = {**(state["record"] or base), **event["record"]}
-            elif kind == "node_error":
+                state["final"] = event["record"]
+            elif kind == RelayEvent.NODE_ERROR:
                 state["error"] = f"on node {node_name(state['node'] or {})}: {event['reason']}"
             else:
-                series.write(event)
+                run.write(event)
                 if on_event is not None:
                     on_event(event)
 

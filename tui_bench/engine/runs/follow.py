@@ -1,22 +1,30 @@
 """Viewers follow a batch through the files its supervisor writes; they never talk to it.
 
-``BatchFollower.poll`` returns, in order, every event of the batch since the last poll: the
-batch's own events (plan, sweep position, batch_done) and each run's series events from its first
-line, so a viewer that attaches an hour in still gets the loss curve from step 1. Any number of
-viewers can follow one batch: they only read.
+``BatchTail.read`` returns, in order, every event of the batch since the last read: the batch's
+own events (request, supervisor, plan, sweep position, batch_done) and each run's series events
+from its first line, so a viewer that attaches an hour in still gets the loss curve from step 1.
+``BatchFollower`` folds them into one ``reducer.BatchView``: the backlog at once (``catch_up``),
+then what arrives (``poll``, or the one polling loop, ``follow``). Any number of viewers can follow
+one batch: they only read.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine.kinds import BatchEvent, SeriesEvent, WorkerEvent
+from tui_bench.engine.kinds import BatchEvent, SeriesEvent
 from tui_bench.engine.machine import procs
 from tui_bench.engine.results.history import History, HistoryError
 from tui_bench.engine.runs import batch as batch_module
+from tui_bench.engine.runs.reducer import BatchView, Progress
+
+__all__ = ["BatchFollower", "BatchTail", "Progress", "Tail", "left_running_hint", "progress"]
+
+POLL_S = 0.25  # how often a followed batch's files are read when nothing arrives
 
 
 class Tail:
@@ -37,42 +45,44 @@ class Tail:
         self.offset += len(chunk)
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
-        events = []
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                events.append(event)
-        return events
+        lines = [line for line in lines if line.strip()]
+        if not lines:
+            return []
+        try:
+            # One parse for the whole chunk: a 20,000-step backlog is one call, not thousands.
+            decoded = json.loads(b"[" + b",".join(lines) + b"]")
+        except ValueError:  # a damaged line somewhere: skip just that one
+            decoded = [_decode(line) for line in lines]
+        return [event for event in decoded if isinstance(event, dict)]
 
 
-class BatchFollower:
+def _decode(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+class BatchTail:
+    """The events of a batch and of its runs' series, in order, since the last read."""
+
     def __init__(self, batch_id: str, history: History | None = None) -> None:
         self.batch_id = batch_id
         self.history = history or History()
         self._batch = Tail(batch_module.events_path(batch_id))
         self._run: Tail | None = None
-        self.header: dict[str, Any] | None = None
         self.supervisor: dict[str, Any] | None = None
         self.run_ids: list[str] = []
         self.done = False
 
-    def poll(self) -> list[dict[str, Any]]:
+    def read(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for event in self._batch.read():
             kind = event.get("type")
-            if kind == BatchEvent.BATCH:
-                self.header = event
-                continue
             if kind == BatchEvent.SUPERVISOR:
                 self.supervisor = event
-                continue
             # A batch event is written after the current run's series is complete: drain it.
-            if self._run is not None:
+            elif self._run is not None and kind != BatchEvent.BATCH:
                 out += self._run.read()
             if kind == BatchEvent.RUN:
                 self.run_ids.append(event["run_id"])
@@ -96,9 +106,7 @@ class BatchFollower:
         out = self._batch.read()  # it may have ended the batch just before dying
         if any(e.get("type") == BatchEvent.BATCH_DONE for e in out):
             self.done = True
-            return ([] if self._run is None else self._run.read()) + [
-                e for e in out if e.get("type") != "supervisor"
-            ]
+            return ([] if self._run is None else self._run.read()) + out
         if self._run is not None:
             out += self._run.read()
         self.history.mark_interrupted()
@@ -113,7 +121,7 @@ class BatchFollower:
         self.done = True
         out.append(
             {
-                "type": "batch_done",
+                "type": BatchEvent.BATCH_DONE,
                 "statuses": [],
                 "lost": f"the supervisor (pid {pid}) ended without finishing the batch",
             }
@@ -121,59 +129,57 @@ class BatchFollower:
         return out
 
 
-@dataclass
-class Progress:
-    """Where a batch is, for ``tui-bench ps``: run k of N, epoch, step."""
+class BatchFollower:
+    """A batch followed into one ``BatchView``: what every viewer (CLI attach and ps, the TUI's
+    Live view, tests) reads instead of events."""
 
-    run_index: int = 0
-    runs_total: int = 0
-    run_id: str | None = None
-    epoch: int = 0
-    epochs: int = 0
-    step: int = 0
-    steps: int = 0
-    position: str = ""
-    host: str | None = None  # the node a fleet run runs on (engine.fleet); None: this machine
+    def __init__(
+        self, batch_id: str, history: History | None = None, view: BatchView | None = None
+    ) -> None:
+        self.tail = BatchTail(batch_id, history)
+        self.view = view if view is not None else BatchView()
+        self.view.batch_id = batch_id
 
     @property
-    def fraction(self) -> float:
-        if not self.runs_total:
-            return 0.0
-        run = 0.0
-        if self.epochs and self.steps:
-            run = ((self.epoch - 1) + self.step / self.steps) / self.epochs
-        return (max(self.run_index - 1, 0) + min(max(run, 0.0), 1.0)) / self.runs_total
+    def done(self) -> bool:
+        return self.tail.done
 
-    def describe(self) -> str:
-        parts = [f"run {self.run_index}/{self.runs_total}"]
-        if self.epochs:
-            parts.append(f"epoch {self.epoch}/{self.epochs}")
-        if self.steps:
-            parts.append(f"step {self.step}/{self.steps}")
-        where = f" on {self.host}" if self.host else ""
-        return " · ".join(parts) + f" ({self.fraction:.0%}){where}"
+    @property
+    def run_ids(self) -> list[str]:
+        return self.tail.run_ids
+
+    def catch_up(self) -> BatchView:
+        """Fold everything written so far straight into the view, in one pass. Only for a view
+        no other thread reads yet (a viewer attaching); later events go through ``poll``."""
+        return self.view.fold(self.tail.read())
+
+    def poll(self) -> bool:
+        """Queue what arrived since the last look on the view (``view.drain`` applies it, on
+        the thread that reads the view); True if anything arrived."""
+        events = self.tail.read()
+        self.view.push_all(events)
+        return bool(events)
+
+    def follow(
+        self,
+        on_update: Callable[[BatchView], None] | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+        interval: float = POLL_S,
+    ) -> bool:
+        """The one polling loop: read the batch's files until it ends (True) or ``should_stop``
+        (False). ``on_update`` runs after each look that found something."""
+        while not should_stop():
+            if self.poll() and on_update is not None:
+                on_update(self.view)
+            if self.done:
+                return True
+            time.sleep(interval)
+        return False
 
 
 def progress(batch_id: str, history: History | None = None) -> Progress:
-    follower = BatchFollower(batch_id, history)
-    p = Progress()
-    for event in follower.poll():
-        kind = event.get("type")
-        if kind == BatchEvent.PLAN:
-            p.runs_total = event.get("total", 0)
-        elif kind == BatchEvent.SWEEP_RUN:
-            p.position = f"{event['key']} · repeat {event['repeat'] + 1}/{event['repeats']}"
-        elif kind == SeriesEvent.RECORD:
-            p.run_index += 1
-            p.run_id = event["record"].get("id")
-            p.host = event["record"].get("host")
-            p.epoch = p.epochs = p.step = p.steps = 0
-        elif kind == WorkerEvent.EPOCH_STARTED:
-            p.epoch, p.epochs = event.get("epoch", 0), event.get("epochs", 0)
-            p.steps, p.step = event.get("steps", 0), 0
-        elif kind == WorkerEvent.STEPS:
-            p.step = event.get("first_step", 0) + len(event.get("losses") or [])
-    return p
+    """Where a batch is, for ``tui-bench ps``."""
+    return BatchFollower(batch_id, history).catch_up().progress()
 
 
 def left_running_hint(batch_id: str) -> str:

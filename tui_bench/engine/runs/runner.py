@@ -30,6 +30,8 @@ from tui_bench.engine.machine.sysinfo import machine_fingerprint
 from tui_bench.engine.paths import adapters_dir, cache_home
 from tui_bench.engine.results import loc
 from tui_bench.engine.results.history import History, now_iso
+from tui_bench.engine.runs.lifecycle import RunRecord
+from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
 
 EventCallback = Callable[[dict[str, Any]], None]
@@ -367,7 +369,7 @@ class WorkerRun:
         self.process: subprocess.Popen | None = None
         self._cancel = threading.Event()
         self._last_event = time.monotonic()
-        self._final: dict[str, Any] | None = None
+        self.view = BatchView(spec=spec)  # the worker's events, folded as every viewer folds them
         self._sampler: ResourceSampler | None = None
         self.result = RunResult(run_id=run_id, spec=spec, status=RunStatus.FAILED)
 
@@ -378,20 +380,19 @@ class WorkerRun:
     # -- events ---------------------------------------------------------------------------------
     def _handle(self, event: dict[str, Any]) -> None:
         self._last_event = time.monotonic()
-        kind = event["type"]
-        r = self.result
-        if kind == WorkerEvent.RUN_STARTED:
-            r.started = event
-        elif kind == WorkerEvent.EPOCH_FINISHED:
-            r.epochs.append(event)
-        elif kind == WorkerEvent.TEST_FINISHED:
-            r.test = event
-        elif kind in ("finished", "error"):
-            self._final = event
-        elif kind == WorkerEvent.STEADY and self._sampler is not None:
+        kind = event.get("type")
+        if kind == WorkerEvent.HEARTBEAT:
+            return  # proof of life only: it resets the stall clock and goes no further
+        self.view.apply(event)
+        if kind == WorkerEvent.STEADY and self._sampler is not None:
             self._sampler.mark(event.get("edge", ""))  # energy counter at the window's bounds
-        if kind != "heartbeat":
-            self.on_event(event)
+        self.on_event(event)
+
+    def collect(self) -> RunResult:
+        """The result so far, with what the worker reported (its start, epochs, test)."""
+        r, view = self.result, self.view
+        r.started, r.epochs, r.test = view.started, view.epoch_records, view.test
+        return r
 
     def _read_events(self, source: int | str) -> None:
         splitter = protocol.LineSplitter()
@@ -521,8 +522,8 @@ class WorkerRun:
         return r
 
     def _conclude(self, stalled: bool) -> None:
-        r = self.result
-        final = self._final
+        r = self.collect()
+        final = self.view.final
         if self._cancel.is_set():
             r.status, r.reason = RunStatus.CANCELLED, "cancelled by the user"
         elif stalled:
@@ -570,24 +571,6 @@ def _release_fifo_reader(path: str) -> None:
         pass  # no reader waiting: it has already seen the end
 
 
-class SeriesWriter:
-    """Appends whole JSON lines to a run's series file from several threads."""
-
-    def __init__(self, path: Path) -> None:
-        self._handle = open(path, "a", encoding="utf-8")
-        self._lock = threading.Lock()
-
-    def write(self, item: dict[str, Any]) -> None:
-        line = json.dumps(item, separators=(",", ":"), default=str) + "\n"
-        with self._lock:
-            self._handle.write(line)
-            self._handle.flush()
-
-    def close(self) -> None:
-        with self._lock:
-            self._handle.close()
-
-
 def execute(
     spec: RunSpec,
     history: History,
@@ -602,38 +585,36 @@ def execute(
 
     ``on_start`` receives the WorkerRun so a front end can cancel it from another thread.
     ``extra`` adds fields to the history record (a sweep's configuration key, for one)."""
-    run_id = history.reserve_run_id()
-    env = machine_fingerprint()
-    record: dict[str, Any] = {
-        "id": run_id,
-        "status": RunStatus.RUNNING,
-        "started_at": now_iso(),
-        "spec": spec.to_dict(),
-        "label": spec.label(),
-        "env": env,
-        "group": group,
-        "repeat": repeat,
-        "recorder_pid": os.getpid(),
-        "recorder_started": procs.identity()["started"],
-        "load_at_start": machine_load(),
-        **(extra or {}),
-    }
-    history.add(record)
-    series = SeriesWriter(history.series_path(run_id))
-    series.write({"type": SeriesEvent.RECORD, "record": record})
+    run = RunRecord(history)
+    record = run.start(
+        {
+            "started_at": now_iso(),
+            "spec": spec.to_dict(),
+            "label": spec.label(),
+            "env": machine_fingerprint(),
+            "group": group,
+            "repeat": repeat,
+            "recorder_pid": os.getpid(),
+            "recorder_started": procs.identity()["started"],
+            "load_at_start": machine_load(),
+            **(extra or {}),
+        }
+    )
 
     def forward(event: dict[str, Any]) -> None:
-        series.write(event)
+        run.write(event)
         if on_event is not None:
             on_event(event)
 
-    worker = WorkerRun(spec, run_id, history.log_path(run_id), on_event=forward, **worker_options)
+    worker = WorkerRun(
+        spec, record["id"], history.log_path(record["id"]), on_event=forward, **worker_options
+    )
     if on_start is not None:
         on_start(worker)
     try:
         result = worker.run()
     except BaseException as exc:  # the runner must turn even its own failures into a result
-        result = worker.result
+        result = worker.collect()
         result.status, result.reason = (
             RunStatus.FAILED,
             f"runner error: {type(exc).__name__}: {exc}",
@@ -642,20 +623,13 @@ def execute(
             worker._kill_group()
         if isinstance(exc, KeyboardInterrupt):
             result.status, result.reason = RunStatus.CANCELLED, "interrupted"
-    final = {
-        **record,
-        "status": result.status,
-        "reason": result.reason,
-        "finished_at": now_iso(),
-        "worker": _worker_facts(result.started),
-        "metrics": result.metrics(),
-        "log_tail": result.log_tail,
-        "recorder_pid": None,
-        "recorder_started": None,
-    }
-    series.write({"type": SeriesEvent.RESULT, "record": final})
-    series.close()
-    history.update(run_id, **{k: v for k, v in final.items() if k != "id"})
+    run.finish(
+        result.status,
+        reason=result.reason,
+        worker=_worker_facts(result.started),
+        metrics=result.metrics(),
+        log_tail=result.log_tail,
+    )
     return result
 
 

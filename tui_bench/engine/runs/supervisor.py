@@ -29,6 +29,7 @@ from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results.history import History, read_jsonl
 from tui_bench.engine.runs import batch as batch_module
+from tui_bench.engine.runs.reducer import BatchView
 
 START_TIMEOUT_S = 20.0  # the supervisor imports the engine, then names itself
 
@@ -84,22 +85,16 @@ class BatchState:
 
     @classmethod
     def read(cls, batch_id: str) -> BatchState:
-        state = cls(batch_id, run_ids=[])
-        for event in read_jsonl(batch_module.events_path(batch_id)):
-            kind = event.get("type")
-            if kind == BatchEvent.BATCH:
-                state.header = event
-            elif kind == BatchEvent.SUPERVISOR:
-                state.supervisor = event
-            elif kind == BatchEvent.PLAN:
-                state.plan = event
-            elif kind == BatchEvent.SWEEP_RUN:
-                state.position = event
-            elif kind == BatchEvent.RUN:
-                state.run_ids.append(event["run_id"])
-            elif kind == BatchEvent.BATCH_DONE:
-                state.done = event
-        return state
+        view = BatchView().fold(read_jsonl(batch_module.events_path(batch_id)))
+        return cls(
+            batch_id,
+            header=view.header,
+            supervisor=view.supervisor,
+            plan=view.plan,
+            run_ids=view.run_ids,
+            position=view.position,
+            done=view.ending,
+        )
 
     @property
     def alive(self) -> bool:
@@ -199,13 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda signum, frame: None)
     _detach()
     header = next(iter(read_jsonl(batch_module.events_path(args.batch_id))), None)
-    if not header or header.get("type") != "batch":
+    if not header or header.get("type") != BatchEvent.BATCH:
         print(f"batch {args.batch_id} has no request", file=sys.stderr)
         return 2
     request = batch_module.BatchRequest.from_dict(header["request"])
     control = batch_module.BatchControl()
     signal.signal(signal.SIGTERM, lambda signum, frame: control.cancel())
-    from tui_bench.engine.runs.runner import SeriesWriter
+    from tui_bench.engine.runs.lifecycle import SeriesWriter
 
     events = SeriesWriter(batch_module.events_path(args.batch_id))
     events.write({"type": BatchEvent.SUPERVISOR, **procs.identity()})

@@ -153,7 +153,17 @@ class PresetPickerScreen(_TextAnswerScreen):
         self.dismiss(event.option.id)
 
 
-class MessageScreen(ModalScreen[None]):
+class _ClosingScreen(ModalScreen[None]):
+    """A modal that only shows something: any button or its close key dismisses it."""
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class MessageScreen(_ClosingScreen):
     BINDINGS = [Binding("escape,enter", "close", "Close", id="dialog_close")]
 
     def __init__(self, title: str, message: str) -> None:
@@ -168,12 +178,6 @@ class MessageScreen(ModalScreen[None]):
             with Horizontal(classes="dialog-buttons"):
                 close = key_labels(self).label("dialog_close")
                 yield Button(f"Close ({close})", id="close", variant="primary")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(None)
-
-    def action_close(self) -> None:
-        self.dismiss(None)
 
 
 HELP_INTRO = """\
@@ -231,7 +235,7 @@ def help_text(keys: KeyLabels) -> str:
     return HELP_INTRO + "\n" + "\n".join(lines) + "\n\n" + HELP_OUTRO
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(_ClosingScreen):
     BINDINGS = [Binding("escape,f1,question_mark,q", "close", "Close", id="help_close")]
 
     def __init__(self, under: Screen) -> None:
@@ -259,9 +263,3 @@ class HelpScreen(ModalScreen[None]):
             with Horizontal(classes="dialog-buttons"):
                 close = key_labels(self).label("help_close")
                 yield Button(f"Close ({close})", id="close", variant="primary")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(None)
-
-    def action_close(self) -> None:
-        self.dismiss(None)

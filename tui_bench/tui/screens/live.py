@@ -9,7 +9,7 @@ from textual.screen import Screen
 from textual.widgets import Collapsible, Footer
 
 from tui_bench.engine.results.history import History
-from tui_bench.tui.live import LiveRun
+from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.run_view import RunView
 
@@ -33,7 +33,7 @@ class LiveScreen(Screen):
         super().__init__()
         self._log_run_id: str | None = None
         self._log_offset = 0
-        self.shown_run: LiveRun | None = None  # set by the app through show(): attributes down
+        self.shown_run: BatchView | None = None  # set by the app through show(): attributes down
 
     def compose(self) -> ComposeResult:
         yield ModeBar("live")
@@ -49,7 +49,7 @@ class LiveScreen(Screen):
         if self.shown_run is not None:
             self.show(self.shown_run)
 
-    def show(self, run: LiveRun) -> None:
+    def show(self, run: BatchView) -> None:
         self.shown_run = run
         views = self.query(RunView)  # none yet while the screen composes: on_mount shows it
         if self.is_mounted and views:

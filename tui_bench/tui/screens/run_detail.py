@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from tui_bench.engine.results.history import History
-from tui_bench.tui.live import live_run_from_series
+from tui_bench.engine.runs.reducer import stored_run
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.run_view import RunView
 
@@ -47,6 +47,6 @@ class RunDetailScreen(Screen):
         if not events:
             self.notify(f"run {self.run_id} has no stored series", severity="warning")
         view = self.query_one(RunView)
-        view.show(live_run_from_series(events))
+        view.show(stored_run(events))
         view.clear_log()
         view.append_log(log)

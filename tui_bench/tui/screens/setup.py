@@ -219,59 +219,47 @@ class SetupScreen(Screen):
         self._dataset_checking: set[str] = set()
         self.loaded: RunSpec | None = None  # the last preset or run put into the form
 
-    def compose(self) -> ComposeResult:
-        yield ModeBar("setup")
+    def _catalog_selects(self) -> list[tuple[str, str, list[tuple[str, str]], str]]:
+        """The selects whose choices come from the catalog, declared once: (id, label, options,
+        initial value). Device choices are refined once the runtimes are known."""
         d = RunSpec()
         fw = catalog.FRAMEWORKS.get(d.framework) or next(iter(catalog.FRAMEWORKS.values()))
+        return [
+            (
+                "framework",
+                "framework",
+                [
+                    (f"{f.label} ✗ {f.unavailable}" if f.unavailable else f.label, f.name)
+                    for f in catalog.FRAMEWORKS.values()
+                ],
+                fw.name,
+            ),
+            (
+                "api",
+                "API",
+                [(fw.api_labels.get(a, a), a) for a in fw.apis],
+                d.api if d.api in fw.apis else fw.apis[0],
+            ),
+            ("model", "model", [(m.label, m.name) for m in catalog.MODELS.values()], d.model),
+            (
+                "dataset",
+                "dataset",
+                [(x.name, x.name) for x in catalog.DATASETS.values()],
+                d.dataset,
+            ),
+            ("device", "device", [("CPU", "cpu")], "cpu"),
+            ("threads", "threads", self._thread_options(), str(min(d.threads, self.logical))),
+        ]
+
+    def compose(self) -> ComposeResult:
+        yield ModeBar("setup")
         with VerticalScroll(id="setup-form"):
             with Grid(id="setup-grid"):
-                yield Label("framework")
-                yield Select(
-                    [
-                        (f"{f.label} ✗ {f.unavailable}" if f.unavailable else f.label, f.name)
-                        for f in catalog.FRAMEWORKS.values()
-                    ],
-                    value=fw.name,
-                    allow_blank=False,
-                    compact=True,
-                    id="framework",
-                )
-                yield Label("API")
-                yield Select(
-                    [(fw.api_labels.get(a, a), a) for a in fw.apis],
-                    value=d.api if d.api in fw.apis else fw.apis[0],
-                    allow_blank=False,
-                    compact=True,
-                    id="api",
-                )
-                yield Label("model")
-                yield Select(
-                    [(m.label, m.name) for m in catalog.MODELS.values()],
-                    value=d.model,
-                    allow_blank=False,
-                    compact=True,
-                    id="model",
-                )
-                yield Label("dataset")
-                yield Select(
-                    [(x.name, x.name) for x in catalog.DATASETS.values()],
-                    value=d.dataset,
-                    allow_blank=False,
-                    compact=True,
-                    id="dataset",
-                )
-                yield Label("device")
-                yield Select(
-                    [("CPU", "cpu")], value="cpu", allow_blank=False, compact=True, id="device"
-                )
-                yield Label("threads")
-                yield Select(
-                    self._thread_options(),
-                    value=str(min(d.threads, self.logical)),
-                    allow_blank=False,
-                    compact=True,
-                    id="threads",
-                )
+                for select_id, label, options, value in self._catalog_selects():
+                    yield Label(label)
+                    yield Select(
+                        options, value=value, allow_blank=False, compact=True, id=select_id
+                    )
                 for name, declared in NUMBER_FIELDS.items():
                     tooltip = field_tooltip(declared)
                     yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)

@@ -9,7 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Collapsible, Label, Log, ProgressBar, Static
 
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.tui.live import LiveRun
+from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.tui.widgets.graphs import FixedRangeGraph
 from tui_bench.tui.widgets.plots import BarPlot, LossPlot
 
@@ -23,7 +23,7 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def figures_text(run: LiveRun) -> str:
+def figures_text(run: BatchView) -> str:
     """Each figure says what was timed."""
     f = run.latest_figures()
     parts = []
@@ -52,7 +52,7 @@ def figures_text(run: LiveRun) -> str:
     return " · ".join(parts)
 
 
-def header_text(run: LiveRun) -> str:
+def header_text(run: BatchView) -> str:
     s = run.spec
     if run.sweep_line:
         lines = [f"sweep {run.sweep_id or ''} · {run.sweep_line}"]
@@ -66,7 +66,7 @@ def header_text(run: LiveRun) -> str:
     return f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}{batch}"
 
 
-def status_text(run: LiveRun) -> str:
+def status_text(run: BatchView) -> str:
     status = run.status
     if run.done and status == RunStatus.RUNNING:
         status = "ended"
@@ -137,7 +137,7 @@ class RunView(Vertical):
         self._drawn[name] = key
         return True
 
-    def show(self, run: LiveRun) -> None:
+    def show(self, run: BatchView) -> None:
         header, status = header_text(run), status_text(run)
         if self._changed("header", header):
             self.query_one("#run-header", Static).update(header)
@@ -180,7 +180,7 @@ class RunView(Vertical):
         if self._changed("samples", (run.run_id, len(run.samples), run.spec.device)):
             self._show_samples(run)
 
-    def _show_samples(self, run: LiveRun) -> None:
+    def _show_samples(self, run: BatchView) -> None:
         samples = run.samples
         # The sampler's last reading after the worker exited is an empty process tree: drop it.
         while samples and not samples[-1].get("rss_mib"):
