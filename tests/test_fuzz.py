@@ -352,7 +352,7 @@ def config_tables(draw) -> dict[str, Any]:
 def _fingerprint(home: Path) -> str:
     """The history and every run's series: what a bad input must never change."""
     digest = hashlib.sha256()
-    for path in sorted([home / "history.json", *(home / "runs").glob("*")]):
+    for path in sorted([home / "history.jsonl", *(home / "runs").glob("*")]):
         if path.is_file():
             digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()

@@ -3,10 +3,13 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tui_bench.engine.machine import procs
 from tui_bench.engine.results import history as history_module
 from tui_bench.engine.results.history import History, HistoryError
 
@@ -63,22 +66,62 @@ def test_concurrent_writers_lose_nothing(isolated_home):
     assert threads == sorted(k * 100 + i for k in range(3) for i in range(15))
 
 
-def test_a_crash_mid_write_leaves_the_old_database_intact(monkeypatch):
+def test_a_crash_mid_write_leaves_a_readable_history(isolated_home):
+    """A write is one appended line: a crash tears at most that line. With no writer holding
+    the lock, a reader knows it is torn (not in flight), says so and repairs."""
+    h = History()
+    kept = h.add(record(1))
+    with open(h.journal_path, "ab") as handle:
+        handle.write(b'{"id":"torn","op":"put","record":{"sta')  # the process died here
+    again = History()
+    assert [r["id"] for r in again.all()] == [kept]
+    assert "cut short" in again.warnings[0] and len(again.warnings) == 1
+    after = History().add(record(2))
+    assert [r["id"] for r in History().all()] == [kept, after] and not History().warnings
+
+
+def test_a_partial_line_while_a_writer_holds_the_lock_is_a_write_in_flight(isolated_home):
+    h = History()
+    kept = h.add(record(1))
+    with open(h.journal_path, "ab") as handle:
+        handle.write(b'{"id":"next","op":"put","rec')
+    writer = multiprocessing.get_context("spawn").Process(target=_hold_lock, args=(str(h.home),))
+    writer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (h.home / "held").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        reader = History()
+        assert [r["id"] for r in reader.summaries()] == [kept] and not reader.warnings
+    finally:
+        (h.home / "release").touch()
+        writer.join(30)
+
+
+def _hold_lock(home: str) -> None:
+    h = History(Path(home))
+    with h.lock:
+        (Path(home) / "held").touch()
+        while not (Path(home) / "release").exists():
+            time.sleep(0.05)
+
+
+def test_a_failed_write_raises_one_line_and_leaves_no_half_line(monkeypatch):
     h = History()
     h.add(record(1))
-    before = h.db_path.read_text()
+    before = h.journal_path.read_bytes()
 
-    def crash(src, dst):
-        raise OSError("disk pulled out")
+    def full(fd, data):
+        raise OSError(28, "No space left on device")
 
-    with monkeypatch.context() as patch, pytest.raises(OSError):
-        patch.setattr(history_module.os, "replace", crash)
+    with monkeypatch.context() as patch, pytest.raises(HistoryError, match="No space left"):
+        patch.setattr(history_module.store.os, "write", full)
         h.add(record(2))
-    assert h.db_path.read_text() == before
+    assert h.journal_path.read_bytes() == before
     assert len(History().all()) == 1
 
 
-def test_a_corrupt_database_is_kept_aside_and_rebuilt_from_series(isolated_home):
+def test_a_corrupt_journal_is_kept_aside_and_rebuilt_from_series(isolated_home):
     h = History()
     finished = h.add(record(1))
     h.series_path(finished).write_text(
@@ -92,24 +135,29 @@ def test_a_corrupt_database_is_kept_aside_and_rebuilt_from_series(isolated_home)
         json.dumps({"type": "record", "record": {**record(2), "id": running, "status": "running"}})
         + '\n{"type": "epoch_fin'  # torn last line: the app died mid-write
     )
-    h.db_path.write_text('{"_default": {"1": {"id": "x", "sta')
+    h.journal_path.write_text('{"schema": "tui-bench-history", "vers\n{"id": "x", "sta\n')
     again = History()
     records = {r["id"]: r for r in again.all()}
     assert records[finished]["status"] == "finished"
     assert records[running]["status"] == "interrupted"
     assert len(again.warnings) == 1 and "\n" not in again.warnings[0]
     assert "rebuilt 2 run(s)" in again.warnings[0]
-    aside = list(isolated_home.glob("history.corrupt-*.json"))
-    assert len(aside) == 1 and aside[0].read_text().startswith('{"_default"')
+    aside = list(isolated_home.glob("history.damaged-*.jsonl"))
+    assert len(aside) == 1 and aside[0].read_text().startswith('{"schema": "tui-bench-history", "v')
 
 
 def test_runs_left_running_by_a_dead_app_become_interrupted():
     h = History()
-    dead = h.add(record(1, status="running", recorder_pid=2**22 + 12345))
-    alive_pid = os.getppid()
-    alive = h.add(record(2, status="running", recorder_pid=alive_pid))
-    assert h.mark_interrupted() == 1
-    assert h.get(dead)["status"] == "interrupted"
+    dead = h.add(record(1, status="running", recorder_pid=2**22 + 12345, recorder_started=1.0))
+    parent = procs.identity(os.getppid())
+    alive = h.add(
+        record(2, status="running", recorder_pid=parent["pid"], recorder_started=parent["started"])
+    )
+    # No start time: the pid alone proves nothing (it may be reused), so the run is settled.
+    bare = h.add(record(3, status="running", recorder_pid=parent["pid"]))
+    assert h.get(dead)["status"] == "interrupted"  # every reader sees it settled already
+    assert h.mark_interrupted() == 2
+    assert h.get(dead)["status"] == "interrupted" and h.get(bare)["status"] == "interrupted"
     assert h.get(alive)["status"] == "running"
 
 

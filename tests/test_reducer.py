@@ -10,6 +10,7 @@ from rich.console import Console
 
 from tests.tui.fakes import fake_events, write_batch_in_progress
 from tui_bench.cli.common import BatchPrinter
+from tui_bench.engine.machine import procs
 from tui_bench.engine.results.history import History, read_jsonl
 from tui_bench.engine.runs import follow, lifecycle
 from tui_bench.engine.runs.reducer import BatchView, stored_run
@@ -108,7 +109,11 @@ def test_record_lifecycle_reserve_running_finished(isolated_home):
     history = History()
     run = lifecycle.RunRecord(history)
     assert history.series_path(run.run_id).exists()  # reserved: the id is taken
-    record = run.start({"id": "ignored", "status": "ignored", "label": "x", "recorder_pid": 1})
+    me = procs.identity()  # a live recorder: pid and start time (a bare pid proves nothing)
+    record = run.start(
+        {"id": "ignored", "status": "ignored", "label": "x", "recorder_pid": me["pid"],
+         "recorder_started": me["started"]}
+    )  # fmt: skip
     assert record["id"] == run.run_id and history.get(run.run_id)["status"] == "running"
     run.write({"type": "steps", "first_step": 0, "losses": [1.0]})
     final = run.finish("finished", reason=None, metrics={"step_median_s": 0.01})

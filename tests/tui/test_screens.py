@@ -52,7 +52,7 @@ async def test_keys_remapped_from_config(tui_home, tmp_path):
 async def test_bad_config_and_corrupt_history_are_reported_app_stays_up(tui_home, tmp_path):
     (tmp_path / "config.toml").write_text("[keys\n")
     write_fake_history(tui_home, RUNS)
-    (tui_home / "history.json").write_text("{not json")
+    (tui_home / "history.jsonl").write_text("{not json")
     app = TuiBenchApp()
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: "rebuilt 2 run(s)" in notes(app), 10, "corrupt-history note")

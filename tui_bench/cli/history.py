@@ -1,9 +1,10 @@
-"""``tui-bench history list|show|export|delete``: the recorded runs."""
+"""``tui-bench history list|show|export|import|check|delete``: the recorded runs."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from rich import box
@@ -11,6 +12,7 @@ from rich.table import Table
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
+from tui_bench.engine.results import check, transfer
 from tui_bench.engine.results.history import History
 from tui_bench.engine.spec import bounded_option, flag_parser
 
@@ -20,19 +22,22 @@ LIMIT = bounded_option(
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    if args.history_command == "check":
+        return _check(args)
     history = History()
-    for warning in history.warnings:
-        common.console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
     if args.history_command in (None, "list"):
-        records = history.all()
-        total = len(records)
-        if args.limit:  # the newest N runs, whatever they are repeats of
-            records = records[-args.limit :]
-        if args.json:
-            print(json.dumps(records, indent=2, default=str))
+        records = history.summaries()
+        _warn(history)
+        shown = records[-args.limit :] if args.limit else records
+        if args.json:  # full records: scripts read any field
+            full = list(history.records([r["id"] for r in shown]))
+            print(json.dumps(full, indent=2, default=str))
+            return 0
+        if len(shown) > _PLAIN_ABOVE:
+            _print_plain(records, shown, history.home)
             return 0
         table = Table(
-            title=f"{total} run(s) in {history.home}",
+            title=f"{len(records)} run(s) in {history.home}",
             title_justify="left",
             box=box.SIMPLE_HEAD,
         )
@@ -40,7 +45,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         table.add_column("status", no_wrap=True)
         for header in ("ms/step", "samp/s", "acc"):
             table.add_column(header, justify="right", no_wrap=True)
-        for r in records:
+        for r in shown:
             m = r.get("metrics") or {}
             table.add_row(
                 f"{r['id']}\n[dim]{r.get('label', '')}[/dim]",
@@ -54,30 +59,114 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     if args.history_command == "show":
         record = history.get(args.run_id)
+        _warn(history)
         print(json.dumps(record, indent=2, default=str))
         return 0
     if args.history_command == "export":
-        count = history.export_csv(Path(args.csv))
-        common.console(stderr=True).print(f"wrote {count} run(s) to {args.csv}")
+        if args.jsonl:
+            count = transfer.export_jsonl(history, Path(args.jsonl))
+            target = args.jsonl
+        else:
+            count = history.export_csv(Path(args.csv))
+            target = args.csv
+        _warn(history)
+        common.console(stderr=True).print(f"wrote {count} run(s) to {target}")
+        return 0
+    if args.history_command == "import":
+        added, present = transfer.import_jsonl(history, Path(args.file))
+        _warn(history)
+        common.console(stderr=True).print(
+            f"imported {added} run(s) from {args.file}; {present} were already in the history"
+        )
         return 0
     if args.history_command == "delete":
         record = history.get(args.run_id)
         history.delete([record["id"]])
+        _warn(history)
         common.console(stderr=True).print(f"deleted {record['id']}")
         return 0
     raise UsageError(f"unknown history command {args.history_command}")
 
 
+# rich measures every cell to size a table: 10,000 rows took 18 s. Long lists print plain columns.
+_PLAIN_ABOVE = 200
+
+
+def _print_plain(records: list[dict], shown: list[dict], home: Path) -> None:
+    lines = [
+        f"{len(records)} run(s) in {home}",
+        "run                       status       ms/step   samp/s    acc  label",
+    ]
+    for r in shown:
+        m = r.get("metrics") or {}
+        lines.append(
+            f"{r['id']:<25} {str(r.get('status', '')):<11} "
+            f"{common.fmt(m.get('step_median_s'), 1000, 1):>8} "
+            f"{common.fmt(m.get('samples_per_s'), digits=0):>8} "
+            f"{common.fmt(m.get('test_accuracy'), digits=3):>6}  {r.get('label', '')}"
+        )
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _warn(history: History) -> None:
+    for warning in history.warnings:
+        common.console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
+
+
+def _check(args: argparse.Namespace) -> int:
+    report = check.check(repair=args.repair)
+    out = common.console()
+    for problem in report.problems:
+        out.print(f"problem: {problem}", highlight=False)
+    for note in report.notes:
+        out.print(f"note: {note}", highlight=False)
+    for done in report.repaired:
+        out.print(f"repaired: {done}", highlight=False)
+    if not report.problems:
+        out.print("history is sound")
+        return 0
+    if report.repaired:
+        after = check.check(repair=False)
+        for problem in after.problems:
+            out.print(f"still: {problem}", highlight=False)
+        return 1 if after.problems else 0
+    out.print("run `tui-bench history check --repair` to repair (damaged files are kept aside)")
+    return 1
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    hist = subparsers.add_parser("history", help="browse, show, export and delete recorded runs")
+    hist = subparsers.add_parser(
+        "history", help="browse, show, export, import, check and delete recorded runs"
+    )
     hist_sub = hist.add_subparsers(dest="history_command", metavar="ACTION")
     hist_list = hist_sub.add_parser("list", help="one line per run")
     hist_list.add_argument("--limit", type=flag_parser(LIMIT), default=0, help="only the newest N")
     hist_list.add_argument("--json", action="store_true")
     hist_show = hist_sub.add_parser("show", help="everything recorded about a run, as JSON")
     hist_show.add_argument("run_id", help="id or unique prefix")
-    hist_export = hist_sub.add_parser("export", help="write all runs to CSV (one row per run)")
-    hist_export.add_argument("--csv", required=True, help="output file")
+    hist_export = hist_sub.add_parser(
+        "export", help="write all runs to CSV (one row per run) or JSON lines (runs + series)"
+    )
+    target = hist_export.add_mutually_exclusive_group(required=True)
+    target.add_argument("--csv", metavar="FILE", help="one row per run, for spreadsheets")
+    target.add_argument(
+        "--jsonl",
+        metavar="FILE",
+        help="every run with its series, schema-versioned: `history import` reads it",
+    )
+    hist_import = hist_sub.add_parser(
+        "import", help="merge runs from a `history export --jsonl` file (by run id)"
+    )
+    hist_import.add_argument("file")
+    hist_check = hist_sub.add_parser(
+        "check",
+        help="check history, series and batch files; exit 1 if anything is wrong",
+        description="Lists every problem found in the history, the series files and the batch "
+        "files. Exit status: 0 sound, 1 problems found (or left after --repair), 2 bad input.",
+    )
+    hist_check.add_argument(
+        "--repair", action="store_true", help="repair what can be (damaged originals are kept)"
+    )
     hist_delete = hist_sub.add_parser("delete", help="delete a run and its series")
     hist_delete.add_argument("run_id")
-    hist.set_defaults(func=cmd_history, json=False, limit=0)
+    hist.set_defaults(func=cmd_history, json=False, limit=0, repair=False)

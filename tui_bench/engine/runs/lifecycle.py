@@ -25,16 +25,25 @@ class SeriesWriter:
     def __init__(self, path: Path) -> None:
         self._handle = open(path, "a", encoding="utf-8")
         self._lock = threading.Lock()
+        self.error: str | None = None  # the first write failure (disk full): the run fails on it
 
     def write(self, item: dict[str, Any]) -> None:
         line = json.dumps(item, separators=(",", ":"), default=str) + "\n"
         with self._lock:
-            self._handle.write(line)
-            self._handle.flush()
+            if self.error is not None:
+                return  # what was written stays; nothing more is tried on a failing disk
+            try:
+                self._handle.write(line)
+                self._handle.flush()
+            except OSError as exc:
+                self.error = exc.strerror or str(exc)
 
     def close(self) -> None:
         with self._lock:
-            self._handle.close()
+            try:
+                self._handle.close()
+            except OSError as exc:
+                self.error = self.error or exc.strerror or str(exc)
 
 
 class RunRecord:
@@ -69,6 +78,9 @@ class RunRecord:
         replaces the running one in history. Nobody records it any more."""
         assert self.record is not None and self._series is not None, "start() first"
         rest = {k: v for k, v in fields.items() if k not in ("id", "status")}
+        if self._series.error is not None and status == RunStatus.FINISHED:
+            status = RunStatus.FAILED
+            rest["reason"] = f"could not write the run's series: {self._series.error}"
         final = {
             **self.record,
             **rest,

@@ -11,7 +11,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
@@ -455,7 +454,7 @@ class WorkerRun:
             os.close(read_fd)
             os.close(write_fd)
             read_fd = write_fd = -1
-            fifo_dir = tempfile.mkdtemp(prefix="tui-bench-events-")
+            fifo_dir = procs.owned_temp_dir("events")  # removed at a later start if we die
             events_path = os.path.join(fifo_dir, "rank0")
             os.mkfifo(events_path, 0o600)
         env = worker_environment(self.spec)
@@ -623,13 +622,14 @@ def execute(
             worker._kill_group()
         if isinstance(exc, KeyboardInterrupt):
             result.status, result.reason = RunStatus.CANCELLED, "interrupted"
-    run.finish(
+    final = run.finish(
         result.status,
         reason=result.reason,
         worker=_worker_facts(result.started),
         metrics=result.metrics(),
         log_tail=result.log_tail,
     )
+    result.status, result.reason = final["status"], final["reason"]  # a full disk fails it
     return result
 
 

@@ -158,10 +158,8 @@ def stop(batch_id: str) -> BatchState:
     if not state.alive:
         History().mark_interrupted()
         raise SupervisorError(f"{batch_id} has no live supervisor (its runs are interrupted)")
-    try:
-        os.kill(int(s["pid"]), signal.SIGTERM)
-    except ProcessLookupError:
-        raise SupervisorError(f"{batch_id}'s supervisor has just ended") from None
+    if not procs.send_signal(s.get("pid"), s.get("started"), signal.SIGTERM):
+        raise SupervisorError(f"{batch_id}'s supervisor has just ended")
     return state
 
 

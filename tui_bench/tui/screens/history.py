@@ -51,6 +51,9 @@ COLUMNS_NARROW = [
     ("status", "status"),
 ]
 SORTABLE = [key for key, _ in COLUMNS if key != "mark"]
+# A table of 10,000 rows takes seconds to fill and nobody scrolls it: the filter and the sort
+# still cover every run, the table shows the first rows of the result.
+ROW_LIMIT = 1000
 
 
 def row_values(record: dict[str, Any]) -> dict[str, Any]:
@@ -186,7 +189,7 @@ class HistoryScreen(Screen):
     def _load(self) -> None:
         history = History()
         try:
-            records = history.all()
+            records = history.summaries()
         except (TuiBenchError, OSError) as exc:  # unreadable beyond recovery: say so, stay up
             title = exc.title if isinstance(exc, TuiBenchError) else ""
             self.post_message(Notice(f"cannot read history: {exc}", title, "error"))
@@ -214,17 +217,21 @@ class HistoryScreen(Screen):
         cursor_id = self.cursor_id()
         self._ensure_columns()
         table.clear()
-        for record in self.shown:
+        for record in self.shown[:ROW_LIMIT]:
             values = row_values(record)
             mark = "✓" if record["id"] in self.marked else " "
             table.add_row(
                 mark, *(cell(k, values[k]) for k, _ in self.columns[1:]), key=record["id"]
             )
-        if cursor_id and cursor_id in [r["id"] for r in self.shown]:
+        if cursor_id and cursor_id in [r["id"] for r in self.shown[:ROW_LIMIT]]:
             table.move_cursor(row=table.get_row_index(cursor_id))
         arrow = "↓" if self.sort_reverse else "↑"
+        limited = (
+            f" (first {ROW_LIMIT:,} shown: filter to narrow)" if len(self.shown) > ROW_LIMIT else ""
+        )
         self.query_one("#history-status", Static).update(
-            f"{len(self.shown)} of {len(self.records)} run(s) · {len(self.marked)} marked · "
+            f"{len(self.shown)} of {len(self.records)} run(s){limited} · "
+            f"{len(self.marked)} marked · "
             f"sort: {self.sort_key} {arrow} · enter opens a run"
         )
 

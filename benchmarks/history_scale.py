@@ -1,0 +1,178 @@
+"""How the history scales: 10, 1,000 and 10,000 runs side by side (targets at 10,000 runs:
+``history list`` < 0.5 s, ``history export --csv`` < 2 s, one run's history writes < 50 ms in
+total, the TUI History screen open < 1 s, memory < 300 MB).
+
+Every run is a copy of one real record (``history_record.json``: a torch CNN run recorded on this
+project's VM, 4.8 kB), under its own id, with a small series file, as the issue measured it. The
+commands run as a user runs them: a fresh ``tui-bench`` process each, wall time from launch to
+exit, best of ``--repeats``; memory is the peak RSS of that process.
+
+    python benchmarks/history_scale.py [--sizes 10 1000 10000] [--repeats 3] [--no-tui]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tui_bench.engine.results import store  # noqa: E402
+from tui_bench.engine.results.history import History  # noqa: E402
+
+TEMPLATE = json.loads((Path(__file__).with_name("history_record.json")).read_text())
+CLI = [sys.executable, "-c", "import sys; from tui_bench.cli import main; sys.exit(main())"]
+
+TUI_CHILD = r"""
+import asyncio, sys, time
+from textual.widgets import DataTable
+from tui_bench.tui.app import TuiBenchApp
+from tui_bench.tui.screens.history import HistoryScreen
+
+async def main(rows):
+    app = TuiBenchApp()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        t0 = time.perf_counter()
+        app.switch_mode("history")
+        while True:
+            screen = app.screen
+            if isinstance(screen, HistoryScreen) and screen.query(DataTable):
+                table = screen.query_one(DataTable)
+                if table.row_count == rows:
+                    break
+            await pilot.pause(0.01)
+        opened = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        screen.query_one("#history-filter").value = "no-such-run"
+        while table.row_count:
+            await pilot.pause(0.01)
+        filtered = time.perf_counter() - t0
+        print(f"{opened:.4f} {filtered:.4f}")
+
+asyncio.run(main(int(sys.argv[1])))
+"""
+
+
+def build(home: Path, runs: int) -> None:
+    """A history of ``runs`` finished runs written as the runner writes them would (one put and
+    one patch each), then compacted, plus a series file per run."""
+    history = History(home)
+    records = []
+    for i in range(runs):
+        record = copy.deepcopy(TEMPLATE)
+        record["id"] = f"20261101-{i // 3600 % 24:02d}{i // 60 % 60:02d}{i % 60:02d}-{i:08x}"
+        record["started_at"] = (
+            f"2026-11-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00"
+        )
+        records.append(record)
+        header = {**record, "status": "running"}
+        with open(history.series_path(record["id"]), "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"type": "record", "record": header}) + "\n")
+            steps = {"type": "steps", "epoch": 1, "first_step": 0, "losses": [2.3, 2.2]}
+            handle.write(json.dumps(steps) + "\n")
+            handle.write(json.dumps({"type": "result", "record": record}) + "\n")
+    store.rewrite(history.journal_path, records)
+
+
+def timed(argv: list[str], env: dict[str, str], repeats: int) -> tuple[float, float, float]:
+    """Best wall time (s) of ``argv``, its best CPU time (user + system, s: what a loaded
+    machine inflates least) and its peak RSS (MiB)."""
+    times, cpus, peak = [], [], 0.0
+    for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        if after.ru_maxrss > before.ru_maxrss:  # the children's maximum so far: rose for this one
+            peak = max(peak, after.ru_maxrss / 1024)
+    return min(times), min(cpus), peak
+
+
+def run_writes(home: Path, runs: int = 5) -> tuple[float, float]:
+    """One run's history writes as the runner makes them (reserve an id, add the record, update
+    it with the result), ``runs`` times: median and worst total, ms."""
+    history = History(home)
+    totals = []
+    for _ in range(runs):
+        record = copy.deepcopy(TEMPLATE)
+        final = {k: v for k, v in record.items() if k != "id"}
+        t0 = time.perf_counter()
+        run_id = history.reserve_run_id()
+        history.add({**record, "id": run_id, "status": "running"})
+        history.update(run_id, **final)
+        totals.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(totals), max(totals)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1000, 10000])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-tui", action="store_true", help="skip the TUI History screen")
+    args = parser.parse_args()
+    rows: dict[str, list[str]] = {}
+
+    def put(name: str, value: str) -> None:
+        rows.setdefault(name, []).append(value)
+
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory(prefix="tui-bench-scale-") as tmp:
+            home = Path(tmp) / "home"
+            home.mkdir()
+            env = {
+                **os.environ,
+                "TUI_BENCH_HOME": str(home),
+                "TUI_BENCH_CONFIG": str(Path(tmp) / "none.toml"),
+            }
+            build(home, size)
+            put("journal MB", f"{home.joinpath(store.JOURNAL_NAME).stat().st_size / 1e6:.1f}")
+            cold, cold_cpu, cold_rss = timed([*CLI, "history", "list"], env, 1)  # builds the cache
+            put("list, cold cache s (cpu)", f"{cold:.2f} ({cold_cpu:.2f})")
+            warm, warm_cpu, warm_rss = timed([*CLI, "history", "list"], env, args.repeats)
+            put("list s (cpu)", f"{warm:.2f} ({warm_cpu:.2f})")
+            put("list peak MiB", f"{max(cold_rss, warm_rss):.0f}")
+            out = Path(tmp) / "runs.csv"
+            export, export_cpu, export_rss = timed(
+                [*CLI, "history", "export", "--csv", str(out)], env, args.repeats
+            )
+            put("export --csv s (cpu)", f"{export:.2f} ({export_cpu:.2f})")
+            put("export peak MiB", f"{export_rss:.0f}")
+            startup, startup_cpu, _ = timed([*CLI, "--version"], env, args.repeats)
+            put("(tui-bench --version s (cpu))", f"{startup:.2f} ({startup_cpu:.2f})")
+            os.environ["TUI_BENCH_HOME"] = str(home)
+            median, worst = run_writes(home)
+            put("one run's writes ms (median)", f"{median:.1f}")
+            put("one run's writes ms (worst)", f"{worst:.1f}")
+            if not args.no_tui:
+                result = subprocess.run(
+                    [sys.executable, "-c", TUI_CHILD, str(size + 5)],
+                    env={**env, "TUI_BENCH_THEME": "textual-dark"},
+                    check=True,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                opened, filtered = result.stdout.split()[-2:]
+                put("TUI History open s", f"{float(opened):.2f}")
+                put("TUI filter s", f"{float(filtered):.2f}")
+    width = max(len(k) for k in rows) + 2
+    print(f"{'runs':<{width}}" + "".join(f"{s:>14,}" for s in args.sizes))
+    for name, values in rows.items():
+        print(f"{name:<{width}}" + "".join(f"{v:>14}" for v in values))
+    print(f"load average: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} logical cores")
+
+
+if __name__ == "__main__":
+    main()
