@@ -118,6 +118,8 @@ def test_huge_files_are_refused_without_being_read_whole(tmp_path: Path) -> None
         load_config()
     with pytest.raises(ValueError, match="larger than"):
         read_input("/dev/zero")  # endless: only limit + 1 bytes are ever read
+    with pytest.raises(PresetError, match="/dev/zero is not a regular file"):
+        presets.find("/dev/zero")
 
 
 # -- numbers: one declaration, one check, one line ---------------------------------------------

@@ -12,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_cli import cli as cli_process
 
 from tui_bench import cli
-from tui_bench.engine.results.history import History
+from tui_bench.engine.machine import procs
+from tui_bench.engine.results.history import History, read_jsonl
+from tui_bench.engine.runs import follow
 
 NODE_MEMORY = 200 * 1024 * 1024
 
@@ -94,6 +97,35 @@ def test_each_documented_cluster_address_runs_on_the_head(
     assert record["cluster"] == address
     assert record["node"]["id"] == ray_head["node_id"]
     assert record["metrics"]["step_median_s"] > 0
+
+
+@pytest.mark.slow
+def test_stopping_a_ray_client_run_cancels_it_on_its_node(
+    ray_head: dict[str, str], isolated_home: Path
+) -> None:
+    """Ray Client's path has its own cancel (the queue relay): stop must reach the node too."""
+    out = cli_process(
+        "run", "--model", "mlp", "--threads", "1", "--epochs", "200", "--steps-per-epoch", "30",
+        "--batch-size", "32", "--train-samples", "1200", "--test-samples", "128",
+        "--cluster", ray_head["client"], "--detach",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    batch_id = out.stdout.strip()
+    deadline = time.monotonic() + 120
+    while follow.progress(batch_id).step == 0:
+        assert time.monotonic() < deadline, "the ray:// run did not start training"
+        time.sleep(0.2)
+    stopped = cli_process("stop", batch_id)
+    assert stopped.returncode == 0, stopped.stderr
+    (record,) = History().all()
+    assert record["status"] == "cancelled" and record["reason"] == "cancelled by the user"
+    (worker,) = [
+        e for e in read_jsonl(History().series_path(record["id"])) if e["type"] == "remote_worker"
+    ]
+    deadline = time.monotonic() + 20  # the node stops its worker when Ray cancels the task
+    while procs.alive(worker["pid"], worker["started"]):
+        assert time.monotonic() < deadline, "the cancelled run's worker still runs on its node"
+        time.sleep(0.2)
 
 
 def test_a_ray_client_address_without_grpcio_is_one_line_with_the_install_command(

@@ -142,6 +142,8 @@ def find(name_or_path: str) -> Path:
     files = preset_files()
     if name_or_path in files:
         return files[name_or_path]
+    if path.exists():  # a directory, a device, a FIFO: never read as a preset
+        raise PresetError(f"preset file {name_or_path} is not a regular file")
     if path.suffix == ".toml" or os.sep in name_or_path:
         raise PresetError(f"preset file {name_or_path} does not exist")
     close = difflib.get_close_matches(name_or_path, list(files), n=1)
