@@ -82,7 +82,7 @@ SUMMARY_METRICS = (
 )
 # A cache is rewritten once a reader replayed this many bytes past it.
 _CACHE_REFRESH_BYTES = 256 * 1024
-_CACHE_VERSION = 3
+_CACHE_VERSION = 4  # 4: summaries carry the stability verdict
 
 
 def header_line() -> bytes:
@@ -123,6 +123,10 @@ def summarize(fields: dict[str, Any]) -> dict[str, Any]:
     if "env" in fields:
         env = fields["env"] if isinstance(fields["env"], dict) else {}
         out["env"] = {"host": env.get("host")}
+    if "stability" in fields:
+        # The verdict alone: lists show and filter on it; its reasons are one get() away.
+        stab = fields["stability"] if isinstance(fields["stability"], dict) else {}
+        out["stability"] = {"verdict": _intern(stab.get("verdict"))}
     return out
 
 

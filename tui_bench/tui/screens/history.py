@@ -37,19 +37,20 @@ COLUMNS = [  # (key, header)
     ("step_ms", "step ms"),
     ("samples_s", "samples/s"),
     ("accuracy", "acc"),
+    ("verdict", "verdict"),
     ("status", "status"),
 ]
 # Below NARROW_BELOW columns (80×24 over SSH) the essentials fit without scrolling sideways.
-NARROW_BELOW = 118
+NARROW_BELOW = 136
 COLUMNS_NARROW = [
     ("mark", "✓"),
     ("short_date", "date"),
     ("run", "run"),
     ("data", "data"),
-    ("where", "device"),
+    ("where", "dev"),
     ("step_ms", "step ms"),
     ("accuracy", "acc"),
-    ("status", "status"),
+    ("state", "verdict"),  # a finished run's verdict, else its status
 ]
 SORTABLE = [key for key, _ in COLUMNS if key != "mark"]
 # A table of 10,000 rows takes seconds to fill and nobody scrolls it: the filter and the sort
@@ -80,11 +81,15 @@ def row_values(record: dict[str, Any]) -> dict[str, Any]:
         "step_ms": m["step_median_s"] * 1000 if m.get("step_median_s") is not None else None,
         "samples_s": m.get("samples_per_s"),
         "accuracy": acc,
-        # the stability verdict rides in the status cell, so "unreliable" filters and sorts
-        "status": " · ".join(
-            str(x) for x in (record.get("status"), stability.verdict_of(record)) if x
-        )
-        or None,
+        "status": record.get("status"),
+        # its own column, so "unreliable" filters and sorts like any other value
+        "verdict": stability.verdict_of(record),
+        # 80 columns hold one of the two: a finished run's verdict says more than "finished"
+        "state": (
+            stability.verdict_of(record)
+            if record.get("status") == "finished" and stability.verdict_of(record)
+            else record.get("status")
+        ),
     }
 
 
@@ -273,7 +278,7 @@ class HistoryScreen(Screen):
         key = event.column_key.value
         if key in ("short_date", "run", "data", "where"):
             key = {"short_date": "date"}.get(key, key)
-        if key in SORTABLE or key in ("run", "data", "where"):
+        if key in SORTABLE or key in ("run", "data", "where", "state"):
             self.sort_by(key)
 
     @on(DataTable.RowSelected)
