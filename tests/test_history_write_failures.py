@@ -69,7 +69,7 @@ def test_a_real_full_filesystem_fails_the_run_and_the_next_start_is_clean(isolat
         pytest.skip("mounting a tmpfs needs root")
     mount = Path("/tmp") / f"tui-bench-full-{uuid.uuid4().hex[:8]}"
     mount.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mount)])
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(mount)])
     if mounted.returncode != 0:
         mount.rmdir()
         pytest.skip("this machine does not allow mounting a tmpfs")
@@ -87,3 +87,28 @@ def test_a_real_full_filesystem_fails_the_run_and_the_next_start_is_clean(isolat
     finally:
         subprocess.run(["umount", "-l", str(mount)])
         mount.rmdir()
+
+
+def test_a_disk_that_fills_on_the_result_line_fails_the_run(isolated_home, monkeypatch):
+    """The last write of a run is its biggest (the final record): a disk that fills right there
+    leaves a series without the run's end, so the history must not call the run finished."""
+    from tui_bench.engine.runs import lifecycle
+
+    real_write = lifecycle.SeriesWriter.write
+
+    def full_on_result(self, item):
+        if item.get("type") == "result":
+            self._handle.write = _raise_enospc  # the disk fills on this line
+        real_write(self, item)
+
+    monkeypatch.setattr(lifecycle.SeriesWriter, "write", full_on_result)
+    run = lifecycle.RunRecord(History())
+    run.start({"label": "tiny", "spec": {"framework": "torch"}})
+    run.write({"type": "steps", "epoch": 1, "first_step": 0, "losses": [2.3]})
+    final = run.finish("finished", metrics={"step_median_s": 0.01})
+    assert final["status"] == "failed" and "No space left" in final["reason"]
+    assert History().get(run.run_id)["status"] == "failed"
+
+
+def _raise_enospc(_line):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -95,5 +95,11 @@ class RunRecord:
         final["stability"] = verdict.as_dict() if verdict is not None else None
         self._series.write({"type": SeriesEvent.RESULT, "record": final})
         self._series.close()
+        if self._series.error is not None and final["status"] == RunStatus.FINISHED:
+            # The disk filled on the result line itself: the series lacks the run's end, so
+            # the history (still writable) must not call it finished.
+            final["status"] = RunStatus.FAILED
+            final["reason"] = f"could not write the run's series: {self._series.error}"
+            final["stability"] = None
         self.history.update(self.run_id, **{k: v for k, v in final.items() if k != "id"})
         return final
