@@ -36,6 +36,7 @@ from tui_bench.engine.spec import RunSpec
 
 INSTALL_HINT = "pip install 'tui-bench[ray]'"
 CANCEL_GRACE_S = 30.0  # a cancelled task gets this long to stop its worker and say so
+CLIENT_CONNECT_TRIES = 3  # Ray Client's per-connection server can fail to start once under load
 _ITEM, _END, _FAILED = "item", "end", "failed"  # what the relay thread hands the head's loop
 
 
@@ -266,12 +267,7 @@ class FleetExecutor:
         # own handler is what turns ``tui-bench stop`` into a recorded cancel: put it back.
         on_sigterm = signal.getsignal(signal.SIGTERM)
         try:
-            ray.init(
-                address=address,
-                namespace="tui-bench",
-                log_to_driver=False,
-                logging_level=logging.WARNING,
-            )
+            self._connect(ray, address)
         except (ConnectionError, ValueError, RuntimeError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise FleetError(f"no Ray cluster at {address}: {first}") from None
@@ -439,6 +435,28 @@ class FleetExecutor:
                 run.write(event)
                 if on_event is not None:
                     on_event(event)
+
+    @staticmethod
+    def _connect(ray: Any, address: str) -> None:
+        """ray.init, with a second and third try for Ray Client: its server starts a driver
+        process per connection, and on a busy machine that start can fail once ("Initialization
+        failure from server") although the cluster is there. Nothing has run yet, so a retry
+        cannot count a benchmark twice."""
+        tries = CLIENT_CONNECT_TRIES if address.startswith("ray://") else 1
+        for attempt in range(1, tries + 1):
+            try:
+                ray.init(
+                    address=address,
+                    namespace="tui-bench",
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                )
+                return
+            except ConnectionError as exc:
+                if attempt == tries or "Initialization failure" not in str(exc):
+                    raise
+                ray.shutdown()
+                time.sleep(2.0 * attempt)
 
     @staticmethod
     def _lost_reason(exc: Exception, node: dict[str, Any] | None) -> str:
