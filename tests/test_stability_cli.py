@@ -4,27 +4,18 @@ unreliable run, CSV has `stability` columns, `history recheck` judges stored run
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import random
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO
+from test_cli import cli as cli_process
 
 from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History
 
-
-def cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tui_bench", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+# test_cli's runner of the real command line, with room for a real run on a loaded machine.
+cli = functools.partial(cli_process, timeout=180)
 
 
 # One steady step: too few to judge a spread by, so the verdict is unreliable whatever the load.
