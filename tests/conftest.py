@@ -68,6 +68,12 @@ def shared_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One compile cache for the session (Theano's generated C, keyed by the code's hash): a
     cold cache costs minutes of g++ per run on a 2-core machine, and compiling the same ops
     again in every test checks nothing more. Each test's cache still has its own path to it."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # one cache for every test process too (Theano locks its compile dir): the workers'
+        # temp dirs share a parent
+        shared = tmp_path_factory.getbasetemp().parent / "compiled"
+        shared.mkdir(exist_ok=True)
+        return shared
     return tmp_path_factory.mktemp("compiled")
 
 

@@ -21,6 +21,9 @@ from tui_bench.engine.runs import follow
 
 NODE_MEMORY = 200 * 1024 * 1024
 
+# Ray heads take machine-wide ports and a GB of memory: one test process starts them, in turn.
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def _free_port() -> int:
     with socket.socket() as probe:

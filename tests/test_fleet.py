@@ -37,6 +37,9 @@ warmup_steps = 1
 NODE_MEMORY = 80 * 2**20  # object store per node: events are small, the default is GBs
 LOOPBACK = ("127.0.0.1", "::ffff:127.0.0.1")
 
+# Ray heads take machine-wide ports and a GB of memory: one test process starts them, in turn.
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def test_cluster_flag_without_ray_is_one_line_with_the_install_command(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
