@@ -208,6 +208,9 @@ class TorchBackend(Backend):
             import torch.distributed as dist
 
             if dist.is_initialized():
+                # Every rank leaves its last collective before any tears the group down: a
+                # rank that destroyed it while a peer still talked aborted in gloo's threads.
+                dist.barrier()
                 dist.destroy_process_group()
 
     def apply_settings(self, settings: Settings) -> dict[str, Any]:

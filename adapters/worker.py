@@ -219,7 +219,8 @@ def fault_text(environ: dict[str, str] | None = None) -> str:
 
 class Faults:
     """Test-only failure injection, from ``TUI_BENCH_FAULT`` (e.g. ``crash@epoch:2``,
-    ``hang@epoch:1``, ``exit@import``, ``garbage@import``, ``chatter@epoch:1``, ``segv@epoch:1``;
+    ``hang@epoch:1``, ``exit@import``, ``garbage@import``, ``chatter@epoch:1``, ``segv@epoch:1``,
+    ``abort@teardown`` (after the result, as a C++ teardown abort does);
     ``/rank=N`` limits a rule to one rank of a data-parallel run: ``exit@epoch:1/rank=1``).
     Used by the test-suite to prove that crashes, hangs and noise become honest results; only
     active with ``TUI_BENCH_TESTING=1`` (``fault_text``)."""
@@ -246,6 +247,8 @@ class Faults:
                 os._exit(7)
             if action == "segv":
                 os.kill(os.getpid(), signal.SIGSEGV)
+            if action == "abort":
+                os.abort()
             if action == "hang":
                 os.kill(os.getpid(), signal.SIGSTOP)  # stops every thread, heartbeat included
             if action == "garbage":
@@ -404,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     finally:
+        faults("teardown")
         close = getattr(backend, "close", None)
         if close is not None:
             try:

@@ -297,6 +297,25 @@ def test_a_rank_that_dies_fails_the_run_instead_of_hanging_it(tmp_path, framewor
     assert result.wall_s < 120, f"took {result.wall_s:.0f} s to notice: {result.reason}"
 
 
+@pytest.mark.slow
+def test_rank_zero_aborting_in_teardown_after_the_result_keeps_the_run(tmp_path) -> None:
+    """Seen under load: rank 0 sent its result, then gloo aborted it while the group was torn
+    down and torchrun exited 1. Every rank's step times were already gathered."""
+    spec = RunSpec(**SMALL, framework="torch", batch_size=16, workers=2).validate()
+    worker = runner.WorkerRun(
+        spec,
+        "dp-teardown-abort",
+        tmp_path / "run.log",
+        runtime=runtime_for("torch", "eager"),
+        fault="abort@teardown/rank=0",
+    )
+    result = worker.run()
+    assert result.returncode != 0
+    assert result.status == "finished", result.reason
+    assert result.reason.startswith("the result is complete; the worker then exited with code")
+    assert len(result.summary["rank_step_median_s"]) == 2
+
+
 def test_label_names_the_workers_and_the_scaling() -> None:
     assert (
         RunSpec(workers=2, threads=1).label()

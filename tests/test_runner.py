@@ -128,6 +128,26 @@ def test_a_worker_killed_by_a_signal():
     assert result.status == "failed" and result.reason == "worker was killed by SIGSEGV"
 
 
+def test_a_crash_while_shutting_down_after_the_result_keeps_the_result_and_says_so():
+    """The result event carries every figure; a C++ abort in teardown after it (torch's gloo
+    did this under load) must not throw the run away, nor pass unsaid."""
+    history, _, result = run(tiny_spec(epochs=1), fault="abort@teardown")
+    assert result.returncode == -6
+    assert result.status == "finished" and result.summary["steady_steps"] == 4
+    assert result.reason == (
+        "the result is complete; the worker then was killed by SIGABRT while shutting down "
+        "(see the log)"
+    )
+    record = history.get(result.run_id)
+    assert record["status"] == "finished" and record["reason"] == result.reason
+    assert record["metrics"]["step_median_s"] > 0
+
+
+def test_a_crash_before_the_result_still_fails_the_run():
+    _, _, result = run(tiny_spec(epochs=1), fault="abort@epoch:1")
+    assert result.status == "failed" and result.reason == "worker was killed by SIGABRT"
+
+
 def test_a_hanging_worker_is_killed_after_the_stall_timeout():
     started = time.monotonic()
     _, _, result = run(fault="hang@epoch:1", stall_timeout=3.0)

@@ -528,9 +528,17 @@ class WorkerRun:
         elif stalled:
             r.status = RunStatus.FAILED
             r.reason = f"worker sent nothing for {self.stall_timeout:g} s and was killed (hung)"
-        elif final is not None and final["type"] == WorkerEvent.FINISHED and r.returncode == 0:
+        elif final is not None and final["type"] == WorkerEvent.FINISHED:
             r.status = RunStatus.FINISHED
             r.summary = final.get("summary", {})
+            if r.returncode != 0:
+                # The result was whole when it was sent (every rank's step times gathered, the
+                # test set evaluated); a crash while shutting down after it changes no figure.
+                # Said, with the log, never hidden.
+                r.reason = (
+                    f"the result is complete; the worker then {_exit_words(r.returncode)} "
+                    "while shutting down (see the log)"
+                )
         elif final is not None and final["type"] == WorkerEvent.ERROR:
             r.status = RunStatus.FAILED
             r.error = final
@@ -540,11 +548,19 @@ class WorkerRun:
                 name = catalog.runtime_for(self.spec.framework, self.spec.api)
                 r.reason += f"; runtime '{name}' lacks it: {runtimes.fix_command(name)}"
         elif r.returncode is not None and r.returncode < 0:
-            name = signal.Signals(-r.returncode).name
-            r.status, r.reason = RunStatus.FAILED, f"worker was killed by {name}"
+            r.status, r.reason = RunStatus.FAILED, f"worker {_exit_words(r.returncode)}"
         else:
             r.status = RunStatus.FAILED
-            r.reason = f"worker exited with code {r.returncode} before reporting a result"
+            r.reason = f"worker {_exit_words(r.returncode)} before reporting a result"
+
+
+def _exit_words(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"exited with code {returncode}"
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
