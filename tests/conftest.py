@@ -3,10 +3,12 @@ The managed framework runtimes (GBs, made by `tui-bench runtime setup all`) are 
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +58,27 @@ def require_runtime(framework: str, api: str = "eager") -> None:
     if os.environ.get("TUI_BENCH_REQUIRE_RUNTIMES") == "1":
         pytest.fail(f"runtime required (TUI_BENCH_REQUIRE_RUNTIMES=1): {problem}")
     pytest.skip(problem)
+
+
+# What installs each optional package the suite uses (the README's test command installs all).
+EXTRAS = {
+    "torch": "pip install -e '.[torch]'",
+    "ray": "pip install -e '.[ray]'",
+    "mlflow": "pip install -e '.[mlflow]'",
+    "matplotlib": "pip install -e '.[figures]'",
+}
+
+
+def require_module(name: str) -> Any:
+    """The module, or a skip that says which install brings it (a failure in CI, where
+    TUI_BENCH_REQUIRE_RUNTIMES=1 says everything is installed). Works at module level too."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        problem = f"{name} is not installed ({exc}): {EXTRAS.get(name, f'pip install {name}')}"
+    if os.environ.get("TUI_BENCH_REQUIRE_RUNTIMES") == "1":
+        pytest.fail(f"required (TUI_BENCH_REQUIRE_RUNTIMES=1): {problem}", pytrace=False)
+    pytest.skip(problem, allow_module_level=True)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import require_module
 from test_cli import cli as cli_process
 
 from tui_bench import cli
@@ -34,8 +35,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def ray_head():
     """One head with one CPU on 127.0.0.1, its Ray Client server on a free port."""
-    pytest.importorskip("ray")
-    pytest.importorskip("torch")
+    require_module("ray")
+    require_module("torch")
     from ray.cluster_utils import Cluster
 
     client_port = _free_port()
@@ -134,7 +135,7 @@ def test_stopping_a_ray_client_run_cancels_it_on_its_node(
 def test_a_ray_client_address_without_grpcio_is_one_line_with_the_install_command(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    pytest.importorskip("ray")
+    require_module("ray")
     monkeypatch.setitem(__import__("sys").modules, "grpc", None)  # as if grpcio were missing
     code = cli.main(["run", "--cluster", "ray://127.0.0.1:10001"])
     assert code == 2

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import require_module
 
 from tui_bench.engine import datasets as cache
 from tui_bench.engine.spec import RunSpec
@@ -467,7 +468,7 @@ def test_two_backends_get_identical_first_batches_and_torch_only_changes_layout(
     order = data.epoch_order(len(ds.x_train), 3, 1)[:32]
     np.testing.assert_array_equal(first[0][0], ds.x_train[order])  # shuffled, seeded, not raw
 
-    torch = pytest.importorskip("torch")
+    torch = require_module("torch")
     from adapters import torch_adapter
 
     backend = torch_adapter.TorchBackend("eager", "cpu", 1)
@@ -479,7 +480,7 @@ def test_two_backends_get_identical_first_batches_and_torch_only_changes_layout(
 
 
 def test_workers_train_on_a_real_format_file_and_report_its_provenance(adapters, tmp_path):
-    pytest.importorskip("torch")
+    require_module("torch")
     from tui_bench.engine.results.history import History
     from tui_bench.engine.runs.runner import execute
 

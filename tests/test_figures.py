@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-import pytest
+from conftest import require_module
 
 from tests.histories import fill, record
 from tests.test_trends import noisy
@@ -33,7 +33,7 @@ def test_bad_figure_name_is_refused(tmp_path, capsys):
 
 
 def test_trends_figure_draws_the_series_and_its_change_point(tmp_path):
-    pytest.importorskip("matplotlib", reason="pip install 'tui-bench[figures]'")
+    require_module("matplotlib")
     fill(stepped())
     svg, png = tmp_path / "t.svg", tmp_path / "t.png"
     assert main(["history", "trends", "--figure", str(svg)]) == 0
@@ -44,7 +44,7 @@ def test_trends_figure_draws_the_series_and_its_change_point(tmp_path):
 
 
 def test_compare_figure_has_bars_and_thread_scaling(tmp_path):
-    pytest.importorskip("matplotlib", reason="pip install 'tui-bench[figures]'")
+    require_module("matplotlib")
     runs = [record(i, 40 + i % 3, threads=1, group="g") for i in range(5)]
     runs += [record(10 + i, 25 + i % 3, threads=2, group="g") for i in range(5)]
     fill(runs)

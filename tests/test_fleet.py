@@ -14,6 +14,7 @@ from typing import Any
 
 import psutil
 import pytest
+from conftest import require_module
 from test_cli import cli as cli_process
 
 from tui_bench import cli
@@ -112,7 +113,7 @@ class LocalCluster:
 def ray_cluster():
     """A head and a second node, one CPU each, on 127.0.0.1; shared by this module's tests (a
     start costs seconds). The node removed by one test is not needed by the next."""
-    pytest.importorskip("torch")
+    require_module("torch")
     # Ray turns a loopback address into the machine's outward address unless it runs as a
     # one-machine cluster; with this, every node and the driver stay on 127.0.0.1. Read when
     # Ray is imported, and inherited by the supervisors the tests start.

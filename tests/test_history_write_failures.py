@@ -12,12 +12,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import require_module
 
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import lifecycle, runner
 from tui_bench.engine.spec import RunSpec
 
-pytest.importorskip("torch")  # the reference runtime
+require_module("torch")  # the reference runtime
 
 TINY = dict(threads=1, epochs=1, steps_per_epoch=4, train_samples=500, test_samples=100)
 

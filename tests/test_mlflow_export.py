@@ -6,6 +6,7 @@ import json
 import sys
 
 import pytest
+from conftest import require_module
 
 from tests.histories import fill, record
 from tui_bench.cli import main
@@ -54,7 +55,7 @@ def test_missing_mlflow_is_one_line_with_the_hint(monkeypatch, capsys):
 
 
 def test_export_to_sqlite_read_back_and_no_duplicates(tmp_path, monkeypatch, capsys):
-    mlflow = pytest.importorskip("mlflow", reason="pip install 'tui-bench[mlflow]'")
+    mlflow = require_module("mlflow")
     runs = [record(i, 40 + i, stability={"verdict": "stable"}) for i in range(3)]
     runs.append(record(3, 40, framework="mxnet", api="gluon", preset="study"))
     runs.append(record(4, 40, status="failed", reason="worker crashed"))

@@ -8,12 +8,13 @@ import time
 
 import psutil
 import pytest
+from conftest import require_module
 
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs.runner import execute
 from tui_bench.engine.spec import RunSpec
 
-pytest.importorskip("torch")  # the reference runtime: CI installs it with the package
+require_module("torch")  # the reference runtime: CI installs it with the package
 
 TINY = dict(
     threads=1,

@@ -8,6 +8,7 @@ import random
 import statistics
 
 import pytest
+from conftest import require_module
 
 from tui_bench.engine.machine import sampler
 from tui_bench.engine.results import stability
@@ -314,7 +315,7 @@ def _hogs(count: int) -> list:
 
 @pytest.mark.slow
 def test_a_real_run_beside_cpu_hogs_is_not_stable_and_says_cpu_was_stolen():
-    pytest.importorskip("torch")
+    require_module("torch")
     import os
 
     from tui_bench.engine.results.history import History

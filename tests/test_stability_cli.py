@@ -9,6 +9,7 @@ import json
 import random
 
 import pytest
+from conftest import require_module
 from test_cli import cli as cli_process
 
 from tui_bench.engine.results import stability
@@ -27,7 +28,7 @@ FEW_STEPS = [
 
 @pytest.mark.slow
 def test_run_ends_with_the_verdict_and_require_stable_exits_3(tmp_path):
-    pytest.importorskip("torch")
+    require_module("torch")
     plain = cli("run", *FEW_STEPS)
     assert plain.returncode == 0, plain.stderr
     assert "stability " in plain.stdout and ": unreliable: 1 steady step(s)" in plain.stdout

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import require_module
 
-torch = pytest.importorskip("torch")
+torch = require_module("torch")
 
 
 @pytest.fixture
