@@ -430,25 +430,11 @@ def probe(python: str, modules: tuple[str, ...] | str, refresh: bool = False) ->
             env["THEANO_FLAGS"] = (
                 f"base_compiledir={cache_home() / 'compiled' / 'theano'},blas.ldflags="
             )
-        try:
-            done = subprocess.run(
-                [python, "-I", "-c", _PROBE_SCRIPT, *modules],
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=PROBE_TIMEOUT_S,
-                env=env,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired:
-            return Probe(python, False, f"probing {python} took over {PROBE_TIMEOUT_S:g} s")
-        except OSError as exc:
-            return Probe(python, False, f"cannot run {python}: {exc.strerror}")
-        lines = [ln for ln in done.stdout.splitlines() if ln.startswith("TUI_BENCH_PROBE ")]
-        if not lines:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return Probe(python, False, f"{python} failed to start: {last}")
-        raw = json.loads(lines[-1].removeprefix("TUI_BENCH_PROBE "))
+        raw, problem = run_tagged(
+            [python, "-I", "-c", _PROBE_SCRIPT, *modules], env, "TUI_BENCH_PROBE "
+        )
+        if raw is None:
+            return Probe(python, False, f"probing {python}: {problem}")
         cache[key] = raw
         _store_probe_cache(cache)
     result = Probe(
@@ -467,6 +453,36 @@ def probe(python: str, modules: tuple[str, ...] | str, refresh: bool = False) ->
         result.ok = False
         result.problem = "; ".join(errors)
     return result
+
+
+def run_tagged(
+    command: list[str], env: dict[str, str], tag: str, timeout: float = PROBE_TIMEOUT_S
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Run a probe script in another interpreter and read its last ``tag``-prefixed JSON line
+    from stdout (frameworks print what they like around it): ``(payload, None)``, or
+    ``(None, why)`` when it could not run, timed out or printed no such line."""
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"took over {timeout:g} s"
+    except OSError as exc:
+        return None, f"cannot run {command[0]}: {exc.strerror}"
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(tag)]
+    if not lines:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"failed to start: {last}"
+    try:
+        return json.loads(lines[-1].removeprefix(tag)), None
+    except ValueError:
+        return None, f"printed an unreadable {tag.strip()} line"
 
 
 def _keras_backend_for(modules: tuple[str, ...]) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,25 +59,9 @@ def _cache_path() -> Path:
 
 
 def _run_probe(command: list[str], env: dict[str, str], tag: str, what: str) -> dict[str, Any]:
-    """Run a probe script in a runtime's interpreter and read its one tagged JSON line from
-    stdout (frameworks print what they like around it); ``{"error": ...}`` when it cannot."""
-    try:
-        done = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=PROBE_TIMEOUT_S,
-            env=env,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"error": f"{what} failed: {exc}"}
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(tag)]
-    if not lines:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"{what} failed: {last}"}
-    return json.loads(lines[-1].removeprefix(tag))
+    """A probe script's tagged JSON line, or ``{"error": ...}`` naming ``what`` failed."""
+    payload, problem = runtimes.run_tagged(command, env, tag, PROBE_TIMEOUT_S)
+    return payload if payload is not None else {"error": f"{what} failed: {problem}"}
 
 
 def probe_runtime(python: str, modules: tuple[str, ...], refresh: bool = False) -> dict[str, Any]:
