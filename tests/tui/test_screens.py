@@ -341,6 +341,31 @@ async def test_cntk_is_listed_disabled_with_its_reason(tui_home):
         assert not overlay.get_option_at_index(names.index("torch")).disabled
 
 
+async def test_setup_shows_the_machine_check_in_one_line_and_where_to_read_it(
+    tui_home, monkeypatch
+):
+    from tui_bench.engine.machine import doctor
+
+    checks = [
+        doctor.Check("cpu", "load", doctor.FAIL, "3.1 on 2 cores", "wait"),
+        doctor.Check("cpu", "governor", doctor.WARN, "powersave", "cpupower …"),
+        doctor.Check("memory", "swap", doctor.OK, "0 B"),
+    ]
+    monkeypatch.setattr(doctor, "check", lambda: doctor.Report(checks))
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        banner = app.screen.query_one("#machine-banner", Static)
+        await wait_for(pilot, lambda: "checking" not in str(banner.render()), 30, "the check")
+        assert str(banner.render()) == "machine: 1 failure, 1 warning — F6 System"
+        assert banner.has_class("failing") and banner.region.width > 0  # on screen at 80×24
+        checks[0] = doctor.Check("cpu", "load", doctor.OK, "0.2 on 2 cores")
+        await pilot.press("f4")
+        await pilot.press("f2")  # back on Setup: checked again
+        await wait_for(pilot, lambda: "failure" not in str(banner.render()), 30, "the recheck")
+        assert str(banner.render()) == "machine: 1 warning — F6 System"
+        assert banner.has_class("warning") and not banner.has_class("failing")
+
+
 async def test_system_screen_shows_both_cards(tui_home, monkeypatch):
     """The System screen shows the engine's framework card on open and the hardware card on m
     (the cards' contents are tested in tests/test_cards.py; here: that they reach the screen)."""

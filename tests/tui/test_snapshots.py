@@ -17,6 +17,14 @@ MACHINE = {"logical_cores": 4, "ram_mib": 16384.0}
 SPEC = RunSpec(threads=2, epochs=3, batch_size=64)
 
 
+@pytest.fixture(autouse=True)
+def quiet_machine(monkeypatch):
+    """The Setup screen's machine line reads this box's load: pinned, like the machine facts."""
+    from tui_bench.engine.machine import doctor
+
+    monkeypatch.setattr(doctor, "check", lambda: doctor.Report([]))
+
+
 def make_app(start_mode: str | None = None) -> TuiBenchApp:
     return TuiBenchApp(start_mode=start_mode, machine=MACHINE)
 
@@ -96,6 +104,8 @@ def test_setup_impossible_combination(snap_compare, tui_home):
 
         setup = app.screen
         await wait_for(pilot, lambda: setup.available is not None, 30)
+        banner = setup.query_one("#machine-banner")
+        await wait_for(pilot, lambda: "checking" not in str(banner.render()), 30, "the check")
         setup.query_one("#model", Select).value = "lstm"
         await pilot.pause()
 

@@ -191,6 +191,13 @@ class SetupScreen(Screen):
         choices: SetupChoices
 
     @dataclass
+    class MachineChecked(Message):
+        """The machine check's one line (``doctor``), taken off the UI thread (~0.5 s)."""
+
+        banner: str
+        failing: bool
+
+    @dataclass
     class DatasetChecked(Message):
         """A real dataset's state in the cache: the picker's note, and why a run would fail."""
 
@@ -284,6 +291,8 @@ class SetupScreen(Screen):
                     yield select
             yield Static("", id="option-notes", markup=False)
         with Vertical(id="setup-bottom"):
+            # what `doctor` finds, before a run: a loaded box makes every number noisy
+            yield Static("machine: checking…", id="machine-banner", markup=False)
             yield Static("", id="setup-problem", markup=False)
             with Horizontal(id="setup-buttons"):
                 keys = key_labels(self)
@@ -321,8 +330,28 @@ class SetupScreen(Screen):
         # After the runtime probe, not beside it: engine.datasets imports urllib (ssl, email),
         # which would compete with the first frames for the GIL.
         self.check_datasets()
+        self.check_machine()
+
+    @work(thread=True, exclusive=True, group="machine-check", exit_on_error=False)
+    def check_machine(self) -> None:
+        from tui_bench.engine.machine import doctor
+
+        report = doctor.check()
+        self.post_message(self.MachineChecked(report.banner(), bool(report.failures)))
+
+    @on(MachineChecked)
+    def _machine_checked(self, message: MachineChecked) -> None:
+        message.stop()
+        system = key_labels(self).label("show_system")
+        banner = self.query_one("#machine-banner", Static)
+        ok = message.banner == "machine: ok"
+        banner.update(message.banner if ok else f"{message.banner} — {system} System")
+        banner.set_class(message.failing, "failing")
+        banner.set_class(not ok and not message.failing, "warning")
 
     def on_screen_resume(self) -> None:
+        if self.available is not None:
+            self.check_machine()  # the load has changed since: a run just ended, for one
         # Files may have been downloaded or imported meanwhile (`tui-bench data …`): check again.
         if self.dataset_checks:
             self.dataset_checks.clear()
