@@ -291,6 +291,7 @@ class StepClock:
         self.epoch_warmup_s = 0.0
         self.epoch_losses: list[float] = []
         self._pending: list[float] = []
+        self._pending_times: list[float] = []  # steady step times since the last flush
         self._pending_first = 0
         self._last_flush = self._now()
 
@@ -331,6 +332,7 @@ class StepClock:
         else:
             self.epoch_steady.append(elapsed)
             self.steady_times.append(elapsed)
+            self._pending_times.append(elapsed)
         self._record_loss(value)
         # Reading the clock here is cheap and outside the timed region.
         if self._start + elapsed - self._last_flush >= self._flush_interval:
@@ -349,6 +351,7 @@ class StepClock:
         self.windows += 1
         self.epoch_steady.extend(times)
         self.steady_times.extend(times)
+        self._pending_times.extend(times)
         for loss in self._window:
             self._record_loss(self._loss_value(loss))
         self._window = []
@@ -371,11 +374,24 @@ class StepClock:
 
     def flush(self) -> None:
         if self._pending:
+            # The steady steps' times ride along, so a viewer can judge the run as it goes
+            # (4 significant digits, as in the result: plenty for 1 % rules).
+            times = {"step_times": compact(self._pending_times)} if self._pending_times else {}
             self._emit(
-                "steps", epoch=self.epoch, first_step=self._pending_first, losses=self._pending
+                "steps",
+                epoch=self.epoch,
+                first_step=self._pending_first,
+                losses=self._pending,
+                **times,
             )
             self._pending = []
+            self._pending_times = []
         self._last_flush = self._now()
+
+
+def compact(times: list[float]) -> list[float]:
+    """Step times at 4 significant digits: plenty for 1 % rules, and short on the wire."""
+    return [float(f"{t:.4g}") for t in times]
 
 
 def step_stats(times: list[float], batch_size: int) -> dict[str, float | None]:
@@ -522,7 +538,7 @@ def run_training(
         **overall,
         # Every steady step in order, so the app can judge the run's stability (and re-judge it
         # when the rules change); 4 significant digits are plenty for 1 % rules and keep it short.
-        "steady_step_times": [float(f"{t:.4g}") for t in clock.steady_times],
+        "steady_step_times": compact(clock.steady_times),
         "final_loss": epoch_records[-1]["loss"] if epoch_records else None,
         "val_accuracy": epoch_records[-1]["val_accuracy"] if epoch_records else None,
         "test_s": test_s,

@@ -18,8 +18,9 @@ worker started, ``time.perf_counter`` based). Types and their fields:
 ``epoch_started``
     epoch (1-based), epochs, steps.
 ``steps``
-    epoch, first_step (0-based index within the epoch of ``losses[0]``), losses (floats).
-    Coalesced: at most ~10 per second whatever the step rate.
+    epoch, first_step (0-based index within the epoch of ``losses[0]``), losses (floats),
+    step_times (seconds, 4 significant digits: the steady steps among them, in order; absent
+    while all are warm-up). Coalesced: at most ~10 per second whatever the step rate.
 ``epoch_finished``
     epoch, wall_s (all steps of the epoch, warm-up included), warmup_s (part of wall_s spent in
     warm-up steps), steady_steps, step_median_s, step_iqr_s, samples_per_s (steady-state),

@@ -155,6 +155,28 @@ def test_step_losses_are_coalesced_to_ten_messages_per_second(loop):
     assert [f["first_step"] for f in emitted][:2] == [0, len(emitted[0]["losses"])]
 
 
+def test_steps_events_carry_the_steady_step_times_and_not_the_warm_up(loop):
+    now = [0.0]
+    emitted = []
+    clock = loop.StepClock(
+        lambda: None,
+        lambda kind, **f: emitted.append(f) if kind == "steps" else None,
+        3,  # warm-up steps
+        32,
+        now=lambda: now[0],
+    )
+    clock.new_epoch(1)
+    for i in range(40):
+        clock.begin()
+        now[0] += 0.5 if i < 3 else 0.01 + i * 1e-5  # 3 slow warm-up steps, then steady
+        clock.end(1.0)
+    clock.flush()
+    times = [t for f in emitted for t in f.get("step_times", [])]
+    assert len(times) == 37 and times == loop.compact(clock.steady_times)
+    assert max(times) < 0.1  # no warm-up step among them
+    assert "step_times" not in emitted[0]  # the first flush held warm-up steps only
+
+
 def test_percentile_matches_numpy(loop):
     values = sorted([5.0, 1.0, 9.0, 3.0, 7.0, 2.0])
     for q in (0.0, 0.25, 0.5, 0.75, 1.0):

@@ -76,6 +76,37 @@ def test_progress_for_ps_and_unknown_kinds_change_nothing():
     assert p.describe().startswith("run 1/3 · epoch 1/2 · step 20/20")
 
 
+def test_the_verdict_forms_from_the_steady_steps_then_the_result_says_it():
+    clock = [100.0]
+    view = BatchView()
+    events = fake_events(SPEC, "r1", steps_per_epoch=40, finish=False, stop_after_epoch=1)
+    view.fold([e for e in events if "step_times" not in e])
+    assert view.verdict_line(lambda: clock[0]) is None  # warm-up only: nothing to judge yet
+    view.fold([e for e in events if "step_times" in e])
+    assert len(view.step_times) == 35  # 40 steps less the 5 of warm-up
+    assert view.verdict_line(lambda: clock[0]) == "so far stable (step times)"
+    # A pause 20× the median: the next look, a second later, says so with the figure.
+    view.apply({"type": "steps", "epoch": 2, "first_step": 0, "losses": [1.0], "step_times": [0.8]})
+    assert view.verdict_line(lambda: clock[0]) == "so far stable (step times)"  # judged ≤ 1/s
+    clock[0] += 1.0
+    line = view.verdict_line(lambda: clock[0])
+    assert line.startswith("so far unreliable: step times vary "), line
+    # The result's stored verdict replaces the forming one; a new run starts from nothing.
+    view.apply(
+        {
+            "type": "result",
+            "record": {
+                "id": "r1",
+                "status": "finished",
+                "stability": {"verdict": "noisy", "reasons": [{"message": "m", "level": "noisy"}]},
+            },
+        }
+    )
+    assert view.verdict_line(lambda: clock[0]) == "noisy: m"
+    view.apply({"type": "record", "record": {"id": "r2", "spec": SPEC.to_dict()}})
+    assert view.step_times == [] and view.verdict_line(lambda: clock[0]) is None
+
+
 def test_a_stored_run_without_its_end_reads_interrupted():
     events = fake_events(SPEC, "r1", finish=False, stop_after_epoch=1)
     run = stored_run(events)

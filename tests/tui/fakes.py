@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.spec import RunSpec
 
@@ -27,6 +28,7 @@ def fake_events(
     stop_after_epoch: int | None = None,
 ) -> list[dict[str, Any]]:
     rng = random.Random(seed)
+    timing_rng = random.Random(seed + 1)  # its own stream: the losses stay what they were
     t = 1.5
     ev: list[dict[str, Any]] = [
         {"type": "record", "record": {"id": run_id, "spec": spec.to_dict()}},
@@ -65,11 +67,13 @@ def fake_events(
             }
         )
         for first in range(0, steps_per_epoch, 8):
-            losses = []
-            for _ in range(min(8, steps_per_epoch - first)):
+            losses, times = [], []
+            for step in range(first, min(first + 8, steps_per_epoch)):
                 loss = max(0.05, loss * 0.97 + rng.uniform(-0.05, 0.05))
                 losses.append(round(loss, 4))
                 t += step_s
+                if epoch > 1 or step >= 5:  # the first epoch's 5 warm-up steps are not steady
+                    times.append(float(f"{step_s * (1 + timing_rng.uniform(-0.02, 0.02)):.4g}"))
             ev.append(
                 {
                     "v": 1,
@@ -78,6 +82,7 @@ def fake_events(
                     "epoch": epoch,
                     "first_step": first,
                     "losses": losses,
+                    **({"step_times": times} if times else {}),
                 }
             )
             sample_t += 1.0
@@ -140,10 +145,18 @@ def fake_events(
             "res_peak_rss_mib": 420.0,
             "res_mean_cpu_pct": 150.0,
         }
+        steady = [x for e in ev if e["type"] == "steps" for x in e.get("step_times", [])]
         ev.append(
             {
                 "type": "result",
-                "record": {"id": run_id, "status": "finished", "reason": None, "metrics": metrics},
+                "record": {
+                    "id": run_id,
+                    "status": "finished",
+                    "reason": None,
+                    "metrics": metrics,
+                    # judged as the runner judges a run, from its steady steps
+                    "stability": stability.assess(steady).as_dict(),
+                },
             }
         )
     return ev

@@ -14,12 +14,14 @@ waits on a file and the view is only ever changed by the thread that reads it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.kinds import ENDED, BatchEvent, RunStatus, SeriesEvent, WorkerEvent
+from tui_bench.engine.results import stability
 from tui_bench.engine.spec import RunSpec
 
 # A spec in an event that this version cannot read: written by another version (SpecError), or
@@ -28,6 +30,8 @@ SPEC_UNREADABLE = (TuiBenchError, TypeError, AttributeError)
 # Series kept whole in memory are bounded: a week-long run still fits.
 MAX_POINTS = 200_000
 _STEPS = str(WorkerEvent.STEPS)  # the bulk of any backlog: compared as a plain str in ``fold``
+# Judging 20,000 steps takes ~40 ms: a live verdict is worked out again at most this often.
+FORMING_EVERY_S = 1.0
 
 
 @dataclass
@@ -110,6 +114,7 @@ class BatchView:
     reason: str | None = None
     started: dict[str, Any] | None = None
     losses: list[float | None] = field(default_factory=list)
+    step_times: list[float] = field(default_factory=list)  # the run's steady steps so far
     epoch: int = 0
     epochs: int = 0
     epoch_steps: int = 0  # steps in the current epoch
@@ -132,6 +137,7 @@ class BatchView:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: list[dict[str, Any]] = []
+        self._forming: tuple[str | None, int, float, stability.Verdict | None] = (None, 0, 0, None)
         self.epochs = self.epochs or self.spec.epochs
 
     # -- threads ----------------------------------------------------------------------------
@@ -166,6 +172,9 @@ class BatchView:
             chunk = event.get("losses") or []
             if len(losses) < MAX_POINTS:
                 losses.extend(chunk)
+                times = event.get("step_times")
+                if times:
+                    self.step_times.extend(times)
             self.epoch_step = self.step = event.get("first_step", 0) + len(chunk)
             if self.first_step_t is None:
                 self.first_step_t = event.get("t")
@@ -290,6 +299,7 @@ class BatchView:
         self.run_index += 1
         self.started = self.test = self.summary = self.final = self.verdict = None
         self.losses, self.epoch_records, self.samples = [], [], []
+        self.step_times = []
         self.epoch = self.epoch_steps = self.epoch_step = self.step = 0
         self.steps_done_before = 0
         self.first_step_t = self.last_t = None
@@ -343,6 +353,24 @@ class BatchView:
         remaining = self.steps_total - self.steps_done
         remaining += (self.runs_total - self.run_index - 1) * self.steps_total
         return max(remaining, 0) / rate if rate > 0 else None
+
+    def verdict_line(self, now: Callable[[], float] = time.monotonic) -> str | None:
+        """The run's stability verdict in one line: the stored one once its result is in, else
+        the step-time rules on the steady steps so far ("so far", since the machine's figures
+        are judged at the end); None during warm-up. Judged again at most once a second."""
+        if self.verdict is not None or self.status in ENDED:
+            return stability.stored_line(self.verdict)  # the result's word, or none at all
+        run_id, count, at, verdict = self._forming
+        changed = count != len(self.step_times)
+        if run_id != self.run_id or (
+            changed and (verdict is None or now() - at >= FORMING_EVERY_S)
+        ):
+            verdict = stability.forming(self.step_times)
+            self._forming = (self.run_id, len(self.step_times), now(), verdict)
+        if verdict is None:
+            return None
+        first = stability.stored_line(verdict.as_dict()) or verdict.verdict
+        return f"so far {first}" if verdict.reasons else f"so far {verdict.verdict} (step times)"
 
     def latest_figures(self) -> dict[str, Any]:
         """Steady-state step time, samples/s and accuracy as far as they are known."""

@@ -27,8 +27,13 @@ def figures_text(run: BatchView) -> str:
     """Each figure says what was timed."""
     f = run.latest_figures()
     parts = []
+    verdict = run.verdict_line()  # can the numbers beside it be trusted, and why not
+    if verdict:
+        parts.append(verdict)
     if f.get("step_median_s") is not None:
-        parts.append(f"step {f['step_median_s'] * 1000:.1f} ms (median, steady, synced)")
+        # pipelined timing divides windows: its steps were not each synced
+        median_ms = f["step_median_s"] * 1000
+        parts.append(f"step {median_ms:.1f} ms (median, steady, {run.spec.timing})")
     elif run.epoch_records:
         parts.append("no steady-state step yet (all were warm-up)")
     if f.get("samples_per_s") is not None:
