@@ -129,7 +129,7 @@ class CompareScreen(Screen):
         from tui_bench.engine.runs import sweep as sweep_module
 
         try:
-            records, skipped = sweep_module.collect(ids, History())
+            records, skipped, _published = sweep_module.collect(ids, History())
         except HistoryError as exc:
             if ids:  # with no ids, an empty history is the normal first view, not an error
                 self.app.call_from_thread(self.notify, str(exc), severity="warning")
