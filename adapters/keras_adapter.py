@@ -101,7 +101,9 @@ def build_model(
     model: str, input_shape: tuple[int, ...], classes: int, dropout: float, vocab: int
 ) -> keras.Model:
     layers = keras.layers
+    # tui-bench:end model
     if model == "cnn":
+        # tui-bench:begin model cnn
         stack = [
             layers.Conv2D(32, 5, activation="relu"),
             layers.MaxPooling2D(2),
@@ -112,7 +114,9 @@ def build_model(
             layers.Dropout(dropout),
             layers.Dense(classes),
         ]
+        # tui-bench:end model
     elif model == "mlp":
+        # tui-bench:begin model mlp
         stack = [
             layers.Flatten(),
             layers.Dense(512, activation="relu"),
@@ -121,7 +125,9 @@ def build_model(
             layers.Dropout(dropout),
             layers.Dense(classes),
         ]
+        # tui-bench:end model
     elif model == "vgg16":
+        # tui-bench:begin model vgg16
         stack = []
         for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
             stack += [
@@ -134,10 +140,14 @@ def build_model(
             layers.Dropout(dropout),
             layers.Dense(classes),
         ]
+        # tui-bench:end model
     elif model == "lstm":
+        # tui-bench:begin model lstm
         stack = [layers.Embedding(vocab, 128), layers.LSTM(128), layers.Dense(1)]
+        # tui-bench:end model
     else:
         raise ValueError(f"model {model!r} is not defined for keras")
+    # tui-bench:begin model
     return keras.Sequential([keras.Input(input_shape), *stack])
 
 

@@ -68,15 +68,21 @@ def _module_initializer() -> mx.init.Mixed:
     )
 
 
+# tui-bench:begin model gluon hybrid lstm
 class _LastStep(gluon.HybridBlock):
     def hybrid_forward(self, F, sequence):  # noqa: N803 - Gluon's signature
         return F.squeeze(F.slice_axis(sequence, axis=1, begin=-1, end=None), axis=1)
 
 
+# tui-bench:end model
+
+
 # tui-bench:begin model gluon hybrid
 def build_net(model: str, classes: int, dropout: float, vocab: int) -> gluon.HybridBlock:
     net = nn.HybridSequential()
+    # tui-bench:end model
     if model == "cnn":
+        # tui-bench:begin model gluon hybrid cnn
         net.add(
             nn.Conv2D(32, 5, activation="relu"),
             nn.MaxPool2D(2),
@@ -87,7 +93,9 @@ def build_net(model: str, classes: int, dropout: float, vocab: int) -> gluon.Hyb
             nn.Dropout(dropout),
             nn.Dense(classes),
         )
+        # tui-bench:end model
     elif model == "mlp":
+        # tui-bench:begin model gluon hybrid mlp
         net.add(
             nn.Flatten(),
             nn.Dense(512, activation="relu"),
@@ -96,14 +104,18 @@ def build_net(model: str, classes: int, dropout: float, vocab: int) -> gluon.Hyb
             nn.Dropout(dropout),
             nn.Dense(classes),
         )
+        # tui-bench:end model
     elif model == "vgg16":
+        # tui-bench:begin model gluon hybrid vgg16
         for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
             for _ in range(repeats):
                 net.add(nn.Conv2D(width, 3, padding=1, activation="relu"))
             net.add(nn.MaxPool2D(2))
         net.add(nn.Flatten(), nn.Dense(512, activation="relu"), nn.Dropout(dropout))
         net.add(nn.Dense(classes))
+        # tui-bench:end model
     elif model == "lstm":
+        # tui-bench:begin model gluon hybrid lstm
         net.add(
             nn.Embedding(vocab, 128, weight_initializer=EMBEDDING_UNIFORM),
             rnn.LSTM(
@@ -116,8 +128,10 @@ def build_net(model: str, classes: int, dropout: float, vocab: int) -> gluon.Hyb
             _LastStep(),
             nn.Dense(1),
         )
+        # tui-bench:end model
     else:
         raise ValueError(f"model {model!r} is not defined for mxnet")
+    # tui-bench:begin model gluon hybrid
     return net
 
 
@@ -129,7 +143,9 @@ def build_symbol(
     model: str, classes: int, dropout: float, vocab: int, seq_len: int
 ) -> mx.sym.Symbol:
     x = mx.sym.Variable("data")
+    # tui-bench:end model
     if model == "cnn":
+        # tui-bench:begin model module cnn
         x = mx.sym.Convolution(x, kernel=(5, 5), num_filter=32, name="conv1")
         x = mx.sym.Pooling(mx.sym.relu(x), kernel=(2, 2), stride=(2, 2), pool_type="max")
         x = mx.sym.Convolution(x, kernel=(3, 3), num_filter=64, name="conv2")
@@ -137,13 +153,17 @@ def build_symbol(
         x = mx.sym.relu(mx.sym.FullyConnected(mx.sym.flatten(x), num_hidden=1024, name="fc1"))
         x = mx.sym.Dropout(x, p=dropout)
         return mx.sym.FullyConnected(x, num_hidden=classes, name="fc2")
+        # tui-bench:end model
     if model == "mlp":
+        # tui-bench:begin model module mlp
         x = mx.sym.flatten(x)
         for i in (1, 2):
             x = mx.sym.relu(mx.sym.FullyConnected(x, num_hidden=512, name=f"fc{i}"))
             x = mx.sym.Dropout(x, p=dropout)
         return mx.sym.FullyConnected(x, num_hidden=classes, name="fc3")
+        # tui-bench:end model
     if model == "vgg16":
+        # tui-bench:begin model module vgg16
         for block, (width, repeats) in enumerate(((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))):
             for i in range(repeats):
                 x = mx.sym.Convolution(
@@ -153,15 +173,15 @@ def build_symbol(
             x = mx.sym.Pooling(x, kernel=(2, 2), stride=(2, 2), pool_type="max")
         x = mx.sym.relu(mx.sym.FullyConnected(mx.sym.flatten(x), num_hidden=512, name="fc1"))
         return mx.sym.FullyConnected(mx.sym.Dropout(x, p=dropout), num_hidden=classes, name="fc2")
+        # tui-bench:end model
     if model == "lstm":
+        # tui-bench:begin model module lstm
         x = mx.sym.Embedding(x, input_dim=vocab, output_dim=128, name="embed")
         cell = mx.rnn.LSTMCell(128, prefix="lstm_")
         outputs, _ = cell.unroll(seq_len, inputs=x, layout="NTC", merge_outputs=False)
         return mx.sym.FullyConnected(outputs[-1], num_hidden=1, name="fc")
+        # tui-bench:end model
     raise ValueError(f"model {model!r} is not defined for mxnet")
-
-
-# tui-bench:end model
 
 
 class GluonBackend(Backend):

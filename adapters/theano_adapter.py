@@ -195,7 +195,9 @@ class Net:
         self.noise = MRG_RandomStreams(self.rng.randint(1, 2**30))  # dropout masks (seed > 0)
         self.params: list[Any] = []
         self.layers: list[tuple[str, tuple[Any, ...]]] = []
+        # tui-bench:end model
         if model == "cnn":
+            # tui-bench:begin model theano cnn
             h, w, c = input_shape
             flat = 64 * (((h - 4) // 2 - 2) // 2) * (((w - 4) // 2 - 2) // 2)
             self._conv(c, 32, 5, "valid")
@@ -205,14 +207,18 @@ class Net:
             self._dense(flat, 1024, relu=True)
             self.layers.append(("dropout", ()))
             self._dense(1024, classes)
+            # tui-bench:end model
         elif model == "mlp":
+            # tui-bench:begin model theano mlp
             self.layers.append(("flatten", ()))
             self._dense(int(np.prod(input_shape)), 512, relu=True)
             self.layers.append(("dropout", ()))
             self._dense(512, 512, relu=True)
             self.layers.append(("dropout", ()))
             self._dense(512, classes)
+            # tui-bench:end model
         elif model == "vgg16":
+            # tui-bench:begin model theano vgg16
             channels = input_shape[2]
             for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
                 for _ in range(repeats):
@@ -224,7 +230,9 @@ class Net:
             self._dense(512 * side * side, 512, relu=True)
             self.layers.append(("dropout", ()))
             self._dense(512, classes)
+            # tui-bench:end model
         elif model == "lstm":
+            # tui-bench:begin model theano lstm
             table = self._shared(self.rng.uniform(-0.05, 0.05, (vocab, 128)).astype(FLOATX))
             kernel = self._shared(glorot_uniform(self.rng, (128, 4 * 128)))
             recurrent = self._shared(orthogonal(self.rng, (128, 4 * 128)))
@@ -232,18 +240,24 @@ class Net:
             bias[128:256] = 1.0  # Keras' unit_forget_bias
             self.layers += [("embed", (table,)), ("lstm", (kernel, recurrent, self._shared(bias)))]
             self._dense(128, 1)
+            # tui-bench:end model
         else:
             raise ValueError(f"model {model!r} is not defined for theano")
 
+    # tui-bench:begin model theano
     def _shared(self, value: np.ndarray):
         variable = theano.shared(value)
         self.params.append(variable)
         return variable
 
+    # tui-bench:end model
+    # tui-bench:begin model theano cnn vgg16
     def _conv(self, cin: int, cout: int, k: int, border: str) -> None:
         kernel = self._shared(glorot_uniform(self.rng, (cout, cin, k, k)))
         self.layers.append(("conv", (kernel, self._shared(np.zeros(cout, FLOATX)), border)))
 
+    # tui-bench:end model
+    # tui-bench:begin model theano
     def _dense(self, fan_in: int, fan_out: int, relu: bool = False) -> None:
         kernel = self._shared(glorot_uniform(self.rng, (fan_in, fan_out)))
         self.layers.append(("dense", (kernel, self._shared(np.zeros(fan_out, FLOATX)), relu)))
@@ -252,28 +266,46 @@ class Net:
         """x: NHWC images (float32) or (batch, time) word ids; the logits of the last layer."""
         h = x.dimshuffle(0, 3, 1, 2) if x.ndim == 4 else x  # NHWC (the data's layout) → NCHW
         for kind, args in self.layers:
+            # tui-bench:end model
             if kind == "conv":
+                # tui-bench:begin model theano cnn vgg16
                 kernel, bias, border = args
                 h = conv2d(h, kernel, border_mode=border, filter_flip=False)
                 h = T.nnet.relu(h + bias.dimshuffle("x", 0, "x", "x"))
+                # tui-bench:end model
             elif kind == "pool":
+                # tui-bench:begin model theano cnn vgg16
                 h = pool_2d(h, ws=(2, 2), ignore_border=True, mode="max")
+                # tui-bench:end model
             elif kind == "flatten":
+                # tui-bench:begin model theano cnn mlp vgg16
                 h = h.flatten(2)
+                # tui-bench:end model
             elif kind == "dense":
+                # tui-bench:begin model theano
                 kernel, bias, relu = args
                 h = T.dot(h, kernel) + bias
                 h = T.nnet.relu(h) if relu else h
+                # tui-bench:end model
             elif kind == "dropout" and train and self.dropout > 0:
+                # tui-bench:begin model theano cnn mlp vgg16
                 keep = 1.0 - self.dropout
                 mask = self.noise.binomial(h.shape, p=keep, dtype="float32")
                 h = h * mask / np.float32(keep)
+                # tui-bench:end model
             elif kind == "embed":
+                # tui-bench:begin model theano lstm
                 h = args[0][h]  # (batch, time, 128)
+                # tui-bench:end model
             elif kind == "lstm":
+                # tui-bench:begin model theano lstm
                 h = self._lstm(h, *args)
+                # tui-bench:end model
+        # tui-bench:begin model theano
         return h.flatten() if self.model == "lstm" else h
 
+    # tui-bench:end model
+    # tui-bench:begin model theano lstm
     @staticmethod
     def _lstm(sequence, kernel, recurrent, bias):
         """Keras' LSTM: gates i, f, c, o; sigmoid and tanh; the last step's output."""
@@ -410,7 +442,9 @@ class TheanoBackend(Backend):
 # tui-bench:begin model keras2
 def build_keras2_model(model: str, input_shape, classes: int, dropout: float, vocab: int):
     layers = keras.layers
+    # tui-bench:end model
     if model == "cnn":
+        # tui-bench:begin model keras2 cnn
         stack = [
             layers.Conv2D(32, 5, activation="relu"),
             layers.MaxPooling2D(2),
@@ -421,7 +455,9 @@ def build_keras2_model(model: str, input_shape, classes: int, dropout: float, vo
             layers.Dropout(dropout),
             layers.Dense(classes),
         ]
+        # tui-bench:end model
     elif model == "mlp":
+        # tui-bench:begin model keras2 mlp
         stack = [
             layers.Flatten(),
             layers.Dense(512, activation="relu"),
@@ -430,7 +466,9 @@ def build_keras2_model(model: str, input_shape, classes: int, dropout: float, vo
             layers.Dropout(dropout),
             layers.Dense(classes),
         ]
+        # tui-bench:end model
     elif model == "vgg16":
+        # tui-bench:begin model keras2 vgg16
         stack = []
         for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
             stack += [
@@ -443,10 +481,14 @@ def build_keras2_model(model: str, input_shape, classes: int, dropout: float, vo
             layers.Dropout(dropout),
             layers.Dense(classes),
         ]
+        # tui-bench:end model
     elif model == "lstm":
+        # tui-bench:begin model keras2 lstm
         stack = [layers.Embedding(vocab, 128), layers.LSTM(128), layers.Dense(1)]
+        # tui-bench:end model
     else:
         raise ValueError(f"model {model!r} is not defined for keras2")
+    # tui-bench:begin model keras2
     return keras.models.Sequential([layers.InputLayer(input_shape=input_shape), *stack])
 
 

@@ -47,17 +47,23 @@ def _init_like_keras(module: nn.Module) -> None:
             layer.bias_hh_l0.requires_grad_(False)
 
 
+# tui-bench:begin model lstm
 class _LastStep(nn.Module):
     def forward(self, output: tuple[torch.Tensor, Any]) -> torch.Tensor:
         sequence, _ = output
         return sequence[:, -1, :]
 
 
+# tui-bench:end model
+
+
 # tui-bench:begin model
 def build_model(
     model: str, input_shape: tuple[int, ...], classes: int, dropout: float, vocab: int
 ) -> nn.Module:
+    # tui-bench:end model
     if model == "cnn":
+        # tui-bench:begin model cnn
         h, w, c = input_shape
         flat = 64 * (((h - 4) // 2 - 2) // 2) * (((w - 4) // 2 - 2) // 2)
         return nn.Sequential(
@@ -73,7 +79,9 @@ def build_model(
             nn.Dropout(dropout),
             nn.Linear(1024, classes),
         )
+        # tui-bench:end model
     if model == "mlp":
+        # tui-bench:begin model mlp
         return nn.Sequential(
             nn.Flatten(),
             nn.Linear(math.prod(input_shape), 512),
@@ -84,7 +92,9 @@ def build_model(
             nn.Dropout(dropout),
             nn.Linear(512, classes),
         )
+        # tui-bench:end model
     if model == "vgg16":
+        # tui-bench:begin model vgg16
         layers: list[nn.Module] = []
         channels = input_shape[2]
         for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
@@ -101,17 +111,17 @@ def build_model(
             nn.Dropout(dropout),
             nn.Linear(512, classes),
         )
+        # tui-bench:end model
     if model == "lstm":
+        # tui-bench:begin model lstm
         return nn.Sequential(
             nn.Embedding(vocab, 128),
             nn.LSTM(128, 128, batch_first=True),
             _LastStep(),
             nn.Linear(128, 1),
         )
+        # tui-bench:end model
     raise ValueError(f"model {model!r} is not defined for torch")
-
-
-# tui-bench:end model
 
 
 def resolve_device(device: str) -> torch.device:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from pathlib import Path
@@ -161,3 +163,90 @@ def test_quick_preset_runs(name, capsys):
     oversubscribed = {r["config"]: r["oversubscribed"] for r in result["runs"]}
     for c in runnable:
         assert oversubscribed[c.key] == (c.spec.threads > (os.cpu_count() or 1))
+
+
+# -- a study's published figures beside ours ---------------------------------------------------------
+def kabakus_sweep(skip_lstm_keras: bool = True):
+    """A kabakus-2020-quick sweep recorded without workers: Keras twice as fast as PyTorch on
+    the FNN and VGG16 (one noisy PyTorch run), the Keras LSTM skipped."""
+    from tui_bench.engine.runs import sweep as sweep_module
+
+    preset = presets.load(presets.find("kabakus-2020-quick"))
+    sweep = sweep_module.create(preset, probe=None)
+    history = History()
+    for config in sweep.configs:
+        spec = config.spec
+        if skip_lstm_keras and spec.model == "lstm" and spec.framework == "keras":
+            continue
+        base = {"mlp": 10.0, "vgg16": 50.0, "lstm": 20.0}[spec.model]
+        for repeat in range(3):
+            wall = base * (2 if spec.framework == "torch" else 1) + repeat
+            noisy = spec.framework == "torch" and repeat == 0
+            history.add(
+                {
+                    "id": f"run-{spec.framework}-{spec.model}-{repeat}",
+                    "status": "finished",
+                    "started_at": f"2026-11-21T05:00:{repeat:02d}",
+                    "spec": spec.to_dict(),
+                    "group": sweep.id,
+                    "preset": preset.name,
+                    "config": config.key,
+                    "repeat": repeat,
+                    "metrics": {"step_median_s": 0.01, "train_wall_s": wall, "test_s": wall / 10},
+                    "stability": {"verdict": "noisy" if noisy else "stable"},
+                }
+            )
+    return sweep, preset
+
+
+def test_compare_prints_published_beside_here_for_a_study_sweep(tmp_path, capsys):
+    sweep, preset = kabakus_sweep()
+    csv_path, md_path = tmp_path / "out.csv", tmp_path / "out.md"
+    args = ["compare", sweep.id, "--csv", str(csv_path), "--markdown", str(md_path)]
+    assert cli.main(args) == 0
+    assert "published figures beside ours" in capsys.readouterr().out
+    markdown = md_path.read_text()
+    assert (
+        "| training time, model=mlp: torch/eager ÷ keras/tensorflow | — | 3.8 | 1.909 | 3/3 | "
+        "same direction; torch/eager: not stable: 1 noisy of 3 | Kabakus (2020)" in markdown
+    )
+    assert (
+        "| training time, model=lstm: keras/tensorflow ÷ torch/eager | — | 1.3 | — | 0/3 | "
+        "not run here: no run of keras/tensorflow model=lstm |" in markdown
+    )
+    rows = [
+        r for r in csv.DictReader(io.StringIO(csv_path.read_text())) if r["table"] == "published"
+    ]
+    assert len(rows) == len(preset.published) == 6
+    assert float(rows[0]["here"]) == pytest.approx(21 / 11)  # medians over runs: 21 s / 11 s
+    assert rows[0]["stability"] == "torch/eager: not stable: 1 noisy of 3"
+    assert cli.main(["compare", sweep.id, "--json"]) == 0
+    tables = json.loads(capsys.readouterr().out)
+    figures = next(t for t in tables if t["name"] == "published")
+    assert [row[0] for row in figures["rows"]] == [f.title() for f in preset.published]
+
+
+def test_compare_of_runs_picked_by_id_has_no_published_table(capsys):
+    sweep, _ = kabakus_sweep()
+    assert cli.main(["compare", "run-torch-mlp-0", "run-keras-mlp-0", "--json"]) == 0
+    assert "published" not in [t["name"] for t in json.loads(capsys.readouterr().out)]
+
+
+def test_the_sweep_manifest_keeps_its_figures_and_old_ones_read_the_preset(capsys):
+    from tui_bench.engine.runs import sweep as sweep_module
+
+    sweep, preset = kabakus_sweep()
+    manifest = json.loads(sweep.manifest_path.read_text())
+    assert [f["value"] for f in manifest["published"]] == [f.value for f in preset.published]
+    assert sweep_module.find(sweep.id).figures() == list(preset.published)
+    # A manifest written before sweeps kept figures: its preset's, as the file reads now.
+    del manifest["published"]
+    sweep.manifest_path.write_text(json.dumps(manifest))
+    assert sweep_module.find(sweep.id).figures() == list(preset.published)
+    # Damaged figures make the manifest unreadable like any other damage: compare goes on with
+    # the sweep's runs as a group, without figures, and says nothing it cannot back.
+    manifest["published"] = [{"source": "x", "metric": "speed"}]
+    sweep.manifest_path.write_text(json.dumps(manifest))
+    assert cli.main(["compare", sweep.id, "--json"]) == 0
+    names = [t["name"] for t in json.loads(capsys.readouterr().out)]
+    assert "summary" in names and "published" not in names

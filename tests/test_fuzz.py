@@ -320,7 +320,31 @@ def preset_tables(draw) -> dict[str, Any]:
         entry = st.dictionaries(spec_key, toml_scalar, max_size=2)
         matrix = st.lists(st.one_of(entry, toml_scalar), max_size=3)
         data["matrix"] = draw(st.one_of(matrix, st.dictionaries(words, matrix, max_size=2)))
+    if draw(st.booleans()):
+        data["published"] = draw(st.one_of(st.lists(published_figures(), max_size=3), toml_scalar))
     return data
+
+
+@st.composite
+def published_figures(draw) -> Any:
+    """A ``[[published]]`` entry: right keys with right, wrong or missing values, stray keys,
+    conditions naming real and unknown spec fields."""
+    conditions = st.one_of(st.dictionaries(spec_key, toml_scalar, max_size=3), toml_scalar)
+    values = {
+        "source": st.one_of(st.just("A paper (2020), Table 3"), words, toml_scalar),
+        "metric": st.one_of(st.sampled_from(["train_time", "lines_of_code", "accuracy"]), words),
+        "kind": st.one_of(st.sampled_from(["ratio", "absolute"]), words),
+        "value": toml_scalar,
+        "where": conditions,
+        "numerator": conditions,
+        "denominator": conditions,
+        "says": st.one_of(odd_text, toml_scalar),
+    }
+    keys = draw(st.lists(st.sampled_from(sorted(values)), max_size=8, unique=True))
+    entry = {key: draw(values[key]) for key in keys}
+    if draw(st.booleans()):
+        entry[draw(words)] = draw(toml_scalar)
+    return draw(st.one_of(st.just(entry), toml_scalar))
 
 
 config_key = st.one_of(

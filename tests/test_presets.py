@@ -322,3 +322,187 @@ def test_scaling_preset_sweeps_workers_for_torch_and_tensorflow():
         for workers in (1, 2)
     }
     assert all(c.spec.threads * c.spec.workers <= 2 for c in configs)
+
+
+# -- published figures ---------------------------------------------------------------------------
+STACKS = """
+repeats = 2
+model = ["mlp", "cnn"]
+matrix = [{ framework = "torch", api = "eager" }, { framework = "torch", api = "compile" }]
+"""
+RATIO = """
+[[published]]
+source = "A paper (2020), Table 3"
+says = "compile trains 2x faster"
+metric = "train_time"
+kind = "ratio"
+value = 2.0
+where = { model = "mlp" }
+numerator = { framework = "torch", api = "eager" }
+denominator = { framework = "torch", api = "compile" }
+"""
+ABSOLUTE = """
+[[published]]
+source = "A paper (2020), Figure 2"
+metric = "lines_of_code"
+kind = "absolute"
+value = 11
+where = { framework = "torch", api = "eager", model = "cnn" }
+"""
+
+
+def test_published_figures_are_declared_and_checked(workdir):
+    preset = load(workdir, STACKS + RATIO + ABSOLUTE)
+    ratio, absolute = preset.published
+    assert (ratio.source, ratio.metric, ratio.kind, ratio.value) == (
+        "A paper (2020), Table 3",
+        "train_time",
+        "ratio",
+        2.0,
+    )
+    assert ratio.where == {"model": "mlp"} and ratio.numerator == {
+        "framework": "torch",
+        "api": "eager",
+    }
+    assert ratio.title() == "training time, model=mlp: torch/eager ÷ torch/compile"
+    assert absolute.kind == "absolute" and absolute.numerator == {} and absolute.value == 11
+    assert absolute.title() == "lines of code: torch/eager model=cnn"
+    assert load(workdir, STACKS).published == ()  # optional
+
+
+@pytest.mark.parametrize(
+    ("figure", "expected"),
+    [
+        ('published = "Table 3"\n', "published: must be a list of tables ([[published]] in TOML)"),
+        ("published = [1]\n", "published[0]: must be a table (source, metric, kind, value...)"),
+        (RATIO.replace("source =", "sourse ="), "published[0]: unknown key 'sourse' (did you mean"),
+        (RATIO.replace('source = "A paper (2020), Table 3"\n', ""), "published[0]: 'source' is"),
+        (RATIO.replace('"A paper (2020), Table 3"', '" "'), "published[0].source: must name"),
+        (RATIO.replace('"A paper (2020), Table 3"', "3"), "published[0].source: must be a string"),
+        (
+            RATIO.replace('"train_time"', '"train_tim"'),
+            "published[0].metric: unknown metric 'train_tim' (did you mean 'train_time'?)",
+        ),
+        (RATIO.replace('"ratio"', '"relative"'), "published[0].kind: must be 'ratio' or"),
+        (RATIO.replace("value = 2.0", 'value = "2x"'), "published[0].value: must be a number"),
+        (RATIO.replace("value = 2.0", "value = true"), "published[0].value: must be a number"),
+        (RATIO.replace("value = 2.0", "value = nan"), "published[0].value: must be a number"),
+        (RATIO.replace("value = 2.0", "value = -1"), "published[0].value: must be above 0"),
+        (RATIO.replace("value = 2.0", "value = 0"), "published[0].value: must be above 0"),
+        (
+            RATIO.replace("numerator = ", "numerator_ = "),
+            "published[0]: unknown key 'numerator_' (did you mean 'numerator'?)",
+        ),
+        (
+            RATIO.replace('numerator = { framework = "torch", api = "eager" }\n', ""),
+            "published[0].numerator: a ratio needs it",
+        ),
+        (
+            RATIO.replace('numerator = { framework = "torch", api = "eager" }', "numerator = {}"),
+            "published[0].numerator: must name at least one spec field",
+        ),
+        (
+            RATIO.replace('where = { model = "mlp" }', 'where = "mlp"'),
+            "published[0].where: must be a table",
+        ),
+        (
+            RATIO.replace('where = { model = "mlp" }', 'where = { modle = "mlp" }'),
+            "published[0].where: unknown spec field 'modle' (did you mean 'model'?)",
+        ),
+        (
+            RATIO.replace('where = { model = "mlp" }', "where = { seed = 1 }"),
+            "published[0].where: unknown spec field 'seed'",
+        ),
+        (
+            RATIO.replace('where = { model = "mlp" }', "where = { model = [1] }"),
+            "published[0].where.model: must be a single value",
+        ),
+        (
+            RATIO.replace('where = { model = "mlp" }', 'where = { framework = "torch" }'),
+            "published[0].numerator: 'framework' is also in where; set it in one place",
+        ),
+        (
+            RATIO.replace('api = "compile" }', 'api = "eager" }'),
+            "published[0]: numerator and denominator are the same configurations",
+        ),
+        (
+            ABSOLUTE.replace('"lines_of_code"', '"train_time"'),
+            "published[0]: an absolute train_time depends on the machine the paper used; give it",
+        ),
+        (
+            ABSOLUTE.replace('"lines_of_code"', '"accuracy"'),
+            "published[0].value: give an accuracy as a fraction (0.98), not 11",
+        ),
+        (
+            ABSOLUTE + 'numerator = { api = "eager" }\n',
+            "published[0].numerator: only a ratio has one; this figure is absolute",
+        ),
+        (
+            ABSOLUTE.replace('where = { framework = "torch", api = "eager", model = "cnn" }\n', ""),
+            "published[0].where: an absolute figure must say which configurations",
+        ),
+        # About configurations the preset never runs: a misspelt API would never match a run.
+        (
+            RATIO.replace('api = "compile" }', 'api = "compil" }'),
+            "published[0].denominator: no configuration of this preset has model='mlp', "
+            "framework='torch', api='compil'",
+        ),
+        (
+            ABSOLUTE.replace('model = "cnn"', 'model = "vgg16"'),
+            "published[0].where: no configuration of this preset has framework='torch', "
+            "api='eager', model='vgg16'",
+        ),
+        ("[[published]]\n" * 201, "published: 201 figures, more than the limit of 200"),
+    ],
+)
+def test_bad_published_figures_are_one_line_errors(workdir, figure, expected):
+    message = error_of(workdir, STACKS + figure)
+    assert message.startswith("presets/x.toml: published")
+    assert expected in message
+
+
+def test_a_figure_may_name_a_default_the_preset_leaves_unset(workdir):
+    """device is not in the preset: its configurations run on the default, the cpu."""
+    preset = load(workdir, STACKS + ABSOLUTE.replace('model = "cnn"', 'device = "cpu"'))
+    assert preset.published[0].where["device"] == "cpu"
+    assert "published[0].where" in error_of(
+        workdir, STACKS + ABSOLUTE.replace('model = "cnn"', 'device = "gpu"')
+    )
+
+
+STUDY_FIGURES = {"kabakus-2020": 6, "nayak-jain-2019": 4, "shatnawi-2018": 0}
+
+
+@pytest.mark.parametrize(("study", "count"), STUDY_FIGURES.items())
+def test_study_presets_carry_their_published_figures(study, count):
+    full = presets.load(REPO / "presets" / f"{study}.toml")
+    quick = presets.load(REPO / "presets" / f"{study}-quick.toml")
+    assert len(full.published) == count
+    assert quick.published == full.published  # the quick look shows the same table's shape
+    for figure in full.published:
+        assert figure.source.startswith(full.study.split(":")[0].split(" (")[0])
+        assert "issue 20" in figure.source  # where each number was taken from
+
+
+def test_study_figures_are_the_quoted_ones():
+    kabakus = presets.load(REPO / "presets" / "kabakus-2020.toml").published
+    # PyTorch's time / Keras' time, except the LSTM's training, where PyTorch was faster.
+    quoted = {(f.metric, f.where["model"], f.numerator["framework"], f.value) for f in kabakus}
+    assert quoted == {
+        ("train_time", "mlp", "torch", 3.8),
+        ("test_time", "mlp", "torch", 2.4),
+        ("train_time", "vgg16", "torch", 1.9),
+        ("test_time", "vgg16", "torch", 1.4),
+        ("train_time", "lstm", "keras", 1.3),
+        ("test_time", "lstm", "torch", 1.6),
+    }
+    nayak = presets.load(REPO / "presets" / "nayak-jain-2019.toml").published
+    assert {(f.where["framework"], f.where["api"]): f.value for f in nayak} == {
+        ("tensorflow", "keras"): 11,
+        ("tensorflow", "estimator"): 32,
+        ("mxnet", "gluon"): 26,
+        ("keras", "tensorflow"): 11,
+    }
+    assert {(f.metric, f.kind, f.where["model"]) for f in nayak} == {
+        ("lines_of_code", "absolute", "cnn")
+    }

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from tui_bench.engine.results import report
+from tui_bench.engine.results import published, report
 from tui_bench.engine.spec import RunSpec
 
 
@@ -283,4 +283,129 @@ def test_oversubscription_counts_threads_of_every_worker():
     )
     assert report._oversubscribed(
         {"spec": {"threads": 2, "workers": 2}, "env": {"logical_cores": 2}}
+    )
+
+
+# -- published figures beside ours -----------------------------------------------------------------
+def figure(**fields) -> published.Figure:
+    data = {
+        "source": "A paper (2020), Table 3",
+        "metric": "train_time",
+        "kind": "ratio",
+        "value": 2.0,
+        "numerator": {"framework": "torch", "api": "eager"},
+        "denominator": {"framework": "torch", "api": "compile"},
+        **fields,
+    }
+    data = {k: v for k, v in data.items() if v is not None}  # None: leave the key out
+    return published.parse_figure(data, "published[0]", RunSpec.__dataclass_fields__)
+
+
+def timed_runs(prefix, train_walls, verdicts=None, **spec_fields):
+    out = runs(prefix, [0.01] * len(train_walls), **spec_fields)
+    for i, (r, wall) in enumerate(zip(out, train_walls, strict=True)):
+        r["metrics"].update(train_wall_s=wall, test_s=wall / 10, loc_model=15, loc_step=20)
+        r["stability"] = {"verdict": (verdicts or ["stable"] * len(out))[i]}
+    return out
+
+
+def published_rows(records, figures, skipped=()):
+    tables = report.build(records, published=figures, skipped=skipped)
+    return rows_as_dicts(table(tables, "published"))
+
+
+def test_published_ratio_is_the_ratio_of_medians_over_runs():
+    # medians 4 and 2: the means (4 and 34.3) would say the opposite
+    records = timed_runs("e", [2.0, 4.0, 6.0], api="eager") + timed_runs(
+        "c", [1.0, 2.0, 100.0], api="compile"
+    )
+    (row,) = published_rows(records, [figure(says="compile trains 2x faster")])
+    assert row["figure"] == "training time: torch/eager ÷ torch/compile"
+    assert row["published"] == 2.0 and row["here"] == pytest.approx(2.0)
+    assert row["n"] == "3/3" and row["with"] == "—"
+    assert row["source"] == "A paper (2020), Table 3" and row["says"] == "compile trains 2x faster"
+    assert row["kind"] == "ratio" and row["metric"] == "train_time"
+    assert row["stability"] == ""  # every run stable: nothing marked
+
+
+def test_published_ratio_direction_reversed_and_within_the_noise():
+    slower = timed_runs("e", [1.0, 1.0, 1.0], api="eager") + timed_runs(
+        "c", [2.0, 2.0, 2.0], api="compile"
+    )
+    (row,) = published_rows(slower, [figure()])
+    assert row["here"] == pytest.approx(0.5) and row["direction"] == "reversed"
+    close = timed_runs("e", [1.0, 1.1, 1.2], api="eager") + timed_runs(
+        "c", [1.05, 1.1, 1.15], api="compile"
+    )
+    (row,) = published_rows(close, [figure()])
+    assert row["direction"].startswith("within the noise (±")
+    far = timed_runs("e", [3.0, 3.0, 3.0], api="eager") + timed_runs(
+        "c", [1.0, 1.0, 1.0], api="compile"
+    )
+    assert published_rows(far, [figure()])[0]["direction"] == "same direction"
+
+
+def test_published_marks_runs_that_are_not_stable():
+    records = timed_runs("e", [2.0, 2.0, 2.0], ["stable", "noisy", "unreliable"], api="eager")
+    records += timed_runs("c", [1.0, 1.0, 1.0], api="compile")
+    (row,) = published_rows(records, [figure()])
+    assert row["stability"] == "torch/eager: not stable: 1 noisy, 1 unreliable of 3"
+    assert "torch/eager: not stable" in row["notes"]
+    assert row["here"] == pytest.approx(2.0)  # still shown, with its mark
+    # Lines of code are not measured: no verdict applies to them.
+    loc_figure = figure(
+        metric="lines_of_code",
+        kind="absolute",
+        value=11,
+        where={"framework": "torch", "api": "eager"},
+        numerator=None,
+        denominator=None,
+    )
+    (row,) = published_rows(records, [loc_figure])
+    assert row["here"] == 35 and row["n"] == "3" and row["stability"] == ""
+
+
+def test_published_figure_not_run_here_says_why():
+    records = timed_runs("e", [2.0, 2.0], api="eager")  # no compile run at all
+    (row,) = published_rows(records, [figure()])
+    assert row["here"] is None and row["n"] == "2/0"
+    assert row["notes"] == "not run here: no run of torch/compile"
+    skipped = [("api=compile", "skipped: no runtime for torch/compile")]
+    (row,) = published_rows(records, [figure()], skipped)
+    assert row["notes"] == "not run here: torch/compile: skipped: no runtime for torch/compile"
+    failed = records + [record("c-failed", 0, status="failed", api="compile")]
+    (row,) = published_rows(failed, [figure()])
+    assert row["notes"] == "not run here: torch/compile has no finished run (1 not finished)"
+    other = figure(where={"model": "vgg16"})  # neither side was run
+    (row,) = published_rows(records, [other])
+    assert row["here"] is None and row["n"] == "0/0"
+    assert "no run of torch/eager model=vgg16" in row["notes"]
+    assert "no run of torch/compile model=vgg16" in row["notes"]
+
+
+def test_published_ratio_per_configuration_the_figure_does_not_name():
+    """A sweep over threads: one row per thread count, each eager run against the compile run
+    with the same threads, never against another thread count's."""
+    records = []
+    for threads, (eager, compiled) in {1: (4.0, 2.0), 2: (3.0, 1.0)}.items():
+        records += timed_runs(f"e{threads}", [eager], api="eager", threads=threads)
+        records += timed_runs(f"c{threads}", [compiled], api="compile", threads=threads)
+    rows = published_rows(records, [figure()])
+    assert [(r["with"], r["here"]) for r in rows] == [("threads=1", 2.0), ("threads=2", 3.0)]
+
+
+def test_published_table_is_only_there_with_figures_and_exports():
+    records = timed_runs("e", [2.0], api="eager") + timed_runs("c", [1.0], api="compile")
+    assert "published" not in [t.name for t in report.build(records)]
+    tables = report.build(records, published=[figure()])
+    (row,) = [
+        r for r in csv.DictReader(io.StringIO(report.to_csv(tables))) if r["table"] == "published"
+    ]
+    assert float(row["published"]) == 2.0 and float(row["here"]) == 2.0
+    assert row["source"] == "A paper (2020), Table 3"
+    markdown = report.to_markdown(tables)
+    assert "### published figures beside ours" in markdown
+    assert (
+        "| training time: torch/eager ÷ torch/compile | — | 2 | 2 | 1/1 | same direction |"
+        in markdown
     )

@@ -378,18 +378,94 @@ def test_count_lines_between_markers_per_api() -> None:
     assert loc.count_lines(SOURCE, "graph") == {"model": 2, "step": 3}
 
 
+SCOPED = """
+# tui-bench:begin model
+def build(model):
+# tui-bench:end model
+    if model == "cnn":
+        # tui-bench:begin model cnn
+        a = conv()
+        b = pool(a)
+        # tui-bench:end model
+    elif model == "mlp":
+        # tui-bench:begin model mlp
+        b = dense()
+        # tui-bench:end model
+    # tui-bench:begin model graph cnn vgg16
+    b = fuse(b)
+    # tui-bench:end model
+    # tui-bench:begin model
+    return b
+    # tui-bench:end model
+"""
+
+
+def test_model_scoped_blocks_count_for_their_model_only() -> None:
+    def model_lines(api: str, model: str | None) -> int:
+        return loc.count_lines(SCOPED, api, model, apis=("eager", "graph"))["model"]
+
+    assert model_lines("eager", "cnn") == 2 + 2  # shared + its own
+    assert model_lines("eager", "mlp") == 2 + 1  # the cnn's lines do not leak in
+    assert model_lines("graph", "cnn") == 2 + 2 + 1  # scoped to an API and models at once
+    assert model_lines("graph", "mlp") == 2 + 1
+    assert model_lines("eager", None) == 2 + 2 + 1  # no model: every model's lines
+
+
 @pytest.mark.parametrize(
     ("source", "problem"),
     [
-        ("# tui-bench:begin model\nx = 1\n", "never ended"),
-        ("x = 1\n# tui-bench:end step\n", "without its begin"),
-        ("# tui-bench:begin model\n# tui-bench:begin step\n", "nested"),
+        ("# tui-bench:begin model\nx = 1\n", "x.py:1: tui-bench:begin never ended"),
+        ("x = 1\n# tui-bench:end step\n", "x.py:2: .*without its begin"),
+        ("# tui-bench:begin model\n# tui-bench:begin step\n", "x.py:2: nested"),
         ("# tui-bench:begin weights\n", "unknown marker kind"),
+        ("# tui-bench:begin model cnnn\n# tui-bench:end model\n", "x.py:1: 'cnnn' is neither"),
+        ("# tui-bench:begin model\n# tui-bench:end model cnn\n", "x.py:2: .*only the kind"),
     ],
 )
 def test_bad_markers_name_the_line(source: str, problem: str) -> None:
-    with pytest.raises(loc.MarkerError, match=problem):
-        loc.count_lines(source, "eager", where="x.py")
+    with pytest.raises(loc.MarkerError, match=problem) as caught:
+        loc.count_lines(source, "eager", where="x.py", apis=("eager", "graph"))
+    assert "\n" not in str(caught.value)
+
+
+def test_each_adapter_model_counts_its_own_lines_only() -> None:
+    """Per framework × API, a model's count is the shared lines plus that model's own: the
+    difference between two models is exactly what their own blocks hold, so no model's lines
+    leak into another's count, and the count with no model adds every model's lines up."""
+    for fw in catalog.FRAMEWORKS.values():
+        if fw.unavailable:
+            continue
+        for api in fw.apis:
+            every = loc.lines_of_code(fw.name, api)["loc_model"]
+            per_model = {m: loc.lines_of_code(fw.name, api, m)["loc_model"] for m in catalog.MODELS}
+            assert len(set(per_model.values())) > 1, (fw.name, api, per_model)
+            assert all(n < every for n in per_model.values()), (fw.name, api, per_model)
+            steps = {loc.lines_of_code(fw.name, api, m)["loc_step"] for m in catalog.MODELS}
+            assert len(steps) == 1, (fw.name, api)  # the step is the API's, whatever the model
+
+
+def test_reference_cnn_counts_only_its_layers() -> None:
+    """The reference CNN of Nayak & Jain through Keras on TensorFlow: the function's head, the
+    eight layers in their list, the Sequential that wraps them; none of the VGG16's 13
+    convolutions, the FNN's or the LSTM's layers."""
+    source = loc.adapter_path("tensorflow").read_text(encoding="utf-8")
+    cnn = loc.lines_of_code("tensorflow", "keras", "cnn")
+    assert cnn["loc_model"] == 4 + 10 + 1
+    vgg = loc.lines_of_code("tensorflow", "keras", "vgg16")["loc_model"]
+    assert vgg != cnn["loc_model"]
+    # Moving one VGG16 line into the CNN's block would change the CNN's count: the count
+    # follows the markers, not the file.
+    leaked = source.replace(
+        '        # tui-bench:end model\n    elif model == "mlp":',
+        "        padding = 'same'\n        # tui-bench:end model\n    elif model == \"mlp\":",
+    )
+    assert leaked != source
+    apis = catalog.framework("tensorflow").apis
+    assert loc.count_lines(leaked, "keras", "cnn", apis=apis)["model"] == cnn["loc_model"] + 1
+    assert (
+        loc.count_lines(leaked, "keras", "mlp", apis=apis)["model"]
+        == (loc.lines_of_code("tensorflow", "keras", "mlp")["loc_model"])
+    )
 
 
 def test_every_framework_api_has_model_and_step_lines() -> None:

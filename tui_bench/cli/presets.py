@@ -85,13 +85,17 @@ def cmd_presets(args: argparse.Namespace) -> int:
 # -- compare ------------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
     history = History()
-    records, skipped = sweep_module.collect(args.ids, history)
+    records, skipped, published = sweep_module.collect(args.ids, history)
     if args.metric not in report.METRICS:
         raise UsageError(
             f"metric '{args.metric}' is not known (choose: {', '.join(report.METRICS)})"
         )
     tables = report.build(
-        records, metric=args.metric, study_metric=args.study_metric, skipped=skipped
+        records,
+        metric=args.metric,
+        study_metric=args.study_metric,
+        skipped=skipped,
+        published=published,
     )
     report.write_exports(
         tables,

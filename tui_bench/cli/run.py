@@ -116,7 +116,7 @@ def run_preset(args: argparse.Namespace) -> int:
         for r in records
         if r.get("status") == RunStatus.FAILED
     }
-    tables = report.build(records, skipped=_skipped(sweep, failed))
+    tables = report.build(records, skipped=_skipped(sweep, failed), published=sweep.figures())
     if args.json:
         print(json.dumps({"sweep": sweep.id, "runs": records}, indent=2, default=str))
     elif not args.quiet:

@@ -1,5 +1,5 @@
-"""Tables over recorded runs: per-configuration statistics, comparisons, thread scaling and the
-study-shaped pivot. Plain data (``Table``) so the CLI renders it with rich, the TUI with its own
+"""Tables over recorded runs: per-configuration statistics, comparisons, thread scaling, the
+study-shaped pivot and the study's published figures beside ours. Plain data (``Table``) so the CLI renders it with rich, the TUI with its own
 widgets, and both export the same CSV and markdown.
 
 Runs are grouped into configurations by their spec (repeats aside); a configuration is named by
@@ -8,8 +8,8 @@ failed ones are counted and their reasons kept.
 
 A front end needs two calls::
 
-    records, skipped = sweep.collect(ids, History())    # run, group or sweep ids
-    tables = report.build(records, metric="step_median_s", skipped=skipped)
+    records, skipped, published = sweep.collect(ids, History())    # run, group or sweep ids
+    tables = report.build(records, metric="step_median_s", skipped=skipped, published=published)
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.results import published as published_module
 from tui_bench.engine.results import stability, stats
 from tui_bench.engine.results.export_safety import csv_header, csv_row, markdown_cell
 from tui_bench.engine.spec import RunSpec
@@ -534,6 +535,235 @@ def study_table(groups: list[Group], metric: str = "train_wall_s") -> Table | No
     return table
 
 
+# -- published figures beside ours ----------------------------------------------------------------
+def published_table(
+    groups: list[Group],
+    varying: list[str],
+    figures: Sequence[published_module.Figure],
+    skipped: Sequence[tuple[str, str]] = (),
+) -> Table | None:
+    """Each figure a study published beside ours, computed the same way from these runs.
+
+    A ratio is the median over the numerator's runs / the median over the denominator's runs
+    (each run, in its own worker, is one repetition), one row per pair of configurations that
+    differ only in what the figure compares (so a sweep over threads gives a row per thread
+    count). An absolute figure gives a row per configuration it is about. A configuration
+    without a finished run is "not run here" (with the reason it was skipped, when it was);
+    a timed figure whose runs are not all stable says so."""
+    if not figures:
+        return None
+    table = Table(
+        "published",
+        "published figures beside ours",
+        [
+            "figure",
+            "with",
+            "published",
+            "here",
+            "n",
+            "notes",
+            "source",
+            "says",
+            "metric",
+            "kind",
+            "direction",
+            "stability",
+        ],
+        note="published: the study's figure, from the source named (the paper's table or "
+        "figure, or where it was quoted); here: these runs computed the same way. A ratio is the "
+        "median over runs of one configuration / the median over runs of the other, runs as the "
+        "unit of repetition (n: runs on each side), so it compares machines only through the "
+        "ratio: absolute times depend on the hardware and are never compared. Lines of code "
+        "count the run's model and step alone.",
+        terminal_columns=["figure", "with", "published", "here", "n", "notes", "source"],
+    )
+    for figure in figures:
+        if figure.kind == "ratio":
+            table.rows += _ratio_rows(figure, groups, varying, skipped)
+        else:
+            table.rows += _absolute_rows(figure, groups, varying, skipped)
+    return table
+
+
+def _figure_row(
+    figure: published_module.Figure,
+    context: str,
+    here: float | None,
+    n: str,
+    notes: list[str],
+    direction: str = "",
+    marks: Sequence[str] = (),
+) -> list[Any]:
+    notes = [*notes, *marks]
+    return [
+        figure.title(),
+        context,
+        figure.value,
+        here,
+        n,
+        "; ".join(n for n in notes if n),
+        figure.source,
+        figure.says,
+        figure.metric,
+        figure.kind,
+        direction,
+        "; ".join(marks),
+    ]
+
+
+def _figure_values(group: Group, metric: str) -> list[float]:
+    values = (published_module.run_value(r, metric) for r in group.finished())
+    return [v for v in values if v is not None]
+
+
+def _context_text(group: Group, fields_: list[str]) -> str:
+    return " ".join(f"{f}={group.spec.get(f)}" for f in fields_) or "—"
+
+
+def _differing(groups: list[Group], varying: list[str], named: set[str]) -> list[str]:
+    """The fields, other than those a figure names, that tell its configurations apart (a
+    workload matrix varies dataset and batch size with the model: not a context of their own)."""
+    return [f for f in varying if f not in named and len({repr(g.spec.get(f)) for g in groups}) > 1]
+
+
+def _not_run(conditions: dict[str, Any], groups: list[Group], skipped) -> str:
+    """Why a figure's configuration has no number here: skipped (with its reason), its runs
+    failed, or it is not in these runs at all."""
+    want = published_module.conditions_text(conditions)
+    matched = [g for g in groups if published_module.matches(g.spec, conditions)]
+    if matched:
+        runs = sum(len(g.runs) for g in matched)
+        finished = sum(len(g.finished()) for g in matched)
+        if finished:
+            return f"not run here: {want} has no figure for this metric ({finished} run(s))"
+        return f"not run here: {want} has no finished run ({runs} not finished)"
+    for key, reason in skipped:
+        fields_ = dict(part.split("=", 1) for part in key.split() if "=" in part)
+        if (
+            fields_
+            and all(k not in fields_ or fields_[k] == str(v) for k, v in conditions.items())
+            and any(k in fields_ for k in conditions)
+        ):
+            return f"not run here: {want}: {reason}"
+    return f"not run here: no run of {want}"
+
+
+def _marks(figure: published_module.Figure, sides: Sequence[tuple[str, Group]]) -> list[str]:
+    """For a timed figure, the sides whose runs are not all stable (their verdicts)."""
+    if not published_module.METRICS[figure.metric].timed:
+        return []
+    marks = []
+    for name, group in sides:
+        note = stability.stability_note(group.runs, unjudged=False)
+        if note:
+            marks.append(f"{name}: {note}")
+    return marks
+
+
+def _absolute_rows(figure, groups, varying, skipped) -> list[list[Any]]:
+    matched = [g for g in groups if published_module.matches(g.spec, figure.where)]
+    if not matched:
+        return [_figure_row(figure, "—", None, "0", [_not_run(figure.where, groups, skipped)])]
+    context_fields = _differing(matched, varying, set(figure.where))
+    rows = []
+    for g in matched:
+        values = _figure_values(g, figure.metric)
+        if not values:
+            note = _not_run(figure.where, [g], skipped)
+            rows.append(_figure_row(figure, _context_text(g, context_fields), None, "0", [note]))
+            continue
+        here = stats.median(values)
+        marks = _marks(figure, [(published_module.conditions_text(figure.where), g)])
+        rows.append(
+            _figure_row(
+                figure, _context_text(g, context_fields), here, str(len(values)), [], "", marks
+            )
+        )
+    return rows
+
+
+def _direction(published: float, here: float, noise: float | None) -> str:
+    """Whether ours points the way the paper's does (both above 1 or both below)."""
+    if noise is not None and abs(here - 1) <= noise:
+        return f"within the noise (±{100 * noise:.0f} %)"
+    if (published - 1) * (here - 1) > 0:
+        return "same direction"
+    if (published - 1) * (here - 1) < 0:
+        return "reversed"
+    return ""
+
+
+def _ratio_rows(figure, groups, varying, skipped) -> list[list[Any]]:
+    named = set(figure.where) | set(figure.numerator) | set(figure.denominator)
+    if "framework" in named:
+        named.add("api")  # a framework's API varies with it (a matrix), not beside it
+    sides = {name: conditions for name, conditions in figure.sides}
+    found = {
+        name: [g for g in groups if published_module.matches(g.spec, conditions)]
+        for name, conditions in sides.items()
+    }
+    context_fields = _differing(found["numerator"] + found["denominator"], varying, named)
+    contexts = list(
+        dict.fromkeys(
+            _context_text(g, context_fields) for g in found["numerator"] + found["denominator"]
+        )
+    )
+    if not contexts:
+        notes = [_not_run(sides[name], groups, skipped) for name in sides]
+        return [_figure_row(figure, "—", None, "0/0", notes)]
+    rows = []
+    for context in contexts:
+        num = [g for g in found["numerator"] if _context_text(g, context_fields) == context]
+        den = [g for g in found["denominator"] if _context_text(g, context_fields) == context]
+        if not num or not den:
+            name = "numerator" if not num else "denominator"
+            want = {**sides[name], **_context_fields(context)}
+            counts = [
+                sum(len(_figure_values(g, figure.metric)) for g in side) for side in (num, den)
+            ]
+            n = f"{counts[0]}/{counts[1]}"
+            rows.append(_figure_row(figure, context, None, n, [_not_run(want, groups, skipped)]))
+            continue
+        for n_group in num:
+            for d_group in den:
+                rows.append(_ratio_row(figure, context, n_group, d_group, skipped))
+    return rows
+
+
+def _context_fields(context: str) -> dict[str, Any]:
+    return dict(part.split("=", 1) for part in context.split() if "=" in part)
+
+
+def _ratio_row(figure, context, num: Group, den: Group, skipped) -> list[Any]:
+    num_values = _figure_values(num, figure.metric)
+    den_values = _figure_values(den, figure.metric)
+    n = f"{len(num_values)}/{len(den_values)}"
+    if not num_values or not den_values:
+        name, missing = ("numerator", num) if not num_values else ("denominator", den)
+        conditions = dict(figure.sides)[name]
+        return _figure_row(figure, context, None, n, [_not_run(conditions, [missing], skipped)])
+    num_median, den_median = stats.median(num_values), stats.median(den_values)
+    if den_median == 0:
+        return _figure_row(figure, context, None, n, ["the denominator's median is 0"])
+    here = num_median / den_median
+    noise = None
+    if published_module.METRICS[figure.metric].timed:
+        spreads = [
+            stability.relative_noise(g.finished(), values)
+            for g, values in ((num, num_values), (den, den_values))
+        ]
+        noise = max((s for s in spreads if s is not None), default=None)
+    direction = _direction(figure.value, here, noise)
+    marks = _marks(
+        figure,
+        [
+            (published_module.conditions_text(figure.numerator), num),
+            (published_module.conditions_text(figure.denominator), den),
+        ],
+    )
+    return _figure_row(figure, context, here, n, [direction], direction, marks)
+
+
 # -- fairness card -------------------------------------------------------------------------------
 def _settings(record: dict[str, Any]) -> dict[str, Any]:
     return (record.get("worker") or {}).get("settings") or {}
@@ -640,8 +870,10 @@ def build(
     metric: str = "step_median_s",
     study_metric: str = "train_wall_s",
     skipped: Sequence[tuple[str, str]] = (),
+    published: Sequence[published_module.Figure] = (),
 ) -> list[Table]:
-    """Every table for a set of runs (a sweep, a group, or runs picked by id)."""
+    """Every table for a set of runs (a sweep, a group, or runs picked by id); ``published``:
+    the figures their study published, printed beside ours."""
     groups, varying = split_by_host(*group_runs(records))
     tables = [summary_table(groups, metric)]
     comparisons = comparison_table(groups, varying, metric)
@@ -656,6 +888,9 @@ def build(
     study = study_table(groups, study_metric)
     if study is not None:
         tables.append(study)
+    figures = published_table(groups, varying, published, skipped)
+    if figures is not None:
+        tables.append(figures)
     card = fairness_card(groups, varying)
     if card is not None:
         tables.append(card)

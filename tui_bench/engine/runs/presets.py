@@ -14,6 +14,10 @@ A preset is a TOML file of RunSpec fields plus a few descriptive keys::
 Lists expand to their cartesian product; ``matrix`` lists fields that vary *together* (a
 framework with its API). Several matrices go under ``[matrix]`` as named lists and multiply too.
 
+A study preset may carry the figures its paper published as ``[[published]]`` tables (see
+``engine.results.published``): each is checked like the rest, and a figure about configurations
+the preset never runs is an error. A sweep keeps them, and ``compare`` prints them beside ours.
+
 A preset is bounded: the file by the spec's input bounds (1 MiB, 16 levels of nesting), its
 expansion by ``MAX_CONFIGURATIONS`` configurations and ``MAX_RUNS`` runs (configurations ×
 repeats). The count is the product of the list lengths, taken before anything is expanded, so a
@@ -42,6 +46,8 @@ from typing import Any
 from tui_bench.engine import catalog
 from tui_bench.engine.errors import PresetError
 from tui_bench.engine.paths import data_home
+from tui_bench.engine.results import published as published_module
+from tui_bench.engine.results.published import Figure, FigureError
 from tui_bench.engine.spec import (
     RunSpec,
     SpecError,
@@ -56,7 +62,7 @@ from tui_bench.engine.spec import (
 MAX_CONFIGURATIONS = 10_000
 MAX_RUNS = 100_000
 
-META_KEYS = ("name", "description", "study", "matrix")
+META_KEYS = ("name", "description", "study", "matrix", "published")
 SPEC_KEYS = tuple(f.name for f in fields(RunSpec))
 # Fields whose valid values depend on what this installation's catalog holds.
 CATALOG_FIELDS = ("framework", "api", "model", "dataset")
@@ -72,6 +78,7 @@ class Preset:
     axes: dict[str, list[Any]]  # fields given as lists
     matrices: list[list[dict[str, Any]]]  # groups of fields that vary together
     repeats: int
+    published: tuple[Figure, ...] = ()  # the study's own figures, to print beside ours
 
     @property
     def shown_path(self) -> str:
@@ -201,6 +208,10 @@ def parse(data: dict[str, Any], path: Path) -> Preset:
             _check_scalar(fail, key, value)
             fixed[key] = value
     matrices = _parse_matrices(data.get("matrix"), set(fixed) | set(axes), fail)
+    try:
+        figures = published_module.parse_figures(data.get("published"), SPEC_KEYS)
+    except FigureError as exc:
+        raise PresetError(f"{shown}: {exc}") from None
     preset = Preset(
         name=data.get("name", path.stem),
         description=data.get("description", ""),
@@ -210,6 +221,7 @@ def parse(data: dict[str, Any], path: Path) -> Preset:
         axes=axes,
         matrices=matrices,
         repeats=repeats,
+        published=tuple(figures),
     )
     try:  # before the count, which multiplies by it
         check_declared(declared_option("repeats", RunSpec), repeats)
@@ -220,7 +232,22 @@ def parse(data: dict[str, Any], path: Path) -> Preset:
     # names are checked per configuration at expansion, where unknown ones become skips.
     for config in _raw_configs(preset, {}):
         _check_fields(config, fail)
+    _check_figures(preset, fail)
     return preset
+
+
+def _check_figures(preset: Preset, fail) -> None:
+    """Each published figure must be about configurations the preset runs (a misspelt api
+    would otherwise show as "not run here" for ever)."""
+    defaults = RunSpec().to_dict()
+    missing = published_module.unmatched(
+        list(preset.published),
+        lambda: ({**defaults, **config} for config in _raw_configs(preset, {})),
+    )
+    if missing is not None:
+        index, side, conditions = missing
+        wanted = ", ".join(f"{k}={v!r}" for k, v in conditions.items())
+        raise fail(f"published[{index}].{side}", f"no configuration of this preset has {wanted}")
 
 
 def _suggest(key: str) -> str:

@@ -97,9 +97,10 @@ class RunResult:
         if self.started and isinstance(self.started.get("settings"), dict):
             m.update({f"setting_{k}": v for k, v in self.started["settings"].items()})
         m["process_wall_s"] = self.wall_s
-        # Ease of coding: lines that define the model and the step for this API.
+        # Ease of coding: lines that define this model and the step for this API (the model's
+        # own lines, never the adapter's other models: comparable with a study's count).
         try:
-            m.update(loc.lines_of_code(self.spec.framework, self.spec.api))
+            m.update(loc.lines_of_code(self.spec.framework, self.spec.api, self.spec.model))
         except (OSError, KeyError, loc.MarkerError):
             pass  # an adapter without markers has no figure; the run's numbers still stand
         return m

@@ -5,6 +5,9 @@ holding the plan: the expanded configurations, written once when the sweep start
 is never stored beside it: it is read back from the history records of the group, the one source
 of truth. Resuming an interrupted sweep (Ctrl-C, a killed terminal) therefore runs exactly the
 (configuration, repeat) pairs that have no finished record yet.
+
+The manifest also keeps the figures the preset's study published (``[[published]]``), as they
+were when the sweep started, for ``compare`` to print beside this sweep's own.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tui_bench.engine.errors import PresetError
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import stability
@@ -25,9 +29,10 @@ from tui_bench.engine.results.history import (
     new_run_id,
     now_iso,
 )
+from tui_bench.engine.results.published import Figure, parse_figures
 from tui_bench.engine.runs import presets as presets_module
 from tui_bench.engine.runs import runner
-from tui_bench.engine.runs.presets import Preset, SweepConfig
+from tui_bench.engine.runs.presets import SPEC_KEYS, Preset, SweepConfig
 from tui_bench.engine.spec import RunSpec
 
 
@@ -51,6 +56,8 @@ class Sweep:
     auto_repeats: dict[str, Any] | None = None
     # configuration key -> why its repeats stopped (auto repeats), kept in the manifest
     stopped: dict[str, str] = field(default_factory=dict)
+    # the study's published figures; None in a manifest written before sweeps kept them
+    published: list[Figure] | None = None
 
     @property
     def manifest_path(self) -> Path:
@@ -71,6 +78,8 @@ class Sweep:
             "stopped": self.stopped,
             "configs": [c.as_dict() for c in self.configs],
         }
+        if self.published is not None:
+            data["published"] = [f.as_dict() for f in self.published]
         atomic_write(self.manifest_path, json.dumps(data, indent=1))
 
     @classmethod
@@ -98,9 +107,28 @@ class Sweep:
                 created_at=data.get("created_at", ""),
                 auto_repeats=data.get("auto_repeats"),
                 stopped=dict(data.get("stopped") or {}),
+                published=(
+                    parse_figures(data["published"], SPEC_KEYS) if "published" in data else None
+                ),
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise HistoryError(f"sweep manifest {path} is unreadable: {exc}") from None
+
+    def figures(self) -> list[Figure]:
+        """The study's published figures: the manifest's, or for a sweep started before
+        manifests kept them, its preset's as the file reads now (none if it no longer loads)."""
+        if self.published is not None:
+            return list(self.published)
+        if not self.preset:
+            return []
+        try:
+            path = Path(self.preset_path)
+            preset = presets_module.load(
+                path if path.is_file() else presets_module.find(self.preset)
+            )
+        except (PresetError, OSError):
+            return []
+        return list(preset.published)
 
     def skipped(self) -> list[tuple[str, str]]:
         """(configuration key, reason) for each configuration that cannot run here."""
@@ -141,6 +169,7 @@ def create(
         overrides=dict(overrides or {}),
         created_at=now_iso(),
         auto_repeats=auto_repeats,
+        published=list(preset.published),
     )
     sweep.save()
     return sweep
@@ -314,12 +343,14 @@ def run(
 
 def collect(
     tokens: list[str], history: History
-) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[Figure]]:
     """What ``compare`` (and the TUI's compare view) works on: the records named by run ids,
-    group ids or sweep ids (prefixes ok; no tokens: the latest sweep), oldest first, and the
-    configurations those sweeps skipped. Raises HistoryError for an id that matches nothing."""
+    group ids or sweep ids (prefixes ok; no tokens: the latest sweep), oldest first, the
+    configurations those sweeps skipped, and the figures their studies published. Raises
+    HistoryError for an id that matches nothing."""
     records: dict[str, dict[str, Any]] = {}
     skipped: list[tuple[str, str]] = []
+    figures: list[Figure] = []
     every = history.all()
     if not tokens:
         sweeps = all_sweeps()
@@ -334,6 +365,7 @@ def collect(
         if sweep is not None:
             records.update((r["id"], r) for r in every if r.get("group") == sweep.id)
             skipped += sweep.skipped()
+            figures += [f for f in sweep.figures() if f not in figures]
             continue
         grouped = [r for r in every if r.get("group") == token]
         if grouped:
@@ -342,4 +374,4 @@ def collect(
         record = history.get(token)
         records[record["id"]] = record
     ordered = sorted(records.values(), key=lambda r: (r.get("started_at", ""), r["id"]))
-    return ordered, skipped
+    return ordered, skipped, figures

@@ -1,7 +1,7 @@
 """Compare: the statistics of ``tui_bench.engine.results.report`` over runs, groups or a sweep — median,
 IQR and n per configuration, ratios of medians with the Mann-Whitney verdict (or why there is
 none), speed-ups, thread scaling and data-parallel (workers) scaling with efficiency, the
-study-shaped table, the fairness card (the
+study-shaped table, the study's published figures beside ours, the fairness card (the
 settings that differ between the compared runs) and what was skipped.
 The same tables as ``tui-bench compare``; this screen only lays them out."""
 
@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results import report
+from tui_bench.engine.results.published import Figure
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
@@ -29,6 +30,7 @@ TAB_NAMES = {  # report table name -> tab label
     "scaling": "threads",
     "workers": "workers",  # engine.report.worker_scaling_table: data-parallel throughput
     "study": "study",
+    "published": "published",  # engine.report.published_table: the study's figures beside ours
     "fairness": "fairness",  # engine.report.fairness_card: only the settings that differ
     "skipped": "skipped",
 }
@@ -88,6 +90,7 @@ class CompareScreen(Screen):
         self.metric = "step_median_s"
         self.records: list[dict[str, Any]] = []
         self.skipped: list[tuple[str, str]] = []
+        self.published: list[Figure] = []
         self.source = ""
         self.tables: list[report.Table] = []
 
@@ -129,13 +132,13 @@ class CompareScreen(Screen):
         from tui_bench.engine.runs import sweep as sweep_module
 
         try:
-            records, skipped = sweep_module.collect(ids, History())
+            records, skipped, published = sweep_module.collect(ids, History())
         except HistoryError as exc:
             if ids:  # with no ids, an empty history is the normal first view, not an error
                 self.app.call_from_thread(self.notify, str(exc), severity="warning")
             return
         source = ", ".join(ids) if ids else "the latest sweep"
-        self.app.call_from_thread(self._loaded, ids, records, skipped, source)
+        self.app.call_from_thread(self._loaded, ids, records, skipped, source, published)
 
     def _loaded(
         self,
@@ -143,19 +146,22 @@ class CompareScreen(Screen):
         records: list[dict[str, Any]],
         skipped: list[tuple[str, str]],
         source: str,
+        published: list[Figure],
     ) -> None:
         # A thread worker cannot be stopped: the result of an earlier request that ends after a
         # later one is dropped, so the screen never shows ids it was no longer asked for.
         if ids == self.run_ids:
-            self.show(records, skipped, source)
+            self.show(records, skipped, source, published)
 
     def show(
         self,
         records: list[dict[str, Any]],
         skipped: list[tuple[str, str]] | None = None,
         source: str = "",
+        published: Sequence[Figure] = (),
     ) -> None:
         self.records, self.skipped, self.source = records, list(skipped or []), source
+        self.published = list(published)
         self._rebuild()
 
     def action_next_table(self) -> None:
@@ -173,7 +179,9 @@ class CompareScreen(Screen):
             self.notify(f"metric: {self.metric}")
 
     def _rebuild(self) -> None:
-        self.tables = report.build(self.records, metric=self.metric, skipped=self.skipped)
+        self.tables = report.build(
+            self.records, metric=self.metric, skipped=self.skipped, published=self.published
+        )
         label, _lower = report.METRICS[self.metric]
         finished = sum(r.get("status") == RunStatus.FINISHED for r in self.records)
         card = next((t for t in self.tables if t.name == "fairness"), None)
