@@ -11,11 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, require_runtime
+from test_cli import cli
 
+from tui_bench.cli import build_parser, common
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import BatchEvent
-from tui_bench.engine.results.history import History
+from tui_bench.engine.results.history import History, read_jsonl
 from tui_bench.engine.runs import batch, presets, runner, supervisor
 from tui_bench.engine.runs import sweep as sweep_module
 from tui_bench.engine.runs.batch import BatchRequest
@@ -213,10 +215,100 @@ def test_the_supervisor_ends_a_batch_with_a_bad_request_in_one_line(request_fiel
     assert state.run_ids == [] and History().all() == []
 
 
-def test_repeats_auto_without_a_preset_is_one_clear_line():
-    out = subprocess.run(
-        [sys.executable, "-m", "tui_bench", "run", "--repeats", "auto"],
-        capture_output=True, text=True, cwd=REPO, timeout=60,
-    )  # fmt: skip
-    assert out.returncode == 2 and out.stderr.count("\n") == 1
-    assert "--repeats auto" in out.stderr and "--preset" in out.stderr
+# -- the CLI -----------------------------------------------------------------------------------
+def planned_request(monkeypatch, *argv: str) -> BatchRequest:
+    """What ``tui-bench run ARGV`` hands to a supervisor (nothing is started)."""
+    handed = []
+    monkeypatch.setattr(common, "start_batch", lambda request, args, err: handed.append(request))
+    args = build_parser().parse_args(["run", *argv])
+    args.func(args)
+    (request,) = handed
+    return request
+
+
+def test_cli_repeats_auto_for_one_spec_goes_into_the_batch_request(monkeypatch):
+    request = planned_request(
+        monkeypatch, "--repeats", "auto", "--max-repeats", "3", "--target-ci", "5"
+    )
+    assert request.auto_repeats == {"max": 3, "target_ci": 0.05}
+    assert request.spec["repeats"] == 1  # each run is one repeat; the batch decides how many
+    assert planned_request(monkeypatch, "--repeats", "auto").auto_repeats == {
+        "max": 20,
+        "target_ci": 0.02,
+    }
+    assert planned_request(monkeypatch, "--repeats", "4").auto_repeats is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--max-repeats", "5"], "--max-repeats only applies with --repeats auto"),
+        (["--target-ci", "3"], "--target-ci only applies with --repeats auto"),
+        (
+            ["--repeats", "3", "--max-repeats", "5"],
+            "--max-repeats only applies with --repeats auto",
+        ),
+        (
+            ["--preset", "shatnawi-2018-quick", "--target-ci", "1"],
+            "--target-ci only applies with --repeats auto",
+        ),
+        (["--repeats", "auto", "--max-repeats", "1"], "--max-repeats must be between 2 and 1000"),
+        (
+            ["--repeats", "auto", "--max-repeats", "1001"],
+            "--max-repeats must be between 2 and 1000",
+        ),
+        (
+            ["--repeats", "auto", "--target-ci", "0"],
+            "--target-ci is a percentage between 0 and 100",
+        ),
+        (
+            ["--repeats", "auto", "--target-ci", "100"],
+            "--target-ci is a percentage between 0 and 100",
+        ),
+        (["--repeats", "sometimes"], "repeats must be a whole number, got 'sometimes'"),
+    ],
+)
+def test_bad_auto_repeat_flags_are_one_line_and_exit_2(args, message):
+    out = cli("run", *args, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith(f"tui-bench: error: {message}") and out.stderr.count("\n") == 1
+    assert not batch.batches_dir().exists()  # nothing was started
+
+
+TINY_AUTO = [
+    "--epochs", "1", "--steps-per-epoch", "6", "--warmup-steps", "2", "--train-samples", "512",
+    "--test-samples", "64", "--threads", "1", "--batch-size", "32",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_cli_repeats_auto_real_runs_json():
+    require_runtime("torch")
+    out = cli("run", *TINY_AUTO, "--repeats", "auto", "--max-repeats", "3", "--json", timeout=300)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    runs = found["runs"]
+    # A 95 % CI of a median needs 6 values: 3 repeats always stop at the maximum.
+    assert len(runs) == 3 and all(r["status"] == "finished" for r in runs)
+    assert {r["group"] for r in runs} == {found["group"]}
+    assert [r["repeat"] for r in runs] == [0, 1, 2]
+    assert found["stopped"].startswith("stopped at the maximum of 3 repeats")
+    done = list(read_jsonl(batch.events_path(found["group"])))[-1]  # recorded with the batch
+    assert list(done["stopped"].values()) == [found["stopped"]]
+    compared = cli("compare", found["group"], "--json")
+    assert compared.returncode == 0, compared.stderr
+    summary = next(t for t in json.loads(compared.stdout) if t["name"] == "summary")
+    assert [row[1] for row in summary["rows"]] == [3]  # one configuration, n = 3
+
+
+@pytest.mark.slow
+def test_cli_repeats_auto_real_runs_say_why_they_stopped():
+    require_runtime("torch")
+    out = cli("run", *TINY_AUTO, "--repeats", "auto", "--max-repeats", "2", timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "run 2 of at most 2" in out.stderr
+    runs = History().all()
+    (group,) = {r["group"] for r in runs}
+    assert len(runs) == 2
+    assert f"repeats: 2 run(s) in group {group}; stopped at the maximum of 2 repeats" in out.stdout
+    assert f"tui-bench compare {group}" in out.stdout
