@@ -139,3 +139,31 @@ async def test_workers_refused_by_the_api_say_why_before_start(tui_home):
             spec.validate()
         assert f"workers: {refused.value}" in _problem(setup)
         assert setup.query_one("#start").disabled
+
+
+@pytest.mark.needs_runtime("torch")
+async def test_repeats_auto_starts_a_batch_that_repeats_until_the_median_is_known(
+    tui_home, monkeypatch
+):
+    from tui_bench.engine.errors import SupervisorError
+    from tui_bench.engine.runs import supervisor
+
+    handed = []
+
+    def refuse(request):  # the request is what this test is about: no worker is started
+        handed.append(request)
+        raise SupervisorError("not started by this test")
+
+    monkeypatch.setattr(supervisor, "launch", refuse)
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        setup = await _ready_setup(pilot, app)
+        await _type(pilot, setup, "repeats", "auto")
+        assert not setup.query_one("#start").disabled, _problem(setup)
+        notes = str(setup.query_one("#option-notes", Static).render())
+        assert "repeats: auto — until the median's 95 % CI is within ±2 %, at most 20" in notes
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: handed, 5, "the batch request")
+        (request,) = handed
+        assert request.auto_repeats == {"max": 20, "target_ci": 0.02}
+        assert request.spec["repeats"] == 1

@@ -13,12 +13,18 @@ from tui_bench.engine.runs import presets
 from tui_bench.engine.runs.batch import BatchRequest, plan
 from tui_bench.engine.runs.reducer import BatchView, stored_run
 from tui_bench.engine.spec import RunSpec, SpecError
-from tui_bench.tui.live import downsample
+from tui_bench.tui.live import downsample, outcome
 from tui_bench.tui.presets_io import threads_sweep
 from tui_bench.tui.screens.compare import scaling_line, table_cells
 from tui_bench.tui.screens.history import matches, sort_records
-from tui_bench.tui.screens.setup import parse_form, sweep_thread_counts
+from tui_bench.tui.screens.setup import (
+    NUMBER_FIELDS,
+    form_auto_repeats,
+    parse_form,
+    sweep_thread_counts,
+)
 from tui_bench.tui.widgets.graphs import BLOCKS, bar_cells
+from tui_bench.tui.widgets.run_view import header_text
 
 
 def test_downsample_caps_points_at_width_and_keeps_the_mean():
@@ -114,6 +120,45 @@ def test_parse_form_one_line_errors_and_sweep():
     order = presets.interleave(configs, 2)
     assert [(c.spec.threads, r) for c, r in order] == [(1, 0), (2, 0), (1, 1), (2, 1)]
     assert sweep_thread_counts(6) == [1, 2, 4, 6]
+
+
+def test_repeats_auto_in_the_form_is_a_batch_that_repeats_until_the_median_is_known():
+    values = {
+        "framework": "torch", "api": "eager", "model": "cnn", "dataset": "synthetic-mnist",
+        "device": "cpu", "threads": "2", "scaling": "weak", "repeats": " Auto ",
+        **{
+            n: "" if d.default is None else str(d.default)
+            for n, d in NUMBER_FIELDS.items()
+            if n != "repeats"
+        },
+    }  # fmt: skip
+    spec, sweep = parse_form(values, [1, 2])  # not refused as "repeats must be a whole number"
+    assert spec.repeats == 1 and sweep is None
+    auto = form_auto_repeats(values)
+    assert auto == {"max": 20, "target_ci": 0.02}  # the CLI's defaults
+    planned = plan("batch-x", BatchRequest(spec=spec.to_dict(), auto_repeats=auto))
+    assert planned.auto_repeats == auto and planned.repeats == 20  # at most
+    assert form_auto_repeats({**values, "repeats": "3"}) is None
+    with pytest.raises(SpecError, match="^repeats must be a whole number, got 'autoo'$"):
+        parse_form({**values, "repeats": "autoo"}, [1, 2])
+
+
+def test_a_batch_that_stopped_its_repeats_says_why_when_it_ends():
+    view = BatchView(spec=RunSpec())
+    view.fold(
+        [
+            {"type": "plan", "total": 20, "auto_repeats": {"max": 20, "target_ci": 0.02}},
+            {"type": "result", "record": {"status": "finished", "metrics": {}}},
+            {
+                "type": "batch_done",
+                "statuses": ["finished"],
+                "stopped": {"k": "95 % CI of the median ±1.0 % after 6 repeats (target ±2 %)"},
+            },
+        ]
+    )
+    said = outcome(view, "done", "c")
+    assert "repeats: 95 % CI of the median ±1.0 % after 6 repeats" in said.message
+    assert "run 1/≤20" in header_text(view)
 
 
 def _record(run_id, threads, step, status="finished", fw="torch"):

@@ -30,6 +30,7 @@ examples:
   tui-bench run --threads 1 --epochs 1 --steps-per-epoch 50
   tui-bench run --model lstm --dataset synthetic-imdb --batch-size 500 --lr 1e-2
   tui-bench run --preset my-run.toml --json      a TOML file of spec fields; machine output
+  tui-bench run --repeats auto --max-repeats 10  repeat until the median is known to +-2 %
   tui-bench presets list                         shipped study replications and quick variants
   tui-bench run --preset shatnawi-2018-quick     a sweep: configurations x repeats, interleaved
   tui-bench run --preset shatnawi-2018-quick --resume   finish an interrupted sweep
@@ -255,7 +256,9 @@ class BatchPrinter:
                 f"{p.get('key')}{flag}, repeat {p.get('repeat', 0) + 1}/{p.get('repeats')}"
             )
         if self.show and not plan.get("sweep_id"):
-            self.err.print(f"[bold]run {index + 1}/{plan.get('total', 1)}[/bold]: {entry.label}")
+            of = f" of at most {plan.get('total')}" if plan.get("auto_repeats") else ""
+            of = of or f"/{plan.get('total', 1)}"
+            self.err.print(f"[bold]run {index + 1}{of}[/bold]: {entry.label}")
         self._display = self._scope.enter_context(RunDisplay(self.err, self.show))
 
     def _run(self, view: BatchView, entry: RunEntry, current: bool) -> None:
@@ -360,6 +363,18 @@ def _print_result(err: Console, record: dict[str, Any], sweep: bool) -> None:
         err.print(record["log_tail"], markup=False)
 
 
+def auto_stop_reason(done: dict[str, Any]) -> str:
+    """Why ``--repeats auto`` stopped repeating: the target or the maximum (the batch's
+    ``stopped``), else a failed repeat, a cancel or the batch's error."""
+    for key in ("stopped", "not_run"):
+        reasons = done.get(key)
+        if isinstance(reasons, dict) and reasons:
+            return "; ".join(str(r) for r in reasons.values())
+    if done.get("cancelled"):
+        return "cancelled before the median was known to the target"
+    return str(done.get("error") or "stopped without a reason recorded")
+
+
 def records_of(run_ids: list[str]) -> list[dict[str, Any]]:
     history = History()
     found = []
@@ -397,12 +412,26 @@ def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
     if done is None:
         err.print(f"stopped waiting; {left_running_hint(batch_id)}")
         return 130
+    auto = getattr(request, "auto_repeats", None) is not None
+    why = auto_stop_reason(done) if auto else None
     if getattr(args, "json", False) and not getattr(args, "preset", None):
-        print(json.dumps(records, indent=2, default=str))
+        if auto:  # the runs are one group; why they stopped belongs with them
+            out = {"group": batch_id, "stopped": why, "runs": records}
+            print(json.dumps(out, indent=2, default=str))
+        else:
+            print(json.dumps(records, indent=2, default=str))
     elif not args.quiet and not getattr(args, "preset", None) and records:
         console().print(summary_table(records))
         for line in filter(None, map(stability.verdict_line, records)):
             console().print(f"stability {line}", markup=False, highlight=False, soft_wrap=True)
+        if auto:
+            console().print(
+                f"repeats: {len(records)} run(s) in group {batch_id}; {why}\n"
+                f"compare them: tui-bench compare {batch_id}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
     code = batch_exit_code(done, records)
     unreliable = any(stability.verdict_of(r) == stability.UNRELIABLE for r in records)
     if code == 0 and getattr(args, "require_stable", False) and unreliable:

@@ -1,5 +1,5 @@
-"""``tui-bench run``: one spec, a replayed run, or a preset's sweep (``--preset``, ``--resume``),
-handed to a supervisor and followed here. Watching and stopping runs already going is in
+"""``tui-bench run``: one spec (its repeats: a number, or ``--repeats auto``), a replayed run, or a
+preset's sweep (``--preset``, ``--resume``), handed to a supervisor and followed here. Watching and stopping runs already going is in
 ``runs.py``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import report
+from tui_bench.engine.results import report, stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import sweep as sweep_module
 from tui_bench.engine.runs.presets import PresetError
@@ -25,8 +25,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         fleet.require_ray(args.cluster)  # one line, before a sweep is planned or a process started
     if args.preset or args.resume:
         return run_preset(args)
-    if getattr(args, "repeats", None) == AUTO:
-        raise UsageError("--repeats auto repeats a preset's configurations: use it with --preset")
+    auto = _auto_repeats(args, common.spec_overrides(args))
+    if auto is not None:
+        args.repeats = 1  # each run is one repeat; the batch decides how many (a replay too)
     spec = common.spec_from_args(args)
     from tui_bench.engine.datasets import problem as dataset_problem
     from tui_bench.engine.runs.batch import BatchRequest
@@ -36,7 +37,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     History().mark_interrupted()
     err = common.console(stderr=True)
     common.warn_if_busy(err)
-    request = BatchRequest(spec=spec.to_dict(), options=common.worker_options(args))
+    request = BatchRequest(
+        spec=spec.to_dict(), options=common.worker_options(args), auto_repeats=auto
+    )
     return common.start_batch(request, args, err)
 
 
@@ -212,30 +215,42 @@ def _add_auto_repeats(parser: argparse.ArgumentParser) -> None:
                 return AUTO if text == AUTO else number(text)
 
             action.type = repeats_or_auto
-            action.help = (action.help or "") + "; auto: until the median is known to --target-ci"
+            action.help = (action.help or "") + (
+                "; auto: until the median is known to --target-ci (with --json: an object of "
+                "the group, why it stopped and the runs)"
+            )
     parser.add_argument(
         "--max-repeats",
         type=int,
-        default=20,
         metavar="N",
-        help="with --repeats auto: stop at N repeats (default 20)",
+        help=f"with --repeats auto: stop at N repeats (default {DEFAULT_MAX_REPEATS})",
     )
     parser.add_argument(
         "--target-ci",
         type=float,
-        default=2.0,
         metavar="PCT",
         help="with --repeats auto: stop when the 95 %% CI of the median is within +-PCT %% "
-        "(default 2)",
+        f"(default {DEFAULT_TARGET_PCT:g})",
     )
 
 
+DEFAULT_MAX_REPEATS = stability.DEFAULT_MAX_REPEATS
+DEFAULT_TARGET_PCT = 100 * stability.DEFAULT_TARGET_CI
+
+
 def _auto_repeats(args: argparse.Namespace, overrides: dict) -> dict | None:
+    """``--repeats auto``'s settings (and ``repeats`` taken out of ``overrides``), or None;
+    its two flags without it would change nothing, so they are refused."""
     if overrides.get("repeats") != AUTO:
+        for flag, value in (("--max-repeats", args.max_repeats), ("--target-ci", args.target_ci)):
+            if value is not None:
+                raise UsageError(f"{flag} only applies with --repeats auto")
         return None
     del overrides["repeats"]
-    if not 2 <= args.max_repeats <= 1000:
-        raise UsageError("--max-repeats must be between 2 and 1000")
-    if not 0 < args.target_ci < 100:
+    max_repeats = DEFAULT_MAX_REPEATS if args.max_repeats is None else args.max_repeats
+    target_pct = DEFAULT_TARGET_PCT if args.target_ci is None else args.target_ci
+    if not 2 <= max_repeats <= sweep_module.MAX_AUTO_REPEATS:
+        raise UsageError(f"--max-repeats must be between 2 and {sweep_module.MAX_AUTO_REPEATS}")
+    if not 0 < target_pct < 100:
         raise UsageError("--target-ci is a percentage between 0 and 100")
-    return {"max": args.max_repeats, "target_ci": args.target_ci / 100}
+    return sweep_module.check_auto_repeats({"max": max_repeats, "target_ci": target_pct / 100})

@@ -331,13 +331,13 @@ class TuiBenchApp(App[None]):
     def start_run(self, message: StartRequested) -> None:
         """Start one configuration (``spec.repeats`` runs), unless a batch is still running."""
         if not self._busy():
-            self.show_live(self.runs.start(message.spec))
+            self.show_live(self.runs.start(message.spec, message.auto_repeats))
 
     @on(SweepRequested)
     def start_sweep(self, message: SweepRequested) -> None:
         """Run a preset's sweep (engine.sweep: planned, interleaved, resumable from the CLI)."""
         if not self._busy():
-            self.show_live(self.runs.start_sweep(message.preset))
+            self.show_live(self.runs.start_sweep(message.preset, message.auto_repeats))
 
     @on(AttachRequested)
     def _attach_requested(self, message: AttachRequested) -> None:

@@ -94,21 +94,26 @@ class RunController:
         return self.view is not None and not self.view.done
 
     # -- start ------------------------------------------------------------------------------
-    def start(self, spec: RunSpec) -> BatchView:
-        """Start one configuration (``spec.repeats`` runs); the returned view fills as it runs."""
+    def start(self, spec: RunSpec, auto_repeats: dict[str, Any] | None = None) -> BatchView:
+        """Start one configuration (``spec.repeats`` runs, or ``auto_repeats``: until its
+        median is known); the returned view fills as it runs."""
         from tui_bench.engine.runs.batch import BatchRequest
 
-        view = BatchView(spec=spec, runs_total=spec.repeats)
-        return self._begin(view, lambda: BatchRequest(spec=spec.to_dict()))
+        most = auto_repeats["max"] if auto_repeats else spec.repeats
+        view = BatchView(spec=spec, runs_total=most)
+        return self._begin(
+            view, lambda: BatchRequest(spec=spec.to_dict(), auto_repeats=auto_repeats)
+        )
 
-    def start_sweep(self, preset: Preset) -> BatchView:
+    def start_sweep(self, preset: Preset, auto_repeats: dict[str, Any] | None = None) -> BatchView:
         """Run a preset's sweep (engine.sweep: planned, interleaved, resumable from the CLI)."""
 
         def request() -> Any:
             from tui_bench.engine.runs import sweep as sweep_module
             from tui_bench.engine.runs.batch import BatchRequest
 
-            return BatchRequest(sweep_id=sweep_module.create(preset).id)
+            sweep = sweep_module.create(preset, auto_repeats=auto_repeats)
+            return BatchRequest(sweep_id=sweep.id)
 
         view = BatchView(spec=RunSpec(), runs_total=1)
         view.sweep_line = f"preparing the sweep of {preset.name}…"
@@ -245,6 +250,8 @@ def outcome(view: BatchView, title: str, compare_key: str) -> Outcome:
         figure = f": step {step * 1000:.1f} ms median" if step else ""
         judged = stability.stored_line(view.verdict)  # can the figure be trusted (issue 19)
         figure += f"\n{judged}" if judged else ""
+        for why in view.stopped.values():  # --repeats auto: the target, or the maximum
+            figure += f"\nrepeats: {why}"
         return Outcome(f"{len(statuses)} run(s) finished{figure}", title="done", timeout=8)
     if RunStatus.CANCELLED in statuses:
         return Outcome("run cancelled; recorded as cancelled in History", severity="warning")

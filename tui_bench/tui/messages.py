@@ -7,7 +7,7 @@ the same way (``post_message`` is safe from a thread)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -23,16 +23,20 @@ if TYPE_CHECKING:
 # -- asked by screens and the palette ---------------------------------------------------------------
 @dataclass
 class StartRequested(Message):
-    """Run one configuration (``spec.repeats`` runs)."""
+    """Run one configuration (``spec.repeats`` runs, or with ``auto_repeats`` until its median
+    is known: ``{"max": N, "target_ci": 0.02}``)."""
 
     spec: RunSpec
+    auto_repeats: dict[str, Any] | None = None
 
 
 @dataclass
 class SweepRequested(Message):
-    """Run a sweep (planned and interleaved by engine.sweep, resumable from the CLI)."""
+    """Run a sweep (planned and interleaved by engine.sweep, resumable from the CLI); with
+    ``auto_repeats``, each configuration until its median is known."""
 
     preset: Preset
+    auto_repeats: dict[str, Any] | None = None
 
 
 @dataclass

@@ -620,11 +620,14 @@ def stability_note(records: Sequence[dict[str, Any]], unjudged: bool = True) -> 
 
 
 DEFAULT_TARGET_CI = 0.02  # `--repeats auto`: stop when the median's 95 % CI is within +-2 %
+DEFAULT_MAX_REPEATS = 20  # `--repeats auto`: or when this many repeats have run
 MIN_REPEATS_FOR_CI = 6  # the order-statistic 95 % CI of a median needs 6 values (then min..max)
 
 
 def enough_repeats(
-    medians: Sequence[float], target: float = DEFAULT_TARGET_CI, max_repeats: int = 20
+    medians: Sequence[float],
+    target: float = DEFAULT_TARGET_CI,
+    max_repeats: int = DEFAULT_MAX_REPEATS,
 ) -> tuple[bool, str]:
     """Should a configuration's repeats stop? True with why (the CI reached the target, or the
     maximum was reached), or False with where it stands. The interval is the distribution-free

@@ -46,12 +46,15 @@ def log_path(batch_id: str) -> Path:
 class BatchRequest:
     """What to run: one configuration ``spec`` (run ``spec.repeats`` times) or the planned sweep
     ``sweep_id`` (its pending runs). ``options`` are worker options (stall timeout, sampling),
-    and ``cluster``: the address of a Ray cluster whose nodes run the runs (``engine.fleet``)."""
+    and ``cluster``: the address of a Ray cluster whose nodes run the runs (``engine.fleet``).
+    ``auto_repeats`` (``--repeats auto``, with a spec): ``{"max": N, "target_ci": 0.02}``, the
+    spec then repeats until its median's 95 % CI is within the target or N runs have run."""
 
     spec: dict[str, Any] | None = None
     sweep_id: str | None = None
     refresh: bool = False  # a resumed sweep re-checks what this machine can run now
     options: dict[str, Any] = field(default_factory=dict)
+    auto_repeats: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if (self.spec is None) == (self.sweep_id is None):
@@ -64,22 +67,31 @@ class BatchRequest:
             sweep_id=data.get("sweep_id"),
             refresh=bool(data.get("refresh")),
             options=dict(data.get("options") or {}),
+            auto_repeats=data.get("auto_repeats"),  # checked when planned: a failed batch
         )
 
     def label(self) -> str:
         if self.sweep_id:
             return f"sweep {self.sweep_id}"
         spec = RunSpec.from_dict(self.spec or {}, validate=False)
+        if isinstance(self.auto_repeats, dict):
+            return f"{spec.label()} ×auto (≤{self.auto_repeats.get('max')})"
         repeats = f" ×{spec.repeats}" if spec.repeats > 1 else ""
         return spec.label() + repeats
 
 
 def plan(batch_id: str, request: BatchRequest) -> sweep_module.Sweep:
     """The sweep a batch runs: the named one, or one configuration's repeats (not saved: its
-    runs are found by their group, the batch id)."""
+    runs are found by their group, the batch id). Raises ValueError (one line) for a request
+    it cannot run."""
     from tui_bench.engine.runs import sweep as sweep_module
     from tui_bench.engine.runs.presets import SweepConfig
 
+    auto = None
+    if request.auto_repeats is not None:
+        if request.sweep_id:
+            raise ValueError("auto repeats are part of a sweep's plan, not of its batch")
+        auto = sweep_module.check_auto_repeats(request.auto_repeats)
     if request.sweep_id:
         sweep = sweep_module.find(request.sweep_id)
         if request.refresh:
@@ -92,9 +104,10 @@ def plan(batch_id: str, request: BatchRequest) -> sweep_module.Sweep:
         preset_path="",
         description="",
         study="",
-        repeats=spec.repeats,
+        repeats=auto["max"] if auto else spec.repeats,
         configs=[SweepConfig(key=spec.label(), spec=spec)],
         created_at=now_iso(),
+        auto_repeats=auto,
     )
 
 
@@ -163,6 +176,7 @@ def run_batch(
             "sweep_id": sweep.id if sweep.preset else None,
             "skipped": [(c.key, c.skip_reason) for c in sweep.configs if c.skip_reason],
             "cluster": request.options.get("cluster"),
+            "auto_repeats": sweep.auto_repeats,  # total is then the most runs, not the count
         }
     )
 
@@ -220,6 +234,7 @@ def run_batch(
             "cancelled": control.cancelled or bool(outcome and outcome.cancelled),
             "sweep_left": len(sweep_module.pending(sweep, history)) if sweep.preset else 0,
             "not_run": dict(outcome.not_run) if outcome else {},
+            "stopped": dict(sweep.stopped),  # auto repeats: configuration key -> why they stopped
             "error": error,
         }
     )

@@ -105,6 +105,8 @@ class BatchView:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     sweep_left: int = 0  # (configuration, repeat) pairs without a finished run, at the end
     sweep_failed: dict[str, str] = field(default_factory=dict)  # config key -> why it stopped
+    # ``--repeats auto``: config key -> why its repeats stopped (the target, or the maximum)
+    stopped: dict[str, str] = field(default_factory=dict)
     lost: str | None = None  # the supervisor died without ending the batch: why
     cancel_requested: bool = False  # a viewer asked the supervisor to cancel
     # -- the current run --
@@ -240,6 +242,10 @@ class BatchView:
             self.ending = event
             self.sweep_left = event.get("sweep_left") or 0
             self.sweep_failed = dict(event.get("not_run") or {})
+            stopped = event.get("stopped")
+            self.stopped = (
+                {str(k): str(v) for k, v in stopped.items()} if isinstance(stopped, dict) else {}
+            )
             self.lost = event.get("lost")
             if event.get("error") and not self.results:
                 self.reason = event["error"]

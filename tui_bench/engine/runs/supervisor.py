@@ -195,16 +195,26 @@ def main(argv: list[str] | None = None) -> int:
     if not header or header.get("type") != BatchEvent.BATCH:
         print(f"batch {args.batch_id} has no request", file=sys.stderr)
         return 2
-    request = batch_module.BatchRequest.from_dict(header["request"])
     control = batch_module.BatchControl()
     signal.signal(signal.SIGTERM, lambda signum, frame: control.cancel())
     from tui_bench.engine.runs.lifecycle import SeriesWriter
 
     events = SeriesWriter(batch_module.events_path(args.batch_id))
     events.write({"type": BatchEvent.SUPERVISOR, **procs.identity()})
-    history = History()
-    history.mark_interrupted()  # settle runs of supervisors that died before this one
     try:
+        try:  # the request is a file: one that cannot be read ends the batch with why
+            request = batch_module.BatchRequest.from_dict(header["request"])
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            events.write(
+                {
+                    "type": BatchEvent.BATCH_DONE,
+                    "statuses": [],
+                    "error": f"batch {args.batch_id} has an unreadable request: {exc}",
+                }
+            )
+            return 2
+        history = History()
+        history.mark_interrupted()  # settle runs of supervisors that died before this one
         batch_module.run_batch(args.batch_id, request, history, events.write, control)
     finally:
         events.close()

@@ -40,6 +40,36 @@ def sweeps_dir() -> Path:
     return data_home() / "sweeps"
 
 
+MAX_AUTO_REPEATS = 1000
+
+
+def check_auto_repeats(value: Any) -> dict[str, Any]:
+    """``--repeats auto``'s settings, ``{"max": N, "target_ci": fraction}``, as read back from a
+    file (a batch request, a sweep manifest) that may say anything: the settings, checked, or a
+    one-line ValueError."""
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"auto repeats: expected a table of max and target_ci, got {_shown(value)}"
+        )
+    most = value.get("max")
+    if isinstance(most, bool) or not isinstance(most, int) or not 2 <= most <= MAX_AUTO_REPEATS:
+        raise ValueError(
+            f"auto repeats: max must be a whole number from 2 to {MAX_AUTO_REPEATS}, "
+            f"got {_shown(most)}"
+        )
+    target = value.get("target_ci", stability.DEFAULT_TARGET_CI)
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target < 1:
+        raise ValueError(
+            f"auto repeats: target_ci must be a fraction between 0 and 1, got {_shown(target)}"
+        )
+    return {"max": most, "target_ci": float(target)}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 @dataclass
 class Sweep:
     id: str
@@ -105,7 +135,11 @@ class Sweep:
                 configs=configs,
                 overrides=data.get("overrides", {}),
                 created_at=data.get("created_at", ""),
-                auto_repeats=data.get("auto_repeats"),
+                auto_repeats=(
+                    None
+                    if data.get("auto_repeats") is None
+                    else check_auto_repeats(data["auto_repeats"])
+                ),
                 stopped=dict(data.get("stopped") or {}),
                 published=(
                     parse_figures(data["published"], SPEC_KEYS) if "published" in data else None
@@ -232,7 +266,9 @@ def pending(sweep: Sweep, history: History) -> list[tuple[SweepConfig, int]]:
 
 def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str | None:
     """With ``--repeats auto``: why this configuration's repeats may stop now (its median's
-    95 % CI is within the target, or the maximum has run), recorded in the manifest; else None."""
+    95 % CI is within the target, or the maximum has run), recorded in ``sweep.stopped`` (and the
+    manifest of a preset's sweep; a batch's one configuration reports it when the batch ends);
+    else None."""
     if not sweep.auto_repeats:
         return None
     medians = [
@@ -249,7 +285,8 @@ def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str |
     )
     if stop:
         sweep.stopped[config_key] = why
-        sweep.save()
+        if sweep.preset:  # a batch's one-configuration sweep has no manifest
+            sweep.save()
         return why
     return None
 

@@ -21,6 +21,7 @@ from tui_bench.engine import catalog
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.sampler import Nvml
+from tui_bench.engine.results import stability
 from tui_bench.engine.spec import DeclaredField, RunSpec, SpecError, declared_fields
 from tui_bench.tui.keys import key_labels
 from tui_bench.tui.messages import PresetRequested, StartRequested, SweepRequested
@@ -40,6 +41,10 @@ CHOICE_FIELDS = {name: DECLARED[name] for name in ("scaling",)}
 # Names longer than the form's label column, abbreviated; every other label is the field's name.
 SHORT_LABELS = {"steps_per_epoch": "steps/epoch", "target_accuracy": "target acc."}
 UNSET = "unset"  # what an optional number's empty input shows
+# repeats may also say "auto" (`tui-bench run --repeats auto`): until the median is known, with
+# the CLI's default target and maximum
+AUTO = "auto"
+AUTO_REPEATS = {"max": stability.DEFAULT_MAX_REPEATS, "target_ci": stability.DEFAULT_TARGET_CI}
 
 
 def field_label(name: str) -> str:
@@ -57,6 +62,11 @@ def field_tooltip(declared: DeclaredField) -> str:
     elif declared.choices is not None:
         parts.append(", ".join(declared.choices))
     parts.append(f"default {UNSET if declared.default is None else declared.default}")
+    if declared.name == "repeats":
+        parts.append(
+            f"{AUTO}: until the median's 95 % CI is within "
+            f"±{100 * AUTO_REPEATS['target_ci']:g} %, at most {AUTO_REPEATS['max']} runs"
+        )
     return " · ".join(parts)
 
 
@@ -114,6 +124,13 @@ def fields_beyond_form(spec: RunSpec) -> dict[str, Any]:
     }
 
 
+def form_auto_repeats(values: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``auto_repeats`` of a batch when the repeats field says "auto", else None."""
+    if str(values.get("repeats", "")).strip().lower() == AUTO:
+        return dict(AUTO_REPEATS)
+    return None
+
+
 def parse_form(
     values: dict[str, Any], sweep_counts: list[int], base: RunSpec | None = None
 ) -> tuple[RunSpec, list[int] | None]:
@@ -138,6 +155,8 @@ def parse_form(
         value = parse_number(declared, str(values.get(name, "")))
         if value is not None:
             data[name] = value
+    if form_auto_repeats(values) is not None:
+        data["repeats"] = 1  # each run is one repeat; the batch decides how many
     for name in CHOICE_FIELDS:
         value = values.get(name)
         if value is None or value is Select.BLANK:
@@ -504,6 +523,12 @@ class SetupScreen(Screen):
                 f"sweep: one run per thread count {sweep} × repeats, interleaved; "
                 "resumable with tui-bench run --resume"
             )
+        if form_auto_repeats(values) is not None:
+            notes.append(
+                f"repeats: auto — until the median's 95 % CI is within "
+                f"±{100 * AUTO_REPEATS['target_ci']:g} %, at most {AUTO_REPEATS['max']} runs "
+                "(tui-bench run --max-repeats/--target-ci for others)"
+            )
         beyond = fields_beyond_form(self.loaded) if self.loaded is not None else {}
         if beyond:
             notes.append(
@@ -576,12 +601,13 @@ class SetupScreen(Screen):
             self.notify(self.problem, title="cannot start", severity="error")
             return
         spec, sweep = self.current()
+        auto = form_auto_repeats(self.form_values())
         if sweep:
             from tui_bench.tui.presets_io import threads_sweep
 
-            self.post_message(SweepRequested(threads_sweep(spec, sweep)))
+            self.post_message(SweepRequested(threads_sweep(spec, sweep), auto))
         else:
-            self.post_message(StartRequested(spec))
+            self.post_message(StartRequested(spec, auto))
 
     def action_load_preset(self) -> None:
         def chosen(name_or_path: str | None) -> None:
@@ -596,6 +622,13 @@ class SetupScreen(Screen):
         except SpecError as exc:
             self.notify(f"{exc.field}: {exc}", title="fix the form first", severity="error")
             return
+
+        if form_auto_repeats(self.form_values()) is not None:
+            self.notify(  # a preset file's repeats is a number; auto is asked for at run time
+                "a preset keeps repeats = 1; run it with --repeats auto",
+                title="repeats auto is not saved",
+                severity="warning",
+            )
 
         def chosen(path: str | None) -> None:
             if path:

@@ -67,7 +67,8 @@ def header_text(run: BatchView) -> str:
         lines += [f"skipped {n}× {reason}" for reason, n in counts.items()]
         lines.append(f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}")
         return "\n".join(lines)
-    batch = f" · run {run.run_index + 1}/{run.runs_total}" if run.runs_total > 1 else ""
+    most = "≤" if (run.plan or {}).get("auto_repeats") else ""  # --repeats auto: at most
+    batch = f" · run {run.run_index + 1}/{most}{run.runs_total}" if run.runs_total > 1 else ""
     return f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}{batch}"
 
 
