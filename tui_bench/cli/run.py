@@ -1,6 +1,6 @@
 """``tui-bench run``: one spec (its repeats: a number, or ``--repeats auto``), a replayed run, or a
-preset's sweep (``--preset``, ``--resume``), handed to a supervisor and followed here. Watching and stopping runs already going is in
-``runs.py``."""
+preset's sweep (``--preset``, ``--resume``), handed to a supervisor and followed here. Watching
+and stopping runs already going is in ``runs.py``."""
 
 from __future__ import annotations
 
