@@ -51,7 +51,9 @@ def test_auto_repeats_stop_each_configuration_when_its_median_is_known(tmp_path:
     path = tmp_path / "auto.toml"
     path.write_text(PRESET)
     history = History()
-    sweep = sweep_module.create(presets.load(path), auto_repeats={"max": 8, "target_ci": 0.02})
+    sweep = sweep_module.create(
+        presets.load(path), probe=None, auto_repeats={"max": 8, "target_ci": 0.02}
+    )
     assert sweep.repeats == 8
     sweep_module.run(sweep, history, executor=fake_executor)
     ran = {}
@@ -180,7 +182,9 @@ def test_auto_repeats_of_a_planned_sweep_are_refused_in_its_batch(monkeypatch):
 def test_a_damaged_manifest_setting_is_one_line(tmp_path: Path):
     path = tmp_path / "auto.toml"
     path.write_text(PRESET)
-    sweep = sweep_module.create(presets.load(path), auto_repeats={"max": 8, "target_ci": 0.02})
+    sweep = sweep_module.create(
+        presets.load(path), probe=None, auto_repeats={"max": 8, "target_ci": 0.02}
+    )
     data = json.loads(sweep.manifest_path.read_text())
     data["auto_repeats"] = {"max": -3}
     sweep.manifest_path.write_text(json.dumps(data))
