@@ -4,7 +4,8 @@ Runs short real torch trainings (the reference CNN, 1 thread) in rounds of three
 own worker through the real runner, in a scratch history:
 
 - quiet:  nothing added;
-- hogs:   2 x cores busy-spinning processes started before the run, ended after it;
+- hogs:   2 x cores busy-spinning processes, each in its own session (another user's job),
+          started before the run, ended after it;
 - paused: the worker is SIGSTOPped once for a second, half a second into its steady phase.
 
 Prints, per condition, how many runs were called unreliable / not stable, which rules fired,
@@ -52,7 +53,12 @@ def one_run(condition: str, steps: int, warmup: int) -> dict:
     ).validate()
     hogs = []
     if condition == "hogs":
-        hogs = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(2 * os.cpu_count())]
+        # Each in its own session, like other users' jobs: with the kernel's autogroup
+        # scheduling, hogs sharing one session only share that session's part of the machine.
+        hogs = [
+            subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
+            for _ in range(2 * os.cpu_count())
+        ]
     steady = threading.Event()
     workers = []
 
