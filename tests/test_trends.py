@@ -128,6 +128,33 @@ def test_trend_annotates_the_step_with_what_changed():
     assert mx.change_points == [] and len(mx.points) == 6
 
 
+def test_a_step_that_came_with_another_verdict_says_which_rules_the_new_runs_broke():
+    runs = [record(i, 40) for i in range(6)] + [record(i, 60) for i in range(6, 12)]
+    for r in runs:
+        r["stability"] = {
+            "verdict": "noisy",
+            "reasons": [{"rule": "sample_size", "level": "noisy"}],
+        }
+    for r in runs[6:]:
+        r["stability"] = {
+            "verdict": "unreliable",
+            "reasons": [
+                {"rule": "cpu_stolen", "level": "unreliable"},
+                {"rule": "outliers", "level": "noisy"},
+            ],
+        }
+    (cp,) = trends.trends(runs)[0].change_points
+    assert cp.index == 6 and cp.what_changed == ["verdict noisy → unreliable (cpu_stolen)"]
+
+
+def test_cli_trends_fit_80_columns_with_a_build_tagged_version(capsys):
+    fill([record(i, 40 + i % 2, version="2.13.0+cu128") for i in range(4)])
+    assert main(["history", "trends"]) == 0
+    out = capsys.readouterr().out
+    # one line per run, the version whole (no date column: the run id starts with the date)
+    assert out.count("2.13.0+cu128") == 4 and max(map(len, out.splitlines())) <= 80
+
+
 def test_failed_runs_are_counted_not_plotted():
     runs = [record(0, 40), record(1, 40, status="failed"), record(2, 41)]
     (item,) = trends.trends(runs)
@@ -139,6 +166,7 @@ def test_cli_trends(capsys):
     assert main(["history", "trends", "torch"]) == 0
     out = capsys.readouterr().out
     assert "step +" in out and "torch 2.12.1 → 2.13.0" in out and "mxnet" not in out
+    assert max(map(len, out.splitlines())) <= 80
     assert main(["history", "trends", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data) == 2 and sum(len(t["change_points"]) for t in data) == 1

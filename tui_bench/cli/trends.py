@@ -51,7 +51,8 @@ def _fmt(metric: str, value: float | None) -> str:
 
 def render(item: trends_module.Trend, limit: int = 12) -> Table:
     """One configuration: its newest runs as rows, its change points in the caption. Fits 80
-    columns: the date without its time (the run id carries it), the framework's version only."""
+    columns: no date column (a run id starts with the date and time it was started), the
+    framework's version only."""
     default = item.metric == trends_module.DEFAULT_METRIC
     shown = item.points[-limit:] if limit else item.points
     framework = str(item.identity.facts.get("framework") or "")
@@ -63,8 +64,7 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
-    table.add_column("date", no_wrap=True)
-    table.add_column("run", no_wrap=True)
+    table.add_column("run (▶ a change point)", no_wrap=True)
     table.add_column("ms/step" if default else item.metric, justify="right", no_wrap=True)
     if default:
         table.add_column("IQR", justify="right", no_wrap=True)
@@ -72,8 +72,7 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
     table.add_column(framework or "version", overflow="fold")
     offset = len(item.points) - len(shown)
     for i, point in enumerate(shown, start=offset):
-        when = point.when.strftime("%Y-%m-%d") if point.when else "—"
-        cells = [("▶" if i in changed_at else " ") + when, point.run_id]
+        cells = [("▶" if i in changed_at else " ") + point.run_id]
         cells.append(_fmt(item.metric, point.value))
         if default:
             cells.append(_fmt(item.metric, point.iqr))

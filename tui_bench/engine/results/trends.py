@@ -35,6 +35,7 @@ from typing import Any
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results import stats
 from tui_bench.engine.results.identity import Identity, changes, group_by_configuration, versions
+from tui_bench.engine.results.stability import UNRELIABLE, verdict_of
 
 MIN_SEGMENT = 2
 PENALTY_PER_LN_N = 4.0
@@ -244,13 +245,26 @@ def _value(record: dict[str, Any], metric: str) -> float | None:
 
 
 def what_changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """Versions that differ between two runs, and the machine's load when it did."""
+    """Versions that differ between two runs, the machine's load when it did, and the runs'
+    stability verdicts when they differ (with the rules the later run broke: a step that came
+    with 'cpu_stolen' is other work on the machine, not the framework)."""
     out = changes(versions(before), versions(after))
     busy_before = bool((before.get("load_at_start") or {}).get("busy"))
     busy_after = bool((after.get("load_at_start") or {}).get("busy"))
     if busy_before != busy_after:
         load = (after.get("load_at_start") or {}).get("loadavg_1m")
         out.append(f"machine {'busy' if busy_after else 'quiet'} (load {load})")
+    verdict_before, verdict_after = verdict_of(before), verdict_of(after)
+    if verdict_before and verdict_after and verdict_before != verdict_after:
+        broken = [
+            str(r.get("rule"))
+            for r in (after.get("stability") or {}).get("reasons") or []
+            if isinstance(r, dict) and r.get("level", UNRELIABLE) == UNRELIABLE
+        ]
+        out.append(
+            f"verdict {verdict_before} → {verdict_after}"
+            + (f" ({', '.join(dict.fromkeys(broken))})" if broken else "")
+        )
     return out
 
 
