@@ -207,8 +207,9 @@ def test_compare_prints_published_beside_here_for_a_study_sweep(tmp_path, capsys
     markdown = md_path.read_text()
     assert (
         "| training time, model=mlp: torch/eager ÷ keras/tensorflow | — | 3.8 | 1.909 | 3/3 | "
-        "same direction; torch/eager: not stable: 1 noisy of 3 | Kabakus (2020)" in markdown
+        "same direction; torch/eager: not stable: 1 noisy of 3 |\n" in markdown
     )
+    assert "Source: Kabakus (2020)" in markdown  # once, under the table
     assert (
         "| training time, model=lstm: keras/tensorflow ÷ torch/eager | — | 1.3 | — | 0/3 | "
         "not run here: no run of keras/tensorflow model=lstm |" in markdown

@@ -62,7 +62,8 @@ async def test_compare_loads_a_study_sweep_with_its_published_tab(tui_home):
         estimator = cells(figures, 1)
         assert estimator[2:4] == ["32", "—"]
         assert estimator[5] == "not run here: no run of tensorflow/estimator model=cnn"
-        assert "Nayak & Jain (2019)" in estimator[6]
+        note = str(screen.query_one("#note-published", Static).render())
+        assert "Source: Nayak & Jain (2019)" in note  # once, under the table
         title = str(screen.query_one("#title-published", Static).render())
         assert title == "published figures beside ours"
         # t cycles the tables and reaches the published tab

@@ -575,13 +575,16 @@ def published_table(
         "unit of repetition (n: runs on each side), so it compares machines only through the "
         "ratio: absolute times depend on the hardware and are never compared. Lines of code "
         "count the run's model and step alone.",
-        terminal_columns=["figure", "with", "published", "here", "n", "notes", "source"],
+        # 80 columns: a figure's source is named once below the table, not in every row
+        terminal_columns=["figure", "with", "published", "here", "n", "notes"],
     )
     for figure in figures:
         if figure.kind == "ratio":
             table.rows += _ratio_rows(figure, groups, varying, skipped)
         else:
             table.rows += _absolute_rows(figure, groups, varying, skipped)
+    sources = list(dict.fromkeys(f.source for f in figures))
+    table.note += " Source" + ("s: " if len(sources) > 1 else ": ") + "; ".join(sources) + "."
     return table
 
 
