@@ -98,12 +98,14 @@ class TrendsScreen(Screen):
     def compose(self) -> ComposeResult:
         yield ModeBar("history")
         configs = DataTable(id="trends-configs", cursor_type="row", zebra_stripes=True)
-        configs.add_columns("configuration", "runs", "last ms", "last change", "verdict")
+        # 80 columns: the figures first, the long label last (cut at the edge, not the figures)
+        configs.add_columns("last ms", "last change", "verdict", "runs", "configuration")
         yield configs
         yield TrendPlot(id="trends-plot")
         yield Static("loading…", id="trends-status", markup=False)
         runs = DataTable(id="trends-runs", cursor_type="row", zebra_stripes=True)
-        runs.add_columns("#", "date", "run", "ms", "IQR", "verdict", "version")
+        # no date column: a run id starts with the date and time the run started
+        runs.add_columns("#", "run", "ms", "IQR", "verdict", "version")
         yield runs
         yield Footer(compact=True, show_command_palette=False)
 
@@ -138,11 +140,11 @@ class TrendsScreen(Screen):
         for item in self.found:
             last = item.last
             table.add_row(
-                item.identity.label,
-                str(len(item.points)),
                 _ms(last.value if last else None),
                 last_change_text(item),
                 (last.verdict if last else None) or "—",
+                str(len(item.points)),
+                item.identity.label,
                 key=item.identity.key,
             )
         status = self.query_one("#trends-status", Static)
@@ -170,10 +172,8 @@ class TrendsScreen(Screen):
         changed_at = {c.index for c in item.change_points}
         framework = str(item.identity.facts.get("framework") or "")
         for i, point in enumerate(item.points):
-            when = point.when.strftime("%Y-%m-%d %H:%M") if point.when else "—"
             runs.add_row(
                 f"{'▶' if i in changed_at else ' '}{i + 1}",
-                when,
                 point.run_id,
                 _ms(point.value),
                 _ms(point.iqr),
