@@ -3,6 +3,7 @@ All disk access happens in thread workers."""
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,13 +50,19 @@ COLUMNS_NARROW = [
     ("data", "data"),
     ("where", "dev"),
     ("step_ms", "step ms"),
-    ("accuracy", "acc"),
-    ("state", "verdict"),  # a finished run's verdict, else its status
+    ("state", "verdict"),  # a finished run's verdict (of the step time beside it), else status
+    ("accuracy", "acc"),  # last: at 80 columns the one cut short
 ]
 SORTABLE = [key for key, _ in COLUMNS if key != "mark"]
 # A table of 10,000 rows takes seconds to fill and nobody scrolls it: the filter and the sort
 # still cover every run, the table shows the first rows of the result.
 ROW_LIMIT = 1000
+
+
+def _short_date(started_at: str) -> str:
+    """Five characters, like ``ls -l``: the time for today's runs, else the month and day."""
+    today = dt.date.today().isoformat()
+    return started_at[11:16] if started_at[:10] == today else started_at[5:10]
 
 
 def row_values(record: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +73,7 @@ def row_values(record: dict[str, Any]) -> dict[str, Any]:
     threads = spec.get("threads")
     device = spec.get("device")
     return {
-        "short_date": (record.get("started_at") or "")[5:16].replace("T", " "),
+        "short_date": _short_date(record.get("started_at") or ""),
         "run": f"{spec.get('framework')}/{spec.get('api')} {spec.get('model')}",
         "data": str(spec.get("dataset", "")).replace("synthetic-", "syn-"),
         "where": f"{device}×{threads}" if device == "cpu" else device,
