@@ -206,12 +206,12 @@ def test_compare_prints_published_beside_here_for_a_study_sweep(tmp_path, capsys
     assert "published figures beside ours" in capsys.readouterr().out
     markdown = md_path.read_text()
     assert (
-        "| training time, model=mlp: torch/eager ÷ keras/tensorflow | — | 3.8 | 1.909 | 3/3 | "
+        "| 3.8 | 1.909 | 3/3 | training time, model=mlp: torch/eager ÷ keras/tensorflow | — | "
         "same direction; torch/eager: not stable: 1 noisy of 3 |\n" in markdown
     )
     assert "Source: Kabakus (2020)" in markdown  # once, under the table
     assert (
-        "| training time, model=lstm: keras/tensorflow ÷ torch/eager | — | 1.3 | — | 0/3 | "
+        "| 1.3 | — | 0/3 | training time, model=lstm: keras/tensorflow ÷ torch/eager | — | "
         "not run here: no run of keras/tensorflow model=lstm |" in markdown
     )
     rows = [

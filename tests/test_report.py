@@ -406,6 +406,6 @@ def test_published_table_is_only_there_with_figures_and_exports():
     markdown = report.to_markdown(tables)
     assert "### published figures beside ours" in markdown
     assert (
-        "| training time: torch/eager ÷ torch/compile | — | 2 | 2 | 1/1 | same direction |"
+        "| 2 | 2 | 1/1 | training time: torch/eager ÷ torch/compile | — | same direction |"
         in markdown
     )

@@ -575,8 +575,9 @@ def published_table(
         "unit of repetition (n: runs on each side), so it compares machines only through the "
         "ratio: absolute times depend on the hardware and are never compared. Lines of code "
         "count the run's model and step alone.",
-        # 80 columns: a figure's source is named once below the table, not in every row
-        terminal_columns=["figure", "with", "published", "here", "n", "notes"],
+        # 80 columns: the figures first (a long title is cut, not the numbers), and a figure's
+        # source named once below the table, not in every row
+        terminal_columns=["published", "here", "n", "figure", "with", "notes"],
     )
     for figure in figures:
         if figure.kind == "ratio":
