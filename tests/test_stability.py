@@ -253,10 +253,16 @@ def test_a_steady_phase_with_few_samples_is_marked_as_such():
 
 
 def test_a_real_snapshot_reads_this_process():
+    import time
+
     import psutil
 
     first = sampler.cpu_snapshot(psutil.Process())
-    sum(i * i for i in range(300_000))  # some CPU time
+    # 50 ms of this process's own CPU, however busy the machine (a fixed loop could end between
+    # two of /proc's 10 ms clock ticks and read as no CPU at all)
+    spent = time.process_time()
+    while time.process_time() - spent < 0.05:
+        sum(i * i for i in range(10_000))
     second = sampler.cpu_snapshot(psutil.Process())
     fig = sampler.window_figures(first, second)
     assert fig["win_cpu_s"] > 0 and fig["win_other_s"] >= 0 and first["threads"]

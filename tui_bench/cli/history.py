@@ -42,19 +42,23 @@ def cmd_history(args: argparse.Namespace) -> int:
             box=box.SIMPLE_HEAD,
         )
         table.add_column("run", overflow="fold", min_width=30)
-        table.add_column("status", no_wrap=True)
+        table.add_column("verdict", no_wrap=True)  # a finished run's; else its status
         for header in ("ms/step", "samp/s", "acc"):
             table.add_column(header, justify="right", no_wrap=True)
         for r in shown:
             m = r.get("metrics") or {}
             table.add_row(
                 f"{r['id']}\n[dim]{r.get('label', '')}[/dim]",
-                r.get("status", ""),
+                stability.state_of(r),
                 common.fmt(m.get("step_median_s"), 1000, 1),
                 common.fmt(m.get("samples_per_s"), digits=0),
                 common.fmt(m.get("test_accuracy"), digits=3),
             )
-        table.caption = "ms/step: median steady-state step; samp/s: steady state; acc: test"
+        table.caption = (
+            "verdict: stable/noisy/unreliable for a finished run (tui-bench history show ID "
+            "says why), else its status; ms/step: median steady-state step; samp/s: steady "
+            "state; acc: test"
+        )
         common.console().print(table)
         return 0
     if args.history_command == "show":
@@ -117,12 +121,12 @@ _PLAIN_ABOVE = 200
 def _print_plain(records: list[dict], shown: list[dict], home: Path) -> None:
     lines = [
         f"{len(records)} run(s) in {home}",
-        "run                       status       ms/step   samp/s    acc  label",
+        "run                       verdict      ms/step   samp/s    acc  label",
     ]
     for r in shown:
         m = r.get("metrics") or {}
         lines.append(
-            f"{r['id']:<25} {str(r.get('status', '')):<11} "
+            f"{r['id']:<25} {stability.state_of(r):<11} "
             f"{common.fmt(m.get('step_median_s'), 1000, 1):>8} "
             f"{common.fmt(m.get('samples_per_s'), digits=0):>8} "
             f"{common.fmt(m.get('test_accuracy'), digits=3):>6}  {r.get('label', '')}"

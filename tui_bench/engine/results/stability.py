@@ -563,6 +563,13 @@ def verdict_of(record: dict[str, Any]) -> str | None:
     return stab.get("verdict") if isinstance(stab, dict) else None
 
 
+def state_of(record: dict[str, Any]) -> str:
+    """One word for lists with room for one: a finished run's verdict (it says more than
+    'finished'), else the run's status."""
+    status = str(record.get("status") or "")
+    return (verdict_of(record) or status) if status == "finished" else status
+
+
 def reasons_text(record: dict[str, Any]) -> str:
     """A record's reasons as one line ("; "-joined messages), for CSV and tables."""
     stab = record.get("stability")

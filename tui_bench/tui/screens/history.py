@@ -92,11 +92,7 @@ def row_values(record: dict[str, Any]) -> dict[str, Any]:
         # its own column, so "unreliable" filters and sorts like any other value
         "verdict": stability.verdict_of(record),
         # 80 columns hold one of the two: a finished run's verdict says more than "finished"
-        "state": (
-            stability.verdict_of(record)
-            if record.get("status") == "finished" and stability.verdict_of(record)
-            else record.get("status")
-        ),
+        "state": stability.state_of(record),
     }
 
 
