@@ -87,6 +87,29 @@ def test_the_cache_is_written_once_a_reader_replayed_enough(isolated_home, monke
     assert [r["label"] for r in History().summaries()] == ["run 1", "run 2"]
 
 
+class _Planted:
+    """Pickles as a call to os.system: what a planted cache would hold."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_cache_naming_anything_but_plain_data_is_ignored_never_run(isolated_home, monkeypatch):
+    import pickle
+
+    monkeypatch.setattr(store, "_CACHE_REFRESH_BYTES", 1)
+    h = History()
+    h.add(record(1))
+    assert len(History().summaries()) == 1 and h.cache_path.exists()  # a real cache loads
+    marker = isolated_home / "ran"
+    h.cache_path.write_bytes(pickle.dumps({"v": 4, "records": _Planted(marker)}))
+    assert [r["label"] for r in History().summaries()] == ["run 1"]  # from the journal
+    assert not marker.exists()
+
+
 def test_tinydb_still_opens_and_writes_the_history(isolated_home):
     h = History()
     h.add(record(1, id="a"))

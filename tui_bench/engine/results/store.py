@@ -332,6 +332,18 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
+class _CacheUnpickler(pickle.Unpickler):
+    """The cache holds plain data and ``Damage``: any other class or callable named in the file
+    (a damaged or planted cache) is refused before it could run, and the cache is ignored."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == (__name__, "Damage"):
+            return Damage
+        if module == "builtins" and name in ("set", "frozenset"):
+            return getattr(__import__("builtins"), name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed in the history cache")
+
+
 def read_summaries(journal: Path, cache: Path) -> Summaries:
     """Summaries of every run: the cache, plus the journal lines appended since it was written.
     A cache that is missing, damaged or for another journal (compacted, replaced) is ignored."""
@@ -339,7 +351,7 @@ def read_summaries(journal: Path, cache: Path) -> Summaries:
     state: dict[str, Any] | None = None
     try:
         with open(cache, "rb") as handle:
-            loaded = pickle.load(handle)
+            loaded = _CacheUnpickler(handle).load()
         if (
             isinstance(loaded, dict)
             and loaded.get("v") == _CACHE_VERSION
