@@ -16,7 +16,7 @@ from rich.table import Table
 
 from tui_bench.engine.errors import HistoryError, PresetError, UsageError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import report, stability
+from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import follow, presets, supervisor
 from tui_bench.engine.runs.follow import left_running_hint
@@ -514,16 +514,3 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     ]
     table.caption = "; ".join(notes)
     return table
-
-
-def render_report(out: Console, tables: list[report.Table]) -> None:
-    """The report's tables (a sweep's results, a comparison) as rich tables."""
-    for t in tables:
-        columns, rows = t.view()
-        rich_table = Table(title=t.title, title_justify="left", caption=t.note or None)
-        for i, column in enumerate(columns):
-            numeric = any(isinstance(row[i], (int, float)) for row in rows)
-            rich_table.add_column(column, justify="right" if numeric else "left", overflow="fold")
-        for row in rows:
-            rich_table.add_row(*(report.cell_text(v) for v in row))
-        out.print(rich_table)

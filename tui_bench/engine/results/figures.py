@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.errors import TuiBenchError, UsageError
-from tui_bench.engine.results import report, stats
+from tui_bench.engine.results import stats, tables
 from tui_bench.engine.results.trends import Trend
 
 FORMATS = (".svg", ".png")
@@ -85,7 +85,7 @@ def compare_figure(records: Sequence[dict[str, Any]], metric: str, path: str | P
     the runs vary in threads, the thread-scaling lines (median against threads)."""
     target = _check_path(path)
     figure = _figure_class()
-    groups, varying = report.split_by_host(*report.group_runs(records))
+    groups, varying = tables.group(records)
     rows = [(g, g.values(metric)) for g in groups]
     rows = [(g, v) for g, v in rows if v]
     if not rows:
