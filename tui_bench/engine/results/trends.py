@@ -3,10 +3,10 @@
 One value per run (its own median step time, or another metric): the run is the unit of
 repetition, steps are never pooled across runs.
 
-Change points: an exact penalised least-squares segmentation (optimal partitioning with PELT
-pruning, Killick et al. 2012; the same problem ``ruptures.Pelt(model="l2")`` solves, and the
-family asv's step detection belongs to), written out here in pure Python like ``stats``: the app
-stays free of numpy/scipy and the series are short (one point per run).
+Change points: an exact penalised least-squares segmentation (``changepoints.pelt``: optimal
+partitioning with PELT pruning, the same problem ``ruptures.Pelt(model="l2")`` solves, and the
+family asv's step detection belongs to), with the cost, noise estimate, penalty and merge rule
+``changepoints`` shares with the in-run step detection of ``stability``. Here:
 
 - The fit is on log values, so a step is a ratio: +18 % weighs the same at 20 ms and at 200 ms.
 - Penalty per change point: ``4 · ln(n) · σ²``, twice BIC's ``2 · ln(n) · σ²`` for a mean shift
@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui_bench.engine.results import stats
+from tui_bench.engine.results import changepoints, stats
 from tui_bench.engine.results.identity import (
     Configuration,
     changes,
@@ -43,7 +43,6 @@ from tui_bench.engine.results.record import Run, runs_of
 from tui_bench.engine.results.stability import UNRELIABLE
 
 MIN_SEGMENT = 2
-PENALTY_PER_LN_N = 4.0
 SIGMA_FLOOR = 0.015  # in log units: about 1.5 %
 MIN_STEP = 0.05  # smaller steps between levels are merged away
 # PELT is quadratic when a series has few change points: 0.2 s at 1,000 runs, 23 s at 10,000
@@ -54,13 +53,8 @@ DEFAULT_METRIC = "step_median_s"
 
 # -- segmentation -------------------------------------------------------------------------------
 def robust_sigma(values: Sequence[float]) -> float:
-    """Noise of a series from its successive differences, robust to a few steps in it."""
-    if len(values) < 3:
-        return SIGMA_FLOOR
-    diffs = [b - a for a, b in zip(values, values[1:], strict=False)]
-    mid = stats.median(diffs)
-    mad = stats.median([abs(d - mid) for d in diffs])
-    return max(mad / 0.6745 / math.sqrt(2), SIGMA_FLOOR)
+    """Noise of a series of log values, floored at ``SIGMA_FLOOR`` (``changepoints``)."""
+    return changepoints.noise_sigma(values, floor=SIGMA_FLOOR)
 
 
 def change_points(
@@ -68,46 +62,12 @@ def change_points(
     penalty: float | None = None,
     min_segment: int = MIN_SEGMENT,
 ) -> list[int]:
-    """Indexes where a new level starts (0 < i < n), by penalised least squares on ``values``.
-
-    ``penalty`` defaults to ``4 · ln(n) · σ²`` with σ from ``robust_sigma``."""
-    n = len(values)
-    if n < 2 * min_segment:
-        return []
+    """Indexes where a new level starts (0 < i < n), by penalised least squares on ``values``
+    (``changepoints.pelt``). ``penalty`` defaults to ``changepoints.penalty`` with σ from
+    ``robust_sigma``."""
     if penalty is None:
-        penalty = PENALTY_PER_LN_N * math.log(n) * robust_sigma(values) ** 2
-    prefix = [0.0]
-    prefix_sq = [0.0]
-    for v in values:
-        prefix.append(prefix[-1] + v)
-        prefix_sq.append(prefix_sq[-1] + v * v)
-
-    def cost(start: int, end: int) -> float:  # squared error of values[start:end] about its mean
-        total = prefix[end] - prefix[start]
-        return prefix_sq[end] - prefix_sq[start] - total * total / (end - start)
-
-    best = [0.0] * (n + 1)  # best[t]: optimal penalised cost of values[:t]
-    best[0] = -penalty
-    last_start = [0] * (n + 1)
-    candidates = [0]
-    for t in range(1, n + 1):
-        scored = [(best[s] + cost(s, t) + penalty, s) for s in candidates if t - s >= min_segment]
-        if not scored:
-            best[t] = math.inf
-        else:
-            best[t], last_start[t] = min(scored)
-        # PELT: a start that cannot beat the best now never will (the cost is additive).
-        candidates = [
-            s for s in candidates if t - s < min_segment or best[s] + cost(s, t) <= best[t]
-        ]
-        candidates.append(t)
-    points = []
-    t = n
-    while t > 0:
-        t = last_start[t]
-        if t > 0:
-            points.append(t)
-    return sorted(points)
+        penalty = changepoints.penalty(len(values), robust_sigma(values))
+    return changepoints.pelt(values, penalty, min_segment)
 
 
 def running_median3(values: Sequence[float]) -> list[float]:
@@ -131,18 +91,9 @@ def steps(log_values: Sequence[float], min_step: float = MIN_STEP) -> list[int]:
     """Change points of a series of log values: segmented after a running median of 3 (least
     squares alone would give one wild run a level of its own), with the penalty from the raw
     series' noise, and steps under ``min_step`` merged away (the smallest first)."""
-    n = len(log_values)
-    penalty = PENALTY_PER_LN_N * math.log(max(n, 2)) * robust_sigma(log_values) ** 2
+    penalty = changepoints.penalty(len(log_values), robust_sigma(log_values))
     points = change_points(running_median3(log_values), penalty=penalty)
-    while points:
-        bounds = [0, *points, len(log_values)]
-        levels = [stats.median(log_values[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
-        sizes = [abs(math.expm1(b - a)) for a, b in zip(levels, levels[1:], strict=False)]
-        smallest = min(range(len(sizes)), key=sizes.__getitem__)
-        if sizes[smallest] >= min_step:
-            break
-        del points[smallest]
-    return points
+    return changepoints.merge_small_steps(log_values, points, min_step, changepoints.log_step)
 
 
 # -- trends -------------------------------------------------------------------------------------
