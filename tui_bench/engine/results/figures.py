@@ -74,7 +74,7 @@ def trends_figure(found: Sequence[Trend], path: str | Path) -> Path:
                 fontsize=7,
                 color="tab:red",
             )
-        ax.set_title(item.identity.label, fontsize=9, loc="left")
+        ax.set_title(item.configuration.name, fontsize=9, loc="left")
         ax.set_ylabel(f"{item.metric}{unit}", fontsize=8)
         ax.tick_params(labelsize=7)
     return _save(fig, target)
