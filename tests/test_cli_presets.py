@@ -70,7 +70,7 @@ def test_compare_exports_csv_and_markdown(tmp_path, capsys):
     assert "comparisons of median step time" in capsys.readouterr().out
     markdown = md_path.read_text()
     assert (
-        "| device | — | device=gpu | device=cpu | 0.2469 | 4.05 | significant (p=0.00794"
+        "| device | — | gpu | cpu | 0.2469 | 4.05 | significant (p=0.00794"
         in markdown
     )
     assert "comparisons" in csv_path.read_text()

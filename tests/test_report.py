@@ -66,7 +66,7 @@ def test_gpu_against_cpu_with_significance():
     rows = rows_as_dicts(table(build(records), "comparisons"))
     (row,) = rows
     assert row["differs in"] == "device"
-    assert row["configuration"] == "device=gpu" and row["baseline"] == "device=cpu"
+    assert row["configuration"] == "gpu" and row["baseline"] == "cpu"
     assert row["ratio"] == pytest.approx(1.0 / 4.05)
     assert row["speed-up"] == pytest.approx(4.05)
     assert row["significance"].startswith("significant (p=0.00794")
@@ -157,7 +157,7 @@ def test_csv_and_markdown_exports():
         in markdown
     )
     assert (
-        "| device | — | device=gpu | device=cpu | 0.2469 | 4.05 | significant (p=0.00794"
+        "| device | — | gpu | cpu | 0.2469 | 4.05 | significant (p=0.00794"
         in markdown
     )
 
@@ -216,12 +216,12 @@ def test_fairness_card_shows_only_the_settings_that_differ():
     # however many are compared. The API tells these two apart, so their names are the API
     # alone, and the precision that changes with it is on the card, not hidden.
     assert rows == [
-        ("precision", "fp32", "torch/eager"),
-        ("precision", "tf32", "torch/compile"),
-        ("compilation", "no (eager)", "torch/eager"),
-        ("compilation", "yes (torch.compile, inductor)", "torch/compile"),
-        ("machine load", "quiet (load ≈0 on 2)", "torch/eager"),
-        ("machine load", "busy (load ≈4 on 2)", "torch/compile"),
+        ("precision", "fp32", "eager"),
+        ("precision", "tf32", "compile"),
+        ("compilation", "no (eager)", "eager"),
+        ("compilation", "yes (torch.compile, inductor)", "compile"),
+        ("machine load", "quiet (load ≈0 on 2)", "eager"),
+        ("machine load", "busy (load ≈4 on 2)", "compile"),
     ]
     assert card.names == ["setting", "value", "configurations"]
 
@@ -233,11 +233,11 @@ def test_fairness_card_names_a_hidden_difference_and_the_thread_flag():
     b[0]["metrics"]["cores_observed"] = 1.9
     a[0]["metrics"]["cores_observed"] = 1.02
     rows = [row.cells for row in table(build(a + b), "fairness").rows]
-    # the timing mode changes with the framework, and the names ("torch/eager") do not say it
-    assert ("timing mode", "pipelined", "tensorflow/graph") in rows
-    assert ("threads observed", "≈1 cores", "torch/eager") in rows
-    assert ("threads observed", "≈2 cores", "tensorflow/graph") in rows
-    assert rows[-1] == ("thread flag", "used more cores than configured", "tensorflow/graph")
+    # the timing mode changes with the framework, and the names ("torch") do not say it
+    assert ("timing mode", "pipelined", "tensorflow") in rows
+    assert ("threads observed", "≈1 cores", "torch") in rows
+    assert ("threads observed", "≈2 cores", "tensorflow") in rows
+    assert rows[-1] == ("thread flag", "used more cores than configured", "tensorflow")
     # a field the names do say is not repeated on the card
     c = runs("c", [1.0], timing="pipelined")
     named = [row.cells for row in table(build(a + c), "fairness").rows]
@@ -297,13 +297,11 @@ def test_worker_scaling_table_only_when_workers_differ():
 
 
 def test_oversubscription_counts_threads_of_every_worker():
-    assert (
-        tables._oversubscribed({"spec": {"threads": 1, "workers": 2}, "env": {"logical_cores": 2}})
-        is False
-    )
-    assert tables._oversubscribed(
-        {"spec": {"threads": 2, "workers": 2}, "env": {"logical_cores": 2}}
-    )
+    fits = runs("a", [1.0], threads=1, workers=2)
+    over = runs("b", [1.0], threads=2, workers=2)
+    summary = table(build(fits + over), "summary")
+    assert summary.values("oversubscribed") == [False, True]
+    assert summary.values("notes") == ["", "oversubscribed"]
 
 
 # -- published figures beside ours -----------------------------------------------------------------
@@ -412,7 +410,7 @@ def test_published_ratio_per_configuration_the_figure_does_not_name():
         records += timed_runs(f"e{threads}", [eager], api="eager", threads=threads)
         records += timed_runs(f"c{threads}", [compiled], api="compile", threads=threads)
     rows = published_rows(records, [figure()])
-    assert [(r["with"], r["here"]) for r in rows] == [("threads=1", 2.0), ("threads=2", 3.0)]
+    assert [(r["with"], r["here"]) for r in rows] == [("1 thr", 2.0), ("2 thr", 3.0)]
 
 
 def test_published_table_is_only_there_with_figures_and_exports():
@@ -514,12 +512,13 @@ def workload_matrix() -> list[dict]:
 def test_compare_at_80_columns_names_configurations_briefly():
     shown = build(workload_matrix())
     summary = table(shown, "summary")
-    # the fewest fields that tell them apart: the model stands for its dataset and batch size
+    # the fewest fields that tell them apart (identity's labels): the framework stands for its
+    # API, the model for its dataset and batch size
     assert summary.values("configuration") == [
-        "torch/eager mlp",
-        "torch/eager cnn",
-        "keras/tensorflow mlp",
-        "keras/tensorflow cnn",
+        "torch · mlp",
+        "torch · cnn",
+        "keras · mlp",
+        "keras · cnn",
     ]
     out = io.StringIO()
     render.terminal(Console(file=out, width=80, color_system=None), shown)
@@ -532,7 +531,7 @@ def test_compare_at_80_columns_names_configurations_briefly():
     for name in summary.values("configuration"):
         assert any(str(name) in line for line in lines), name
     card = [line for line in lines if line.startswith("│ compilation")]
-    assert len(card) == 2 and "yes (tf.function)" in card[1] and "keras/tensorflow mlp" in card[1]
+    assert len(card) == 2 and "yes (tf.function)" in card[1] and "keras · mlp" in card[1]
 
 
 def test_the_card_names_a_setting_that_varies_along_with_the_names():
