@@ -156,10 +156,7 @@ def test_csv_and_markdown_exports():
         "| differs in | with | configuration | baseline | ratio | speed-up | significance |"
         in markdown
     )
-    assert (
-        "| device | — | gpu | cpu | 0.2469 | 4.05 | significant (p=0.00794"
-        in markdown
-    )
+    assert "| device | — | gpu | cpu | 0.2469 | 4.05 | significant (p=0.00794" in markdown
 
 
 # -- seeds and the fairness card -------------------------------------------------------------------
