@@ -11,7 +11,7 @@ import json
 import pytest
 from rich.console import Console
 
-from tui_bench.engine.results import published, render, tables
+from tui_bench.engine.results import identity, published, render, tables
 from tui_bench.engine.spec import RunSpec
 
 
@@ -538,3 +538,14 @@ def test_the_card_names_a_setting_that_varies_along_with_the_names():
     shown = build(records)
     assert table(shown, "summary").values("configuration") == ["mlp", "cnn"]
     assert ("threads configured", "1", "mlp") in [r.cells for r in table(shown, "fairness").rows]
+
+
+def test_compare_groups_runs_as_trends_and_regress_do():
+    """identity's configurations: a run whose dataset lives in another directory is a repeat of
+    the same configuration (compare split it off before), another thread count is not."""
+    records = runs("a", [1.0, 1.1], threads=1) + runs("b", [1.2], threads=1, data_dir="/elsewhere")
+    records += runs("c", [2.0], threads=2)
+    comparison = tables.compute(records)
+    assert [g.config for g in comparison.groups] == list(identity.group_by_configuration(records))
+    assert comparison.summary.values("n") == [3, 1]
+    assert comparison.summary.values("configuration") == ["1 thr", "2 thr"]
