@@ -193,6 +193,12 @@ class Run:
     def ended(self) -> dt.datetime | None:
         return _when(self.raw.get("finished_at"))
 
+    @property
+    def ended_text(self) -> str:
+        """The stored end time as text ('' when none)."""
+        value = self.raw.get("finished_at")
+        return value if isinstance(value, str) else ""
+
     # -- numbers -------------------------------------------------------------------------------
     @cached_property
     def _metrics(self) -> Mapping[str, Any]:
