@@ -256,8 +256,8 @@ class Group:
 
 
 def group(records: Sequence[Run | dict[str, Any]]) -> tuple[list[Group], list[str]]:
-    """Groups in first-seen order (``identity.group_by_configuration``: the one grouping
-    compare, trends and regress share), and the fields that differ between them. Runs from
+    """Configurations, a Group of runs each, in first-seen order (``identity``'s grouping, the
+    one compare, trends and regress share), and the fields that differ between them. Runs from
     several hosts: one configuration on two boxes is two measurements, ``host`` a varying field
     like any other."""
     grouped = identity.group_by_configuration(records)
@@ -270,20 +270,25 @@ def group(records: Sequence[Run | dict[str, Any]]) -> tuple[list[Group], list[st
 _ALONG = {"framework": ("api",), "device": ("device_model",), "host": ("device_model",)}
 
 
-def _without(c: Group, drop: Sequence[str]) -> identity.Configuration:
-    return identity.Configuration(tuple(p for p in c.config.key if p[0] not in drop), c.label)
+def _names(groups: list[Group], keep: Callable[[str], bool]) -> dict[int, str]:
+    """Each configuration's short name (by ``id``) as identity makes it, from the deciding
+    fields ``keep`` accepts only: "" where those do not tell the configurations apart."""
+    reduced = [
+        identity.Configuration(tuple(p for p in c.config.key if keep(p[0])), c.label)
+        for c in groups
+    ]
+    fields_ = identity.label_fields(reduced)
+    return {
+        id(c): " · ".join(identity.short_value(f, r.get(f)) for f in fields_)
+        for c, r in zip(groups, reduced, strict=True)
+    }
 
 
 def _contexts(groups: list[Group], field_name: str, *also: str) -> dict[int, str]:
     """What each configuration has beside the compared field (and ``also``, shown in columns of
-    their own), as identity names it among the compared configurations ("—" for nothing)."""
-    drop = (field_name, *_ALONG.get(field_name, ()), *also)
-    reduced = [_without(c, drop) for c in groups]
-    fields_ = identity.label_fields(reduced)
-    return {
-        id(c): " · ".join(identity.short_value(f, r.get(f)) for f in fields_) or "—"
-        for c, r in zip(groups, reduced, strict=True)
-    }
+    their own), named among the compared configurations ("—" for nothing)."""
+    drop = {field_name, *_ALONG.get(field_name, ()), *also}
+    return {k: v or "—" for k, v in _names(groups, lambda f: f not in drop).items()}
 
 
 # -- marks: what a number's sides are made of -----------------------------------------------------
@@ -409,7 +414,7 @@ def summary_table(configs: list[Group], metric: str) -> Table:
 
 # -- comparisons -----------------------------------------------------------------------------------
 def _partitions(configs: list[Group], varying: list[str], field_name: str) -> list[list[Group]]:
-    """Groups that differ only in ``field_name``, in first-seen order."""
+    """Configurations that differ only in ``field_name``, in first-seen order."""
     others = [f for f in varying if f != field_name]
     parts: dict[str, list[Group]] = {}
     for c in configs:
@@ -417,10 +422,16 @@ def _partitions(configs: list[Group], varying: list[str], field_name: str) -> li
     return [p for p in parts.values() if len(p) > 1]
 
 
-def _value_name(c: Group, field_name: str) -> str:
-    if field_name in ("framework", "api"):
-        return f"{c.spec.get('framework')}/{c.spec.get('api')}"
-    return identity.short_value(field_name, c.spec.get(field_name))
+def _value_names(groups: list[Group], field_name: str) -> dict[int, str]:
+    """Each configuration's value of the compared field (with what goes along with it), named
+    among the compared configurations: 'torch' and 'keras' when the framework tells them apart,
+    'torch · eager' and 'torch · compile' when it takes the API too."""
+    keep = {field_name, *_ALONG.get(field_name, ())}
+    names = _names(groups, lambda f: f in keep)
+    return {
+        id(c): names[id(c)] or identity.short_value(field_name, c.spec.get(field_name))
+        for c in groups
+    }
 
 
 def _single_seed(*configs: Group) -> Any:
@@ -430,7 +441,7 @@ def _single_seed(*configs: Group) -> Any:
 
 
 def comparison_table(configs: list[Group], varying: list[str], metric: str) -> Table:
-    """Groups that differ in one field, against a baseline: GPU vs CPU (baseline cpu),
+    """Configurations that differ in one field, against a baseline: GPU vs CPU (baseline cpu),
     API vs API, framework vs framework, dataset… (baseline: the first seen)."""
     m = metric_info(metric)
     table = Table(
@@ -467,6 +478,7 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
         compare_on = [f for f in varying if f not in along]
         parts = _partitions(configs, compare_on, field_name)
         contexts = _contexts(configs, field_name)
+        names = _value_names(configs, field_name)
         differs = field_name if field_name != "framework" else "framework/api"
         for part in parts:
             base = part[0]
@@ -477,8 +489,7 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
                 if c is base:
                     continue
                 values = c.values(metric)
-                head = [differs, contexts[id(c)], _value_name(c, field_name)]
-                head.append(_value_name(base, field_name))
+                head = [differs, contexts[id(c)], names[id(c)], names[id(base)]]
                 if not values or not base_values:
                     table.add(
                         [*head, None, None, None, len(values), len(base_values), None, ""]
