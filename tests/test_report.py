@@ -440,6 +440,7 @@ def every_table() -> list[tables.Table]:
     records += [scaling_run("w1", 100.0, workers=1), scaling_run("w2", 170.0, workers=2)]
     for r in records:
         r["worker"] = {"settings": {"compile": r["spec"]["api"] == "compile"}}
+        r["metrics"]["warmup_s"] = 0.5
     records[0]["metrics"]["cores_observed"] = 1.9
     shown = build(
         records,
@@ -461,6 +462,7 @@ def test_every_numeric_csv_column_loads_as_a_float_with_pandas(tmp_path):
     numeric = {c.name for t in shown for c in t.columns if c.numeric}
     # spread, efficiency, p-values and n are numbers of their own, not text in another cell
     assert {"IQR", "std", "min", "max", "efficiency", "p", "noise", "n", "here"} <= numeric
+    assert {"median samples/s", "median warm-up s"} <= numeric  # beside the compared metric
     assert not {"mean ± std", "min–max"} & set(frame.columns)
     for name in numeric:
         column = frame[name]

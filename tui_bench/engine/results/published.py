@@ -16,7 +16,7 @@ A time depends on the machine it was measured on, so a published time is only ev
 ratio between two configurations measured on one machine: an absolute time is refused. Figures
 that do not depend on the machine (accuracy, lines of code) may be absolute.
 
-This module only declares and checks the figures; ``report.published_table`` computes ours.
+This module only declares and checks the figures; ``tables.published_table`` computes ours.
 """
 
 from __future__ import annotations

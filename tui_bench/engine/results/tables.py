@@ -38,6 +38,9 @@ A column's ``kind`` says what its cells are: ``text``; ``count`` (int); ``number
 noise); ``p`` (a p-value); ``flag`` (bool). Spread has its own numeric columns (IQR, q1, q3,
 std, min, max, noise), so a CSV or JSON reader gets every number at full precision.
 
+The summary carries, beside the compared metric, the median of each per-run figure listed in
+``SUMMARY_EXTRAS`` (throughput, warm-up; MFU, energy and memory peaks belong there too).
+
 Statistics come from ``results/stats.py`` (median, IQR, Mann-Whitney U, thread scaling) and
 verdicts from ``results/stability.py``; the marks a number carries (whose runs are not stable,
 how wide the noise is) are made once here (``_sides``, ``_noise``).
@@ -331,8 +334,19 @@ def _time_to_accuracy(c: Group) -> str | None:
     return f"epoch {epochs:g}, {seconds:.3g} s ({len(reached)}/{len(finished)} reached {target:g})"
 
 
+# What else the summary carries per configuration, beside the compared metric: the median over
+# finished runs of each of these per-run figures, in a column of its own (CSV, JSON and a page;
+# not a terminal's width): (metric key, column, kind, unit). A new per-run figure a reader
+# should weigh beside the step time (MFU, energy per sample, memory peaks) is one line here.
+SUMMARY_EXTRAS: tuple[tuple[str, str, str, str], ...] = (
+    ("samples_per_s", "median samples/s", NUMBER, "samples/s"),
+    ("warmup_s", "median warm-up s", NUMBER, "s"),
+)
+
+
 def summary_table(configs: list[Group], metric: str) -> Table:
     m = metric_info(metric)
+    extras = [e for e in SUMMARY_EXTRAS if e[0] != metric]
     number = lambda name, terminal=False: Column(name, NUMBER, m.unit, terminal)  # noqa: E731
     table = Table(
         "summary",
@@ -354,6 +368,7 @@ def summary_table(configs: list[Group], metric: str) -> Table:
             Column("time to accuracy", terminal=False),
             Column("warning", terminal=False),
             Column("stability", terminal=False),
+            *(Column(name, kind, unit, terminal=False) for _key, name, kind, unit in extras),
         ),
         note="median and IQR over repeats (linear-interpolation quartiles); std is the sample std; "
         "each repeat ran in its own worker process.",
@@ -406,6 +421,7 @@ def summary_table(configs: list[Group], metric: str) -> Table:
                 tta,
                 warning,
                 judged or "stable",
+                *(_median(c.values(key)) for key, *_ in extras),
             ],
             [(c.label, verdicts)],
         )
