@@ -556,3 +556,21 @@ def test_compare_groups_runs_as_trends_and_regress_do():
     assert [g.config for g in comparison.groups] == list(identity.group_by_configuration(records))
     assert comparison.summary.values("n") == [3, 1]
     assert comparison.summary.values("configuration") == ["1 thr", "2 thr"]
+
+
+def test_damaged_records_give_tables_not_a_traceback():
+    good = runs("a", [1.0, 1.1], api="eager")
+    damaged = [
+        {"id": "x", "status": "finished", "spec": "garbage", "metrics": {"step_median_s": "fast"}},
+        {"id": "y", "status": "finished", "spec": RunSpec(api="compile").to_dict(), "metrics": []},
+        {"status": 7, "spec": {"threads": "two"}, "stability": "noisy", "worker": "?"},
+        {**good[0], "id": "z", "metrics": {"step_median_s": float("nan")}},
+        "not a record",
+    ]
+    shown = build(good + damaged)
+    summary = table(shown, "summary").records()
+    assert summary[0]["n"] == 2 and summary[0]["median"] == pytest.approx(1.05)  # NaN left out
+    assert all(r["median"] is None for r in summary[1:])  # no usable number: none shown
+    data = json.loads(render.json_text(shown))  # strict JSON: no NaN anywhere
+    assert {t["name"] for t in data} >= {"summary"}
+    assert render.csv_text(shown) and render.markdown(shown)

@@ -310,6 +310,11 @@ def _noise(*sides: tuple[Group, list[float]]) -> float | None:
     return max((s for s in spreads if s is not None), default=None)
 
 
+def _count(value: Any) -> int | None:
+    """A spec's count (threads, workers, batch size), or None where a damaged record has none."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _median(values: list[float]) -> float | None:
     return stats.median(values) if values else None
 
@@ -577,7 +582,8 @@ def scaling_table(configs: list[Group], varying: list[str], metric: str) -> Tabl
     parts = _partitions(configs, varying, "threads")
     contexts = _contexts(configs, "threads")
     for part in parts:
-        by_threads = {c.spec["threads"]: c for c in part}
+        # a damaged record's threads ("two") is no count to scale against: left out
+        by_threads = {t: c for c in part if (t := _count(c.spec.get("threads"))) is not None}
         rows = stats.thread_scaling({t: c.values(metric) for t, c in by_threads.items()})
         for row in rows:
             c = by_threads[row.threads]
@@ -636,16 +642,16 @@ def worker_scaling_table(configs: list[Group], varying: list[str]) -> Table | No
     parts = _partitions(configs, varying, "workers")
     contexts = _contexts(configs, "workers", "scaling")
     for part in parts:
-        part = sorted(part, key=lambda c: c.spec.get("workers") or 1)
+        part = sorted(part, key=lambda c: _count(c.spec.get("workers")) or 1)
         base = part[0]
-        base_workers = base.spec.get("workers") or 1
+        base_workers = _count(base.spec.get("workers")) or 1
         base_rate = _median(base.values("samples_per_s"))
         for c in part:
-            workers = c.spec.get("workers") or 1
+            workers = _count(c.spec.get("workers")) or 1
             rate = _median(c.values("samples_per_s"))
             speedup = rate / base_rate if rate and base_rate else None
             efficiency = speedup / (workers / base_workers) if speedup else None
-            batch = c.spec.get("batch_size")
+            batch = _count(c.spec.get("batch_size"))
             scaling = c.spec.get("scaling") or "weak"
             table.add(
                 [
