@@ -55,7 +55,7 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
     framework's version only."""
     default = item.metric == trends_module.DEFAULT_METRIC
     shown = item.points[-limit:] if limit else item.points
-    framework = str(item.configuration.facts.get("framework") or "")
+    framework = str(item.configuration.get("framework") or "")
     changed_at = {c.index for c in item.change_points}
     table = Table(
         title=f"{item.configuration.name}  [dim]{item.configuration.id} · {len(item.points)} run(s)"

@@ -30,8 +30,10 @@ from tui_bench.engine.errors import HistoryError, UsageError
 from tui_bench.engine.results import stats
 from tui_bench.engine.results.identity import (
     Configuration,
+    LegacyIdentity,
     changes,
     group_by_configuration,
+    legacy,
     versions,
 )
 from tui_bench.engine.results.record import Run, runs_of
@@ -211,6 +213,10 @@ class Row:
     p: float | None
     mark: str
     note: str
+
+    @property
+    def identity(self) -> LegacyIdentity:  # transition only (see identity.legacy)
+        return legacy(self.configuration)
 
     def as_dict(self) -> dict[str, Any]:
         return {

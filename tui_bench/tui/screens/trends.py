@@ -170,7 +170,7 @@ class TrendsScreen(Screen):
         if item is None:
             return
         changed_at = {c.index for c in item.change_points}
-        framework = str(item.configuration.facts.get("framework") or "")
+        framework = str(item.configuration.get("framework") or "")
         for i, point in enumerate(item.points):
             runs.add_row(
                 f"{'▶' if i in changed_at else ' '}{i + 1}",
