@@ -69,7 +69,7 @@ def test_compare_exports_csv_and_markdown(tmp_path, capsys):
     assert code == 0
     assert "comparisons of median step time" in capsys.readouterr().out
     markdown = md_path.read_text()
-    assert "| device | — | gpu | cpu | 0.2469 | 4.05 | significant (p=0.00794" in markdown
+    assert "| device | — | gpu | cpu | 0.247 | 4.05 | sig p=0.0079 |" in markdown
     assert "comparisons" in csv_path.read_text()
     assert cli.main(["compare", "run-cpu-0", "run-gpu-0", "--json"]) == 0
     tables = json.loads(capsys.readouterr().out)
@@ -203,7 +203,7 @@ def test_compare_prints_published_beside_here_for_a_study_sweep(tmp_path, capsys
     assert "published figures beside ours" in capsys.readouterr().out
     markdown = md_path.read_text()
     assert (
-        "| 3.8 | 1.909 | 3/3 | training time, model=mlp: torch/eager ÷ keras/tensorflow | — | "
+        "| 3.8 | 1.91 | 3/3 | training time, model=mlp: torch/eager ÷ keras/tensorflow | — | "
         "same direction; torch/eager: not stable: 1 noisy of 3 |\n" in markdown
     )
     assert "Source: Kabakus (2020)" in markdown  # once, under the table

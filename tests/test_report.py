@@ -111,7 +111,9 @@ def test_study_table_rows_dataset_threads_columns_framework():
                 )
     study = table(build(records), "study")
     headers, shown = render.shown_rows(study)
-    assert headers == ["model", "dataset", "device", "threads", "torch/eager", "torch/compile"]
+    # the API alone tells the stacks apart (as the configurations' names say), in seconds;
+    # the columns themselves keep "framework/api"
+    assert headers == ["model", "dataset", "device", "threads", "eager s", "compile s"]
     assert [row.cells[1:4] for row in study.rows] == [
         ("synthetic-mnist", "cpu", 1),
         ("synthetic-mnist", "cpu", 2),
@@ -152,11 +154,12 @@ def test_csv_and_markdown_exports():
     summary = [r for r in rows if r["table"] == "summary"]
     assert float(summary[0]["median"]) == 4.05  # full precision in CSV
     markdown = render.markdown(tables)
-    assert (
-        "| differs in | with | configuration | baseline | ratio | speed-up | significance |"
-        in markdown
-    )
-    assert "| device | — | gpu | cpu | 0.2469 | 4.05 | significant (p=0.00794" in markdown
+    assert "| differs in | with | configuration | baseline | ratio | speed-up | test |" in markdown
+    # 3 significant figures and the test in a few characters; the words stay in the CSV
+    assert "| device | — | gpu | cpu | 0.247 | 4.05 | sig p=0.0079 |" in markdown
+    comparison = next(r for r in rows if r["table"] == "comparisons")
+    assert comparison["significance"].startswith("significant (p=0.00794")
+    assert float(comparison["ratio"]) == pytest.approx(1.0 / 4.05)
 
 
 # -- seeds and the fairness card -------------------------------------------------------------------
@@ -534,8 +537,10 @@ def test_compare_at_80_columns_names_configurations_briefly():
     # every name whole on one line (not folded), in the summary and on the fairness card
     for name in summary.values("configuration"):
         assert any(str(name) in line for line in lines), name
-    card = [line for line in lines if line.startswith("│ compilation")]
-    assert len(card) == 2 and "yes (tf.function)" in card[1] and "keras · mlp" in card[1]
+    # the card's one setting is said once, above it; each row its value and who has it
+    assert "fairness card: settings that differ between the compared runs — setting" in text
+    card = [line for line in lines if line.startswith(("│ no (eager)", "│ yes (tf.function)"))]
+    assert len(card) == 2 and "keras · mlp" in card[1] and "torch · mlp" in card[0]
 
 
 def test_the_card_names_a_setting_that_varies_along_with_the_names():
@@ -574,3 +579,57 @@ def test_damaged_records_give_tables_not_a_traceback():
     data = json.loads(render.json_text(shown))  # strict JSON: no NaN anywhere
     assert {t["name"] for t in data} >= {"summary"}
     assert render.csv_text(shown) and render.markdown(shown)
+
+
+def eight_configuration_sweep() -> list[dict]:
+    """framework/api × threads, 4 repeats each (too few for the test), one keras run noisy."""
+    records = []
+    stacks = (("torch", "eager"), ("keras", "tensorflow"), ("tensorflow", "function"))
+    stacks += (("mxnet", "gluon"),)
+    for k, (framework, api) in enumerate(stacks):
+        for threads in (1, 2):
+            base = (0.03 + 0.01 * k) * (1.7 if threads == 1 else 1.0)
+            values = [base * (1 + i / 100) for i in range(4)]
+            batch = runs(f"{framework}{threads}-", values, framework=framework, api=api)
+            for i, r in enumerate(batch):
+                r["spec"]["threads"] = threads
+                noisy = framework == "keras" and threads == 1 and i == 0
+                r["stability"] = {"verdict": "noisy" if noisy else "stable"}
+            records += batch
+    return records
+
+
+def test_an_eight_configuration_sweep_reads_at_80_columns():
+    shown = build(eight_configuration_sweep())
+    out = io.StringIO()
+    render.terminal(Console(file=out, width=80, color_system=None), shown)
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    names = table(shown, "summary").values("configuration")
+    assert len(names) == 8 and "tensorflow · 1 thr" in names
+    firsts = [line for line in lines if line.startswith("│ ") and not line.startswith("│  ")]
+    summary_rows = firsts[: len(names)]  # each row's first line
+    for name, line in zip(names, summary_rows, strict=True):
+        assert line.startswith(f"│ {name} "), (name, line)  # whole, on its own row's first line
+    # no word of a header or a configuration split across lines
+    for word in ("configuration", "tensorflow", "speed-up", "efficiency"):
+        assert word in text
+    # step times in ms, 3 significant figures, the unit in the header; exports in seconds
+    assert "median ms" in text or ("median" in text and "ms" in text)
+    torch_2 = next(line for line in lines if line.startswith("│ torch · 2 thr "))
+    assert "│ 4 │" in torch_2 and " 30.4 " in torch_2 and "0.0304" not in text
+    assert " 30.0–30.9 " in torch_2  # 30.0, not 30: three figures each
+    csv_rows = list(csv.DictReader(io.StringIO(render.csv_text(shown))))
+    first = next(r for r in csv_rows if r["table"] == "summary")
+    assert float(first["median"]) == pytest.approx(0.03 * 1.7 * 1.015)  # seconds, every digit
+    # what every row shares is said once, above the table; a test in a few characters
+    assert text.count("framework/api") == 1 and "not enough repeats" not in text
+    words = " ".join(text.split())
+    assert "differs in framework/api; baseline torch" in words
+    assert "n<5: a side has fewer than 5 repeats" in words
+    # a number whose runs are not all stable says so beside it
+    keras = [line for line in lines if line.startswith("│ 1 thr │ keras")]
+    assert len(keras) == 1 and "n<5; unstable: this 1 noisy of 4" in keras[0]
+    scaling = [line for line in lines if line.startswith("│ keras ") and "baseline" in line]
+    assert len(scaling) == 1 and "baseline; unstable:" in scaling[0]

@@ -48,6 +48,7 @@ how wide the noise is) are made once here (``_sides``, ``_noise``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,14 @@ class Metric:
     label: str
     lower_is_better: bool
     unit: str
+
+    @property
+    def what(self) -> str:
+        """The label without its unit in seconds: a table shows seconds in the unit that reads
+        best (ms for a step) and says which in each column's header."""
+        if self.unit != "s":
+            return self.label
+        return re.sub(r" s(?= \(|$)", "", self.label)
 
 
 METRICS: dict[str, Metric] = {
@@ -304,6 +313,36 @@ def marks_text(verdicts: Sequence[tuple[str, Verdicts]]) -> str:
     return "; ".join(f"{side}: {v.note}" for side, v in verdicts if v.note)
 
 
+def marks_short(verdicts: Sequence[tuple[str, Verdicts]]) -> str:
+    """The marks in a table cell's few words: 'unstable: this 1 noisy of 3'."""
+    parts = [
+        f"{side} {v.note.removeprefix('not stable: ')}".strip() for side, v in verdicts if v.note
+    ]
+    return "unstable: " + ", ".join(parts) if parts else ""
+
+
+def test_short(significance: stats.Significance) -> str:
+    """A Mann-Whitney verdict in a few characters (the note says how to read it): 'sig
+    p=0.0079', 'ns p=0.31', or 'n<5' where a side has too few repeats for the test."""
+    if significance.p is None:
+        if min(significance.n_a, significance.n_b) < stats.MIN_REPEATS_FOR_TEST:
+            return f"n<{stats.MIN_REPEATS_FOR_TEST}"
+        return "no test"
+    return f"{'sig' if significance.significant else 'ns'} p={significance.p:.2g}"
+
+
+TEST_NOTE = (
+    "two-sided Mann-Whitney U, 'sig' below p=0.05, 'ns' above; "
+    f"n<{stats.MIN_REPEATS_FOR_TEST}: a side has fewer than {stats.MIN_REPEATS_FOR_TEST} repeats, "
+    "so no test; 'unstable' names a side whose runs are not all stable. CSV and JSON carry "
+    "the verdict in words (significance)."
+)
+
+
+def _joined(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
 def _noise(*sides: tuple[Group, list[float]]) -> float | None:
     """How far apart the sides' numbers fall by chance: the widest of their relative noises."""
     spreads = [stability.relative_noise(c.finished(), values) for c, values in sides]
@@ -355,7 +394,7 @@ def summary_table(configs: list[Group], metric: str) -> Table:
     number = lambda name, terminal=False: Column(name, NUMBER, m.unit, terminal)  # noqa: E731
     table = Table(
         "summary",
-        f"{m.label}: per configuration",
+        f"{m.what}: per configuration",
         (
             Column("configuration"),
             Column("n", COUNT),
@@ -467,7 +506,7 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
     m = metric_info(metric)
     table = Table(
         "comparisons",
-        f"comparisons of {m.label}",
+        f"comparisons of {m.what}",
         (
             Column("differs in"),
             Column("with"),
@@ -480,12 +519,12 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
             Column("n baseline", COUNT, terminal=False),
             Column("noise", FRACTION, terminal=False),
             Column("stability", terminal=False),
-            Column("significance"),
+            Column("test"),
+            Column("significance", terminal=False),
         ),
         note="ratio = median / baseline median; speed-up = how many times faster than the "
         "baseline, left out when the difference is inside the noise (repeats' (max-min)/min, or "
-        "one run's step CV); significance: two-sided Mann-Whitney U, needs ≥5 repeats on each "
-        "side, and says when runs on either side are not stable.",
+        "one run's step CV: 'noise ±x%'). test: against the baseline, " + TEST_NOTE,
     )
     # framework and api often vary together (a matrix); compare the pair as one field. A
     # device's model changes with the device or the host: compared as part of them.
@@ -514,17 +553,19 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
                 if not values or not base_values:
                     table.add(
                         [*head, None, None, None, len(values), len(base_values), None, ""]
-                        + ["no finished runs on one side"]
+                        + ["no runs", "no finished runs on one side"]
                     )
                     continue
                 result = stats.compare_pair(c.label, values, base.label, base_values)
                 verdict = result.significance.text
+                short = test_short(result.significance)
                 same_seed = _single_seed(c, base) if metric in SEED_DEPENDENT else None
                 if same_seed is not None:
                     verdict = (
                         f"no test: every run used seed {same_seed}, so repeats are not "
                         "replicates of an accuracy"
                     )
+                    short = f"one seed ({same_seed})"
                 speedup = None
                 if result.ratio:
                     speedup = 1 / result.ratio if m.lower_is_better else result.ratio
@@ -533,8 +574,10 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
                     # inside the noise: no "x times faster", whatever the test says
                     speedup = None
                     verdict = f"within the noise (±{100 * noise:.0f} %); {verdict}"
+                    short = f"noise ±{100 * noise:.0f}%; {short}"
                 sides = _sides([("this", c), ("baseline", base)])
                 marks = marks_text(sides)
+                short = _joined(short, marks_short(sides))
                 if marks:
                     verdict = f"{verdict}; {marks}"
                 p = result.significance.p if same_seed is None else None
@@ -548,6 +591,7 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
                         len(base_values),
                         noise,
                         marks,
+                        short,
                         verdict,
                     ],
                     sides,
@@ -564,7 +608,7 @@ def scaling_table(configs: list[Group], varying: list[str], metric: str) -> Tabl
         return None
     table = Table(
         "scaling",
-        f"thread scaling of {m.label}",
+        f"thread scaling of {m.what}",
         (
             Column("with"),
             Column("threads", COUNT),
@@ -574,10 +618,12 @@ def scaling_table(configs: list[Group], varying: list[str], metric: str) -> Tabl
             Column("oversubscribed", FLAG),
             Column("p", P_VALUE, terminal=False),
             Column("n", COUNT, terminal=False),
-            Column("vs fewest threads"),
+            Column("test"),
+            Column("vs fewest threads", terminal=False),
         ),
         note="speed-up = median at the fewest threads / median here; efficiency = speed-up / "
-        "(threads / fewest threads); 100 % is perfect scaling.",
+        "(threads / fewest threads); 100 % is perfect scaling. test: against the fewest "
+        "threads, " + TEST_NOTE,
     )
     parts = _partitions(configs, varying, "threads")
     contexts = _contexts(configs, "threads")
@@ -588,6 +634,9 @@ def scaling_table(configs: list[Group], varying: list[str], metric: str) -> Tabl
         for row in rows:
             c = by_threads[row.threads]
             significance = "baseline" if row is rows[0] else row.significance.text
+            verdicts = c.verdicts()
+            short = "baseline" if row is rows[0] else test_short(row.significance)
+            short = _joined(short, marks_short([("", verdicts)]))
             table.add(
                 [
                     contexts[id(c)],
@@ -598,9 +647,10 @@ def scaling_table(configs: list[Group], varying: list[str], metric: str) -> Tabl
                     c.oversubscribed,
                     None if row is rows[0] else row.significance.p,
                     len(c.values(metric)),
+                    short,
                     significance,
                 ],
-                [(c.label, c.verdicts())],
+                [(c.label, verdicts)],
             )
     return table
 
@@ -674,6 +724,16 @@ def worker_scaling_table(configs: list[Group], varying: list[str]) -> Table | No
     return table
 
 
+def _stack_headers(stacks: list[str]) -> list[str]:
+    """The study's column headers: the framework alone where it tells the stacks apart (the
+    API alone where that does), as the configurations' names do; the columns keep 'fw/api'."""
+    for part in (0, 1):
+        names = [stack.split("/", 1)[part] for stack in stacks]
+        if len(set(names)) == len(names):
+            return names
+    return stacks
+
+
 # -- the study's table -----------------------------------------------------------------------------
 def study_table(configs: list[Group], metric: str = "train_wall_s") -> Table | None:
     """The processing-time table of a thread/framework study: rows model × dataset × device ×
@@ -694,12 +754,12 @@ def study_table(configs: list[Group], metric: str = "train_wall_s") -> Table | N
         rows.setdefault(key, {})[f"{c.spec.get('framework')}/{c.spec.get('api')}"] = c
     columns = [Column("model"), Column("dataset"), Column("device"), Column("threads", COUNT)]
     layout = [Shown(c.name, (c.name,)) for c in columns]
-    for stack in stacks:
+    for stack, header in zip(stacks, _stack_headers(stacks), strict=True):
         columns += [Column(stack, NUMBER, m.unit), Column(f"{stack} n", COUNT)]
-        layout.append(Shown(stack, (stack, f"{stack} n"), WITH_N))
+        layout.append(Shown(header, (stack, f"{stack} n"), WITH_N))
     table = Table(
         "study",
-        f"median {m.label}: model × dataset × device × threads by framework",
+        f"median {m.what}: model × dataset × device × threads by framework",
         tuple(columns),
         note="cells: median over finished repeats (n); — where no run finished or was skipped.",
         layout=tuple(layout),
