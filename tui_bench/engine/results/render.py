@@ -26,7 +26,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -53,7 +53,7 @@ MISSING = "—"
 SECONDS, MILLISECONDS = "s", "ms"
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
