@@ -347,6 +347,17 @@ MODELS: dict[str, Model] = {
         },
     ),
     "lstm": Model("lstm", "LSTM", "sequence", "Embedding 5000×128 → LSTM128 → Dense1 (binary)"),
+    # Every adapter builds exactly this (docs/frameworks.md, "The transformer"): no padding mask,
+    # like the LSTM; Glorot-uniform kernels with each attention projection's fans those of a
+    # 128×128 dense, zero biases, LayerNorm γ=1 β=0, embeddings uniform ±0.05.
+    "transformer": Model(
+        "transformer",
+        "Transformer encoder",
+        "sequence",
+        "Embedding 5000×128 + learned positions 200×128 → 2 × [4-head self-attention (4×32) → "
+        "Dropout → +residual → LayerNorm → Dense512 GELU → Dense128 → Dropout → +residual → "
+        "LayerNorm] → mean over positions → Dense1 (binary; 1,062,273 parameters)",
+    ),
 }
 
 
