@@ -223,6 +223,24 @@ def test_fairness_card_names_a_hidden_difference_and_the_thread_flag():
     assert rows["thread flag"] == ["", "used more cores than configured"]
 
 
+def test_fairness_card_shows_the_attention_kernel_and_an_emulated_bf16_even_when_shared():
+    emulated = "bf16 emulated: CPU lacks avx512_bf16/amx_bf16"
+    a = with_worker(
+        runs("a", [1.0], framework="torch", api="eager", precision="bf16"),
+        attention="SDPA math (training, dropout 0.25), flash (evaluation) on CPU",
+        bf16_note=emulated,
+    )
+    b = with_worker(
+        runs("b", [2.0], framework="keras", api="jax", precision="bf16"),
+        attention="MultiHeadAttention einsum + softmax + dropout, flash_attention=None; XLA on",
+        bf16_note=emulated,
+    )
+    rows = {row[0]: row[1:] for row in table(report.build(a + b), "fairness").rows}
+    assert rows["attention kernel"][0].startswith("SDPA math")
+    assert rows["attention kernel"][1].endswith("XLA on")
+    assert rows["bf16"] == [emulated, emulated]  # the same in both, shown all the same
+
+
 def test_no_fairness_card_when_nothing_else_differs():
     records = runs("a", [1.0, 1.1], api="eager") + runs("b", [2.0, 2.1], api="compile")
     assert "fairness" not in [t.name for t in report.build(records)]

@@ -815,6 +815,8 @@ CARD_SPEC_FIELD = {
 FAIRNESS_SETTINGS: list[tuple[str, Any]] = [
     ("precision", lambda r: (r.get("spec") or {}).get("precision", "fp32")),
     ("compilation", lambda r: _settings(r).get("compile")),
+    # The kernel a transformer's attention ran in (torch's SDPA backend, Keras' path and XLA).
+    ("attention kernel", lambda r: _settings(r).get("attention")),
     ("autotune", lambda r: _settings(r).get("autotune") or (r.get("spec") or {}).get("autotune")),
     ("input path", lambda r: (r.get("spec") or {}).get("input", "host")),
     ("timing mode", lambda r: (r.get("spec") or {}).get("timing", "synced")),
@@ -848,6 +850,13 @@ def fairness_card(groups: list[Group], varying: Sequence[str] = ()) -> Table | N
             cells.append(" / ".join(values) if values else "—")
         if len(set(cells)) > 1:
             table.rows.append([label, *cells])
+    # Shown whenever any run has it, even if all do: an emulated bf16 number is not a bf16 one.
+    emulated = [
+        list(dict.fromkeys(_settings(r).get("bf16_note") or "" for r in g.runs if r.get("status")))
+        for g in groups
+    ]
+    if any(any(notes) for notes in emulated):
+        table.rows.append(["bf16", *(" / ".join(n for n in notes if n) for notes in emulated)])
     flagged = [
         g.label for g in groups if any((r.get("metrics") or {}).get("threads_flag") for r in g.runs)
     ]
