@@ -104,21 +104,21 @@ def resolve_device(backend: str, device: str) -> str:
 PROJECTION_LIMIT = math.sqrt(6.0 / (128 + 128))
 
 
-class AddPositions(keras.layers.Layer):
-    """Adds a learned position embedding (length × width, uniform ±0.05) to every sequence."""
-
-    def build(self, input_shape: Any) -> None:
-        uniform = keras.initializers.RandomUniform(-0.05, 0.05)
-        self.table = self.add_weight(
-            name="positions", shape=tuple(input_shape[1:]), initializer=uniform
-        )
-
-    def call(self, x: Any) -> Any:
-        return x + self.table
-
-
 def transformer(keras: Any, vocab: int, length: int, dropout: float) -> Any:
     layers = keras.layers
+
+    class AddPositions(layers.Layer):
+        """Adds a learned position embedding (length × width, uniform ±0.05)."""
+
+        def build(self, input_shape: Any) -> None:
+            uniform = keras.initializers.RandomUniform(-0.05, 0.05)
+            self.table = self.add_weight(
+                name="positions", shape=tuple(input_shape[1:]), initializer=uniform
+            )
+
+        def call(self, x: Any) -> Any:
+            return x + self.table
+
     ids = keras.Input((length,))
     h = AddPositions()(layers.Embedding(vocab, 128)(ids))
     for _ in range(2):

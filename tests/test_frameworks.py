@@ -173,6 +173,33 @@ def test_transformer_trains_identically_everywhere(bench_env, framework: str, ap
     assert result.metrics()["loc_model"] > 0
 
 
+# One API per way bf16 reaches the model: torch autocast, TF's mixed policy, Keras' on each backend.
+BF16_PATHS = [("torch", "eager"), ("tensorflow", "graph"), ("keras", "torch"), ("keras", "jax")]
+
+
+@pytest.mark.parametrize(("framework", "api"), BF16_PATHS)
+def test_transformer_runs_bf16_on_the_cpu_and_says_if_emulated(bench_env, framework, api) -> None:
+    import platform
+
+    result = run(bench_env, framework, api, **{**TRANSFORMER_RUN, "epochs": 1}, precision="bf16")
+    settings = result.started["settings"]
+    assert settings["precision"] == "bf16"
+    if framework == "torch":
+        assert settings["autocast"] == "bfloat16"
+        assert settings["attention"].startswith("SDPA math (training")
+    else:
+        assert settings["policy"] == "mixed_bfloat16"
+    flags = (
+        Path("/proc/cpuinfo").read_text(errors="replace") if Path("/proc/cpuinfo").exists() else ""
+    )
+    native = any(flag in flags.split() for flag in ("avx512_bf16", "amx_bf16"))
+    if platform.machine() == "x86_64" and flags and not native:
+        assert settings["bf16_note"] == "bf16 emulated: CPU lacks avx512_bf16/amx_bf16"
+    else:
+        assert "bf16_note" not in settings
+    assert 0 < result.epochs[0]["loss"] < 5
+
+
 # -- the other models: equal parameter counts across frameworks -----------------------------------
 # One API per distinct model-building code path (TF's four non-Estimator APIs share one
 # build_model, Keras' three backends share another).
