@@ -135,18 +135,22 @@ def test_reference_cnn_trains_identically_everywhere(bench_env, framework: str, 
 
 # -- the transformer (issue 27), every framework × API ----------------------------------------------
 TRANSFORMER_PARAMS = 1_062_273
-# lr 1e-4: the post-LN encoder's loss jumps at 1e-3 on batches of 16 (measured with torch).
+# Measured with torch, seeds 0-2, batches of 16: at lr 1e-3 the post-LN encoder's loss jumps; at
+# 3e-4 two epochs of 6 steps did not always fall (0.662 -> 0.644) but the third epoch's mean was
+# below the first's in every seed (by 0.13-0.22).
 TRANSFORMER_RUN = {
     "model": "transformer",
-    "lr": 1e-4,
+    "lr": 3e-4,
     "batch_size": 16,
+    "epochs": 3,
     "steps_per_epoch": 6,
     "train_samples": 240,
     "test_samples": 32,
 }
-# Every framework starts from the same initialiser family (not the same draws): the first epoch's
-# mean loss sits near ln 2 everywhere; measured spread between seeds with torch: 0.02.
-FIRST_EPOCH_LOSS_TOLERANCE = 0.15
+# The first step's loss is taken before any update: every framework starts from the same
+# initialiser family (its own draws) with a near-zero logit, so it sits near ln 2 everywhere.
+# Measured: torch 0.661-0.705 over seeds, MXNet 0.701/0.724, TF 0.733.
+FIRST_STEP_LOSS_TOLERANCE = 0.15
 
 
 @pytest.mark.parametrize(("framework", "api"), COMBOS)
@@ -156,10 +160,14 @@ def test_transformer_trains_identically_everywhere(bench_env, framework: str, ap
     started = result.started
     assert started["param_count"] == TRANSFORMER_PARAMS
     assert started["first_batch_sha256"] == reference.started["first_batch_sha256"]
-    first, second = (epoch["loss"] for epoch in result.epochs)
-    assert second < first, f"loss did not fall: {first:.4f} -> {second:.4f}"
-    torch_first = reference.epochs[0]["loss"]
-    assert abs(first - torch_first) <= FIRST_EPOCH_LOSS_TOLERANCE, (first, torch_first)
+    first, *_, last = (epoch["loss"] for epoch in result.epochs)
+    assert last < first, f"loss did not fall: {first:.4f} -> {last:.4f}"
+
+    def first_step_loss(of: RunResult) -> float:
+        return bench_env.step_events(of.run_id)[0]["losses"][0]
+
+    here, torch_here = first_step_loss(result), first_step_loss(reference)
+    assert abs(here - torch_here) <= FIRST_STEP_LOSS_TOLERANCE, (here, torch_here)
     # The attention kernel that ran is a recorded setting, stated per framework.
     attention = started["settings"]["attention"]
     if framework == "torch":
