@@ -527,3 +527,82 @@ def render_report(out: Console, tables: list[report.Table]) -> None:
         for row in rows:
             rich_table.add_row(*(report.cell_text(v) for v in row))
         out.print(rich_table)
+
+
+# -- what compare and report work on, and the HTML report -------------------------------------------
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """TARGET... and --last/--since: the runs `compare` and `report` read (``sweep.collect``)."""
+    parser.add_argument(
+        "ids",
+        nargs="*",
+        metavar="TARGET",
+        help="run ids, group ids, sweep ids (prefixes ok) or a preset's name (its latest sweep); "
+        "default: the last sweep, or the whole history with --last/--since",
+    )
+    parser.add_argument(
+        "--last", type=int, metavar="N", help="only the newest N of those runs (of all runs)"
+    )
+    parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only runs started then or later: today, yesterday, 3d, 12h, 2026-11-20",
+    )
+
+
+def collect_targets(
+    args: argparse.Namespace, history: History
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[Any]]:
+    from tui_bench.engine.results.regress import parse_when
+    from tui_bench.engine.runs import sweep as sweep_module
+
+    last = getattr(args, "last", None)
+    if last is not None and last < 1:
+        raise UsageError(f"--last must be at least 1, got {last}")
+    since = parse_when(args.since) if getattr(args, "since", None) else None
+    return sweep_module.collect(args.ids, history, last=last, since=since)
+
+
+def check_output(path: str, flag: str) -> None:
+    """A file we are about to write: its folder must exist (one line otherwise, exit 2)."""
+    from pathlib import Path
+
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder, not a file")
+    if not target.parent.is_dir():
+        raise UsageError(f"{flag} {path}: the folder {target.parent} does not exist")
+
+
+def write_html_report(
+    path: str,
+    records: list[dict[str, Any]],
+    tables: list[report.Table],
+    metric: str,
+    history: History,
+    command: str = "",
+) -> None:
+    """The comparison's self-contained HTML report (``html_report``), titled after its sweep."""
+    from pathlib import Path
+
+    from tui_bench.engine.results import html_report
+    from tui_bench.engine.runs import sweep as sweep_module
+
+    check_output(path, "--html")
+    title, study = "", ""
+    for group in dict.fromkeys(r.get("group") for r in records if r.get("group")):
+        try:
+            found = sweep_module.find(str(group))
+        except HistoryError:
+            continue
+        title = title or f"{found.preset}: sweep {found.id}"
+        study = study or found.study
+    page = html_report.collect(
+        records,
+        tables,
+        metric=metric,
+        history=history.all(),
+        title=title,
+        study=study,
+        command=command,
+    )
+    Path(path).write_text(html_report.render(page), encoding="utf-8")

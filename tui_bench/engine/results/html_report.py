@@ -1,0 +1,634 @@
+"""A comparison as one self-contained HTML page, for a team to read away from the terminal
+(``tui-bench report TARGET --html FILE``, ``compare --html``, the Compare screen's key).
+
+It renders the tables ``compare`` prints (``report.build``: the one place a statistic over
+runs is computed) and adds only what the records carry as they are (per-run values, verdicts
+and their reasons, the machine, versions, the doctor's check at run time), each configuration's
+trend with its change points (``trends``), and figures drawn from those same tables
+(``figures.report_svgs``, the optional ``figures`` extra). It computes no statistic itself.
+
+The page is one file: no request to any other address when opened (no CDN, fonts or scripts;
+figures are inline SVG), readable without JavaScript, printable, light or dark by the reader's
+preference. Every text that comes from a file (run ids, labels, reasons, notes) is escaped.
+
+Two calls::
+
+    page = html_report.collect(records, tables, metric=..., history=History().all())
+    text = html_report.render(page)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any
+
+from tui_bench import __version__
+from tui_bench.engine.errors import TuiBenchError
+from tui_bench.engine.results import identity as identity_module
+from tui_bench.engine.results import report, stability
+from tui_bench.engine.results import trends as trends_module
+
+# Per-run facts the records may carry beside the compared metric (metric key → column label).
+# A column is shown only when some run has it.
+RUN_EXTRAS: dict[str, str] = {
+    "res_peak_rss_mib": "peak RSS MiB",
+    "res_peak_gpu_mem_mib": "peak GPU memory MiB",
+    "res_mean_gpu_util": "mean GPU util %",
+    "res_steady_energy_j": "energy (steady) J",
+    "samples_per_joule": "samples/J",
+    "mfu": "MFU",
+}
+MAX_VERDICT_LINES = 8  # comparisons spelled out in the verdict paragraph; the rest in the table
+
+
+@dataclass(frozen=True)
+class SvgFigure:
+    """A figure as inline SVG text (no XML prologue) and what it shows."""
+
+    title: str
+    svg: str
+
+
+@dataclass
+class Page:
+    """Everything a report shows, computed elsewhere; ``render`` only lays it out."""
+
+    title: str
+    metric: str
+    tables: Sequence[report.Table]
+    records: Sequence[dict[str, Any]]
+    labels: dict[str, str]  # run id → its configuration's short name (the summary's)
+    trends: Sequence[trends_module.Trend] = ()
+    figures: Sequence[SvgFigure] = ()
+    figures_note: str = ""  # why there are no figures, and how to get them
+    study: str = ""
+    command: str = ""
+    generated_at: str = field(
+        default_factory=lambda: dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    )
+
+
+# -- gathering ------------------------------------------------------------------------------------
+def collect(
+    records: Sequence[dict[str, Any]],
+    tables: Sequence[report.Table],
+    *,
+    metric: str = "step_median_s",
+    history: Sequence[dict[str, Any]] = (),
+    title: str = "",
+    study: str = "",
+    command: str = "",
+    with_figures: bool = True,
+) -> Page:
+    """The page for ``records`` and the tables ``report.build`` made of them: each compared
+    configuration's trend over ``history`` (every record kept), and the figures when the
+    ``figures`` extra is installed."""
+    groups, _varying = report.split_by_host(*report.group_runs(records))
+    labels = {str(r.get("id")): g.label for g in groups for r in g.runs}
+    keys = {identity_module.identity(r).key for r in records}
+    found = [
+        t for t in trends_module.trends(history or records, metric=metric) if t.identity.key in keys
+    ]
+    page = Page(
+        title=title or _default_title(records),
+        metric=metric,
+        tables=tables,
+        records=records,
+        labels=labels,
+        trends=found,
+        study=study,
+        command=command,
+    )
+    if with_figures:
+        from tui_bench.engine.results import figures  # matplotlib is an optional extra
+
+        try:
+            page.figures = [SvgFigure(t, s) for t, s in figures.report_svgs(page)]
+        except TuiBenchError as exc:
+            page.figures_note = str(exc)
+    else:
+        page.figures_note = f"figures left out; with matplotlib ({figures_hint()}) they are drawn"
+    return page
+
+
+def figures_hint() -> str:
+    from tui_bench.engine.results import figures
+
+    return figures.INSTALL_HINT
+
+
+def _default_title(records: Sequence[dict[str, Any]]) -> str:
+    groups = {r.get("group") for r in records if r.get("group")}
+    if len(groups) == 1:
+        return f"comparison of sweep {next(iter(groups))}"
+    return f"comparison of {len(records)} run(s)"
+
+
+# -- the seam onto the computed tables --------------------------------------------------------------
+def table(tables: Sequence[report.Table], name: str) -> report.Table | None:
+    return next((t for t in tables if t.name == name), None)
+
+
+def rows_of(t: report.Table | None) -> list[dict[str, Any]]:
+    """A table's rows by column name (every column, not only the terminal's)."""
+    if t is None:
+        return []
+    return [dict(zip(t.columns, row, strict=False)) for row in t.rows]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+# -- rendering ------------------------------------------------------------------------------------
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _cell(value: Any) -> str:
+    return _e(report.cell_text(value))
+
+
+def _verdict_class(text: str) -> str:
+    text = text.lower()
+    if not text or text == "stable":
+        return "stable"
+    if "unreliable" in text or "no finished" in text:
+        return "unreliable"
+    if "not judged" in text and "not stable" not in text:
+        return "unjudged"
+    return "noisy"
+
+
+def _badge(text: str) -> str:
+    return f'<span class="badge {_verdict_class(text)}">{_e(text or "stable")}</span>'
+
+
+def _html_table(t: report.Table, *, verdict_column: str | None = None, caption: bool = True) -> str:
+    """A computed table as HTML: the columns a terminal shows (``Table.view``), numbers to the
+    right, its note below; ``verdict_column`` (a column of the full row) marks rows whose runs
+    are not all stable and adds the verdict as the last cell."""
+    columns, rows = t.view()
+    full = rows_of(t)
+    out = [f'<div class="scroll"><table id="table-{_e(t.name)}">']
+    if caption:
+        out.append(f"<caption>{_e(t.title)}</caption>")
+    heads = [*columns, *(["verdict"] if verdict_column else [])]
+    out.append(
+        "<thead><tr>" + "".join(f'<th scope="col">{_e(c)}</th>' for c in heads) + "</tr></thead>"
+    )
+    out.append("<tbody>")
+    for shown, whole in zip(rows, full, strict=True):
+        verdict = str(whole.get(verdict_column) or "") if verdict_column else ""
+        row_class = f' class="{_verdict_class(verdict)}"' if verdict_column else ""
+        cells = []
+        for value in shown:
+            numeric = _number(value) is not None
+            cells.append(f"<td{' class=num' if numeric else ''}>{_cell(value)}</td>")
+        if verdict_column:
+            cells.append(f"<td>{_badge(verdict)}</td>")
+        out.append(f"<tr{row_class}>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table></div>")
+    if t.note:
+        out.append(f'<p class="note">{_e(t.note)}</p>')
+    return "\n".join(out)
+
+
+def _kv_table(rows: Sequence[tuple[str, Any]], table_id: str) -> str:
+    body = "".join(
+        f'<tr><th scope="row">{_e(k)}</th><td>{_e(v)}</td></tr>'
+        for k, v in rows
+        if v not in (None, "")
+    )
+    return f'<div class="scroll"><table id="{_e(table_id)}" class="kv"><tbody>{body}</tbody></table></div>'
+
+
+def _metric_label(metric: str) -> tuple[str, bool]:
+    return report.METRICS.get(metric, (metric, True))
+
+
+def _times(value: float) -> str:
+    return f"{value:.2f}×"
+
+
+# -- sections -------------------------------------------------------------------------------------
+def _question(page: Page) -> str:
+    label, lower = _metric_label(page.metric)
+    summary = rows_of(table(page.tables, "summary"))
+    names = [str(r.get("configuration")) for r in summary]
+    items = "".join(f"<li>{_e(n)}</li>" for n in names)
+    study = f"<p>Study: {_e(page.study)}</p>" if page.study else ""
+    better = "lower is better" if lower else "higher is better"
+    return (
+        '<section id="question"><h2>The question</h2>'
+        f"<p>Which of these {len(names)} configuration(s) does better on <strong>{_e(label)}</strong> "
+        f"({better}), over {len(page.records)} run(s)?</p>{study}<ul class=configs>{items}</ul></section>"
+    )
+
+
+def verdict_sentences(page: Page) -> list[str]:
+    """The verdict in plain sentences, each read off a row of the computed tables."""
+    label, _lower = _metric_label(page.metric)
+    summary = rows_of(table(page.tables, "summary"))
+    comparisons = rows_of(table(page.tables, "comparisons"))
+    out: list[str] = []
+    if not summary:
+        return ["No run of these configurations has finished: there is nothing to compare."]
+    if not comparisons:
+        if len(summary) == 1:
+            row = summary[0]
+            out.append(
+                f"One configuration, {row['configuration']}: {label} median "
+                f"{report.cell_text(row.get('median'))} (IQR {report.cell_text(row.get('IQR'))}, "
+                f"n={row.get('n')})."
+            )
+        else:
+            out.append(
+                "No two configurations differ in a single setting, so none is compared with "
+                "another directly: read the medians per configuration below."
+            )
+    for row in comparisons[:MAX_VERDICT_LINES]:
+        who, base = row.get("configuration"), row.get("baseline")
+        where = row.get("with")
+        context = f" (with {where})" if where and where != "—" else ""
+        ratio, speedup = _number(row.get("ratio")), _number(row.get("speed-up"))
+        significance = str(row.get("significance") or "")
+        if ratio is None:
+            out.append(f"{who} against {base}{context}: not compared ({significance}).")
+        elif speedup is None:
+            out.append(
+                f"{who} against {base}{context}: no clear difference (ratio of medians "
+                f"{ratio:.3g}); {significance}."
+            )
+        else:
+            how = f"{_times(speedup)} faster" if speedup >= 1 else f"{_times(1 / speedup)} slower"
+            out.append(
+                f"{who} is {how} than {base}{context}: ratio of medians {ratio:.3g}; "
+                f"{significance}."
+            )
+    if len(comparisons) > MAX_VERDICT_LINES:
+        out.append(
+            f"{len(comparisons) - MAX_VERDICT_LINES} more comparison(s) in the ratios table."
+        )
+    unstable = [
+        (str(r.get("configuration")), str(r.get("stability")))
+        for r in summary
+        if str(r.get("stability") or "stable") != "stable"
+    ]
+    if unstable:
+        out.append(
+            "Not every run was stable, so read those numbers with care: "
+            + "; ".join(f"{name}: {note}" for name, note in unstable)
+            + "."
+        )
+    else:
+        out.append("Every finished run of every configuration was judged stable.")
+    counts = sorted({int(r.get("n") or 0) for r in summary})
+    if counts:
+        n_text = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+        out.append(f"Finished runs per configuration: {n_text}.")
+    return out
+
+
+def _verdict(page: Page) -> str:
+    text = " ".join(_e(s) for s in verdict_sentences(page))
+    return f'<section id="verdict"><h2>The verdict</h2><p class="verdict">{text}</p></section>'
+
+
+def _distinct(values: Sequence[Any]) -> str:
+    shown = [str(v) for v in dict.fromkeys(values) if v not in (None, "")]
+    return " / ".join(shown)
+
+
+def _machine(page: Page) -> str:
+    envs = [r.get("env") or {} for r in page.records]
+    hosts = list(dict.fromkeys(report.run_host(r) for r in page.records))
+    gpus = _distinct(
+        [
+            f"{e.get('gpu_model')} (driver {e.get('gpu_driver')})" if e.get("gpu_model") else None
+            for e in envs
+        ]
+    )
+    facts = [
+        ("host" if len(hosts) == 1 else "hosts", ", ".join(hosts)),
+        ("CPU", _distinct([e.get("cpu_model") for e in envs])),
+        (
+            "cores (physical / logical)",
+            _distinct(
+                [
+                    f"{e.get('physical_cores', '?')} / {e.get('logical_cores', '?')}"
+                    for e in envs
+                    if e.get("logical_cores")
+                ]
+            ),
+        ),
+        ("memory GiB", _distinct([e.get("ram_gib") for e in envs])),
+        ("GPU", gpus or "none recorded"),
+        ("OS", _distinct([e.get("os") for e in envs])),
+        ("tui-bench", _distinct([e.get("tui_bench") for e in envs])),
+    ]
+    checks: dict[str, int] = {}
+    for r in page.records:
+        snap = r.get("machine_check")
+        if isinstance(snap, dict):
+            names = [*(snap.get("fail") or []), *(snap.get("warn") or [])]
+            text = str(snap.get("banner") or "?") + (
+                f" ({', '.join(map(str, names))})" if names else ""
+            )
+        else:
+            text = "not recorded (a run from before the check was kept)"
+        checks[text] = checks.get(text, 0) + 1
+    doctor_items = "".join(
+        f'<li><span class="badge {"stable" if text.startswith("machine: ok") else "noisy"}">'
+        f"{_e(text)}</span> — {count} run(s)</li>"
+        for text, count in checks.items()
+    )
+    loads = _distinct([report._load(r) for r in page.records])  # noqa: SLF001 - the card's own words
+    versions: dict[str, dict[str, Any]] = {}
+    for r in page.records:
+        name = page.labels.get(str(r.get("id")), str(r.get("label") or "?"))
+        for k, v in identity_module.versions(r).items():
+            if v is not None and k != "machine":
+                versions.setdefault(name, {}).setdefault(k, []).append(v)
+    version_rows = "".join(
+        f"<tr><th scope=row>{_e(name)}</th><td>"
+        + _e("; ".join(f"{k} {_distinct(vs)}" for k, vs in found.items()))
+        + "</td></tr>"
+        for name, found in versions.items()
+    )
+    return (
+        '<section id="machine"><h2>The machine</h2>'
+        + _kv_table(facts, "table-machine")
+        + f"<h3>Machine check at run time (tui-bench doctor)</h3><ul class=checks>{doctor_items}</ul>"
+        + (f"<p>Load when runs started: {_e(loads)}</p>" if loads else "")
+        + "<h3>Versions and runtimes</h3>"
+        + '<div class="scroll"><table id="table-versions"><thead><tr><th scope=col>configuration</th>'
+        + "<th scope=col>versions</th></tr></thead><tbody>"
+        + version_rows
+        + "</tbody></table></div></section>"
+    )
+
+
+def _fairness(page: Page) -> str:
+    card = table(page.tables, "fairness")
+    body = (
+        _html_table(card)
+        if card is not None
+        else "<p>No setting the fairness card checks (precision, compilation, autotune, input "
+        "path, timing mode, threads, versions, driver, load) differs between the compared "
+        "configurations beyond what the comparison varies.</p>"
+    )
+    return f'<section id="fairness"><h2>Fairness card</h2>{body}</section>'
+
+
+def _per_configuration(page: Page) -> str:
+    summary = table(page.tables, "summary")
+    out = ['<section id="configurations"><h2>Per configuration</h2>']
+    if summary is not None:
+        out.append(_html_table(summary, verdict_column="stability"))
+    out.append("<h3>Each run</h3>")
+    out.append(_runs_table(page))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _runs_table(page: Page) -> str:
+    label, _ = _metric_label(page.metric)
+    extras = [
+        (key, name)
+        for key, name in RUN_EXTRAS.items()
+        if any(_number((r.get("metrics") or {}).get(key)) is not None for r in page.records)
+    ]
+    heads = [
+        "run",
+        "configuration",
+        "status",
+        page.metric,
+        "verdict",
+        "reasons",
+        *(n for _, n in extras),
+    ]
+    out = [
+        '<div class="scroll"><table id="table-runs">',
+        f"<caption>{_e(label)}: each run as recorded</caption>",
+    ]
+    out.append(
+        "<thead><tr>"
+        + "".join(f"<th scope=col>{_e(h)}</th>" for h in heads)
+        + "</tr></thead><tbody>"
+    )
+    for r in page.records:
+        metrics = r.get("metrics") or {}
+        status = str(r.get("status") or "?")
+        verdict = stability.verdict_of(r) or ("not judged" if status == "finished" else "")
+        reasons = stability.reasons_text(r) or (
+            str(r.get("reason") or "") if status != "finished" else ""
+        )
+        value = metrics.get(page.metric)
+        cells = [
+            f"<td><code>{_e(r.get('id'))}</code></td>",
+            f"<td>{_e(page.labels.get(str(r.get('id')), r.get('label') or '?'))}</td>",
+            f"<td>{_e(status)}</td>",
+            f'<td class="num">{_cell(value)}</td>' if _number(value) is not None else "<td>—</td>",
+            f"<td>{_badge(verdict) if verdict else ''}</td>",
+            f"<td>{_e(reasons)}</td>",
+            *(
+                f'<td class="num">{_cell(metrics.get(key))}</td>'
+                if _number(metrics.get(key)) is not None
+                else "<td>—</td>"
+                for key, _ in extras
+            ),
+        ]
+        row_class = _verdict_class(verdict if status == "finished" else "unreliable")
+        out.append(f'<tr class="{row_class}">' + "".join(cells) + "</tr>")
+    out.append("</tbody></table></div>")
+    out.append(
+        '<p class="note">verdict: the run\'s own stability check (stable / noisy / unreliable) '
+        "with the rules it broke; a run that did not finish gives no number.</p>"
+    )
+    return "\n".join(out)
+
+
+def _section_of(page: Page, section_id: str, heading: str, names: Sequence[str], empty: str) -> str:
+    found = [t for name in names if (t := table(page.tables, name)) is not None]
+    if not found:
+        return f'<section id="{section_id}"><h2>{_e(heading)}</h2><p>{_e(empty)}</p></section>'
+    body = "\n".join(_html_table(t) for t in found)
+    return f'<section id="{section_id}"><h2>{_e(heading)}</h2>{body}</section>'
+
+
+def _trends(page: Page) -> str:
+    out = ['<section id="trends"><h2>Trends over history</h2>']
+    if not page.trends:
+        out.append(
+            "<p>No configuration here has a finished run with this metric in history.</p></section>"
+        )
+        return "".join(out)
+    out.append(
+        '<div class="scroll"><table id="table-trends"><thead><tr><th scope=col>configuration</th>'
+        "<th scope=col>runs</th><th scope=col>first</th><th scope=col>last</th>"
+        "<th scope=col>last value</th><th scope=col>last verdict</th><th scope=col>change points</th>"
+        "</tr></thead><tbody>"
+    )
+    for t in page.trends:
+        first = t.points[0].record.get("started_at", "") if t.points else ""
+        last = t.last
+        changes = "; ".join(c.describe(t.metric) for c in t.change_points) or "none found"
+        out.append(
+            "<tr>"
+            f"<td>{_e(t.identity.label)}</td>"
+            f'<td class="num">{len(t.points)}{f" (+{t.failed} failed)" if t.failed else ""}</td>'
+            f"<td>{_e(str(first)[:16])}</td>"
+            f"<td>{_e(str(last.record.get('started_at', ''))[:16]) if last else ''}</td>"
+            f'<td class="num">{_cell(last.value) if last else "—"}</td>'
+            f"<td>{_badge(last.verdict or 'not judged') if last else ''}</td>"
+            f"<td>{_e(changes)}</td></tr>"
+        )
+    out.append("</tbody></table></div>")
+    out.append(
+        '<p class="note">one value per run (its own median), in time order; change points by '
+        "penalised least squares on log values (tui-bench trends), with the versions or machine "
+        "state that changed at each.</p></section>"
+    )
+    return "".join(out)
+
+
+_SVG_START = re.compile(r"<svg\b", re.IGNORECASE)
+_UNSAFE_SVG = re.compile(
+    r"<script|<foreignObject|<[^>]*\son[a-z]+\s*=|(?:href|src)\s*=\s*(?![\"']?#)|url\(\s*(?![\"']?#)",
+    re.IGNORECASE,
+)
+
+
+def inline_svg(svg: str) -> str | None:
+    """SVG text ready to sit in the page (prologue and doctype cut), or None when it holds
+    anything that could run or fetch (a script, an event handler, a reference outside itself)."""
+    match = _SVG_START.search(svg)
+    if match is None:
+        return None
+    body = svg[match.start() :]
+    return None if _UNSAFE_SVG.search(body) else body
+
+
+def _figures(page: Page) -> str:
+    out = ['<section id="figures"><h2>Figures</h2>']
+    if page.figures_note:
+        out.append(
+            f'<p class="note">{_e(page.figures_note)} The tables above hold every number.</p>'
+        )
+    for index, fig in enumerate(page.figures, 1):
+        svg = inline_svg(fig.svg)
+        if svg is None:
+            out.append(
+                f"<p>Figure {index} ({_e(fig.title)}) left out: its SVG referred outside itself.</p>"
+            )
+            continue
+        out.append(
+            f'<figure id="figure-{index}">{svg}<figcaption>Figure {index}. {_e(fig.title)}</figcaption></figure>'
+        )
+    out.append("</section>")
+    return "\n".join(out)
+
+
+CSS = """
+:root { color-scheme: light dark; --bg: #ffffff; --fg: #1b1f24; --muted: #57606a;
+  --line: #d0d7de; --head: #f3f5f7; --stable: #1a7f37; --noisy: #9a6700; --unreliable: #cf222e;
+  --unjudged: #57606a; --row-warn: #fff8c5; --row-bad: #ffebe9; }
+@media (prefers-color-scheme: dark) {
+  :root { --bg: #0d1117; --fg: #e6edf3; --muted: #9198a1; --line: #30363d; --head: #161b22;
+    --stable: #3fb950; --noisy: #d29922; --unreliable: #f85149; --unjudged: #9198a1;
+    --row-warn: #2d2410; --row-bad: #3a1618; }
+}
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 72rem; padding: 1.5rem; background: var(--bg); color: var(--fg);
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
+h1 { font-size: 1.6rem; margin: 0 0 .25rem; } h2 { font-size: 1.25rem; margin: 2rem 0 .5rem;
+  padding-bottom: .25rem; border-bottom: 1px solid var(--line); } h3 { font-size: 1rem; margin: 1.25rem 0 .4rem; }
+p.meta, p.note, figcaption { color: var(--muted); font-size: .85rem; }
+p.verdict { font-size: 1.05rem; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; margin: .5rem 0; font-size: .85rem; }
+caption { text-align: left; font-weight: 600; padding: .25rem 0; }
+th, td { border: 1px solid var(--line); padding: .25rem .5rem; vertical-align: top; text-align: left; }
+thead th, table.kv th { background: var(--head); }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.noisy td, tr.unjudged td { background: var(--row-warn); } tr.unreliable td { background: var(--row-bad); }
+.badge { display: inline-block; padding: 0 .4rem; border-radius: .6rem; border: 1px solid currentColor;
+  font-size: .8rem; white-space: nowrap; }
+.badge.stable { color: var(--stable); } .badge.noisy { color: var(--noisy); }
+.badge.unreliable { color: var(--unreliable); } .badge.unjudged { color: var(--unjudged); }
+code { font-size: .8rem; }
+figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; color: var(--fg); }
+ul.configs li { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .9rem; }
+@media print {
+  :root { --bg: #fff; --fg: #000; --muted: #333; --head: #eee; }
+  body { max-width: none; padding: 0; font-size: 10pt; }
+  .scroll { overflow: visible; }
+  table, figure { page-break-inside: avoid; break-inside: avoid; }
+  h2 { page-break-after: avoid; break-after: avoid; }
+}
+"""
+
+
+def render(page: Page) -> str:
+    """The page as one HTML document (a str: the caller writes it)."""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        # nothing may load from elsewhere, even if a figure or a label slipped something in
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">",
+        f'<meta name="generator" content="tui-bench {_e(__version__)}">',
+        f"<title>{_e(page.title)}</title>",
+        f"<style>{CSS}</style>",
+        "</head>",
+        "<body>",
+        f"<header><h1>{_e(page.title)}</h1>",
+        f'<p class="meta">tui-bench {_e(__version__)} · generated {_e(page.generated_at)}'
+        + (f" · <code>{_e(page.command)}</code>" if page.command else "")
+        + "</p></header>",
+        "<main>",
+        _question(page),
+        _verdict(page),
+        _machine(page),
+        _fairness(page),
+        _per_configuration(page),
+        _section_of(
+            page,
+            "ratios",
+            "Ratios",
+            ["comparisons"],
+            "No two configurations differ in one setting.",
+        ),
+        _section_of(
+            page,
+            "scaling",
+            "Scaling",
+            ["scaling", "workers"],
+            "These runs do not vary threads or workers.",
+        ),
+        _section_of(
+            page,
+            "published",
+            "Published figures beside ours",
+            ["published", "study"],
+            "These runs are not a study preset's sweep: no published figure to set beside them.",
+        ),
+        _trends(page),
+        _figures(page),
+        _section_of(page, "skipped", "Not run", ["skipped"], "Every configuration ran."),
+        "</main>",
+        "</body>",
+        "</html>",
+        "",
+    ]
+    return "\n".join(parts)
