@@ -77,6 +77,13 @@ def _draw_trends(figure: Any, shown: Sequence[Trend]) -> Any:
                 fontsize=7,
                 color="tab:red",
             )
+        if all(p.when for p in item.points):
+            from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+            locator = AutoDateLocator(maxticks=8)
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+            ax.xaxis.get_offset_text().set_fontsize(7)
         ax.set_title(item.identity.label, fontsize=9, loc="left")
         ax.set_ylabel(f"{item.metric}{unit}", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -241,7 +248,7 @@ def _scaling(figure: Any, page: Any) -> tuple[str, Any] | None:
     ]
     if not panels:
         return None
-    fig = figure(figsize=(5 * len(panels), 3.6))
+    fig = figure(figsize=(9, 3.6))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (name, x_column) in zip(axes, panels, strict=True):
         lines: dict[str, list[tuple[float, float]]] = {}
@@ -260,7 +267,7 @@ def _scaling(figure: Any, page: Any) -> tuple[str, Any] | None:
         ax.plot([1, top], [1, top], linestyle=":", color="tab:gray", label="ideal")
         ax.set_xlabel(x_column, fontsize=8)
         ax.set_ylabel("speed-up over the fewest", fontsize=8)
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=7, frameon=False)  # no white box: the page may be dark
         ax.tick_params(labelsize=7)
     return "scaling from the scaling tables (dotted: perfect scaling)", fig
 

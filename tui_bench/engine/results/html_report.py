@@ -189,8 +189,9 @@ def _html_table(t: report.Table, *, verdict_column: str | None = None, caption: 
         row_class = f' class="{_verdict_class(verdict)}"' if verdict_column else ""
         cells = []
         for value in shown:
-            numeric = _number(value) is not None
-            cells.append(f"<td{' class=num' if numeric else ''}>{_cell(value)}</td>")
+            text = report.cell_text(value)
+            kind = "num" if _number(value) is not None else "short" if len(text) <= 24 else ""
+            cells.append(f"<td{f' class={kind}' if kind else ''}>{_e(text)}</td>")
         if verdict_column:
             cells.append(f"<td>{_badge(verdict)}</td>")
         out.append(f"<tr{row_class}>" + "".join(cells) + "</tr>")
@@ -234,24 +235,35 @@ def _question(page: Page) -> str:
 
 def verdict_sentences(page: Page) -> list[str]:
     """The verdict in plain sentences, each read off a row of the computed tables."""
+    return [lead + rest for lead, rest in verdict_parts(page)]
+
+
+def verdict_parts(page: Page) -> list[tuple[str, str]]:
+    """The verdict's sentences as (the answer, the evidence) pairs: the page sets the answer
+    in bold."""
     label, _lower = _metric_label(page.metric)
     summary = rows_of(table(page.tables, "summary"))
     comparisons = rows_of(table(page.tables, "comparisons"))
-    out: list[str] = []
+    out: list[tuple[str, str]] = []
     if not summary:
-        return ["No run of these configurations has finished: there is nothing to compare."]
+        return [("No run of these configurations has finished: ", "there is nothing to compare.")]
     if not comparisons:
         if len(summary) == 1:
             row = summary[0]
             out.append(
-                f"One configuration, {row['configuration']}: {label} median "
-                f"{report.cell_text(row.get('median'))} (IQR {report.cell_text(row.get('IQR'))}, "
-                f"n={row.get('n')})."
+                (
+                    f"One configuration, {row['configuration']}: ",
+                    f"{label} median {report.cell_text(row.get('median'))} (IQR "
+                    f"{report.cell_text(row.get('IQR'))}, n={row.get('n')}).",
+                )
             )
         else:
             out.append(
-                "No two configurations differ in a single setting, so none is compared with "
-                "another directly: read the medians per configuration below."
+                (
+                    "No two configurations differ in a single setting, ",
+                    "so none is compared with another directly: read the medians per "
+                    "configuration below.",
+                )
             )
     for row in comparisons[:MAX_VERDICT_LINES]:
         who, base = row.get("configuration"), row.get("baseline")
@@ -260,17 +272,21 @@ def verdict_sentences(page: Page) -> list[str]:
         ratio, speedup = _number(row.get("ratio")), _number(row.get("speed-up"))
         significance = str(row.get("significance") or "")
         if ratio is None:
-            out.append(f"{who} against {base}{context}: not compared ({significance}).")
+            out.append((f"{who} against {base}{context}: not compared ", f"({significance})."))
         elif speedup is None:
             out.append(
-                f"{who} against {base}{context}: no clear difference (ratio of medians "
-                f"{ratio:.3g}); {significance}."
+                (
+                    f"{who} against {base}{context}: no clear difference ",
+                    f"(ratio of medians {ratio:.3g}); {significance}.",
+                )
             )
         else:
             how = f"{_times(speedup)} faster" if speedup >= 1 else f"{_times(1 / speedup)} slower"
             out.append(
-                f"{who} is {how} than {base}{context}: ratio of medians {ratio:.3g}; "
-                f"{significance}."
+                (
+                    f"{who} is {how} than {base}{context}: ",
+                    f"ratio of medians {ratio:.3g}; {significance}.",
+                )
             )
     if len(comparisons) > MAX_VERDICT_LINES:
         out.append(
@@ -283,21 +299,25 @@ def verdict_sentences(page: Page) -> list[str]:
     ]
     if unstable:
         out.append(
-            "Not every run was stable, so read those numbers with care: "
-            + "; ".join(f"{name}: {note}" for name, note in unstable)
-            + "."
+            (
+                "Not every run was stable, so read those numbers with care: ",
+                "; ".join(f"{name}: {note}" for name, note in unstable) + ".",
+            )
         )
     else:
-        out.append("Every finished run of every configuration was judged stable.")
+        out.append(("Every finished run of every configuration was judged stable.", ""))
     counts = sorted({int(r.get("n") or 0) for r in summary})
     if counts:
         n_text = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
-        out.append(f"Finished runs per configuration: {n_text}.")
+        out.append(("", f"Finished runs per configuration: {n_text}."))
     return out
 
 
 def _verdict(page: Page) -> str:
-    text = " ".join(_e(s) for s in verdict_sentences(page))
+    text = " ".join(
+        (f"<strong>{_e(lead)}</strong>" if lead else "") + _e(rest)
+        for lead, rest in verdict_parts(page)
+    )
     return f'<section id="verdict"><h2>The verdict</h2><p class="verdict">{text}</p></section>'
 
 
@@ -484,8 +504,8 @@ def _trends(page: Page) -> str:
             "<tr>"
             f"<td>{_e(t.identity.label)}</td>"
             f'<td class="num">{len(t.points)}{f" (+{t.failed} failed)" if t.failed else ""}</td>'
-            f"<td>{_e(str(first)[:16])}</td>"
-            f"<td>{_e(str(last.record.get('started_at', ''))[:16]) if last else ''}</td>"
+            f"<td class=short>{_e(_minute(first))}</td>"
+            f"<td class=short>{_e(_minute(last.record.get('started_at', ''))) if last else ''}</td>"
             f'<td class="num">{_cell(last.value) if last else "—"}</td>'
             f"<td>{_badge(last.verdict or 'not judged') if last else ''}</td>"
             f"<td>{_e(changes)}</td></tr>"
@@ -497,6 +517,11 @@ def _trends(page: Page) -> str:
         "state that changed at each.</p></section>"
     )
     return "".join(out)
+
+
+def _minute(when: Any) -> str:
+    """'2026-12-02 12:50' of an ISO time (as written; unreadable text as it is)."""
+    return str(when or "")[:16].replace("T", " ")
 
 
 _SVG_START = re.compile(r"<svg\b", re.IGNORECASE)
@@ -557,6 +582,7 @@ table { border-collapse: collapse; margin: .5rem 0; font-size: .85rem; }
 caption { text-align: left; font-weight: 600; padding: .25rem 0; }
 th, td { border: 1px solid var(--line); padding: .25rem .5rem; vertical-align: top; text-align: left; }
 thead th, table.kv th { background: var(--head); }
+td.short { white-space: nowrap; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.noisy td, tr.unjudged td { background: var(--row-warn); } tr.unreliable td { background: var(--row-bad); }
 .badge { display: inline-block; padding: 0 .4rem; border-radius: .6rem; border: 1px solid currentColor;
@@ -565,6 +591,7 @@ tr.noisy td, tr.unjudged td { background: var(--row-warn); } tr.unreliable td { 
 .badge.unreliable { color: var(--unreliable); } .badge.unjudged { color: var(--unjudged); }
 code { font-size: .8rem; }
 figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; color: var(--fg); }
+figure svg text { fill: currentColor; } /* matplotlib leaves black text's fill unset */
 ul.configs li { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .9rem; }
 @media print {
   :root { --bg: #fff; --fg: #000; --muted: #333; --head: #eee; }
