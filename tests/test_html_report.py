@@ -232,7 +232,34 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv):
 
 def test_last_and_since_choose_runs_across_history(tmp_path):
     fill(comparison_history())
-    text = write_report(tmp_path, "--last", "5")
-    assert "over 5 run(s)" in text
+    text = write_report(tmp_path, "--last", "2")  # of each of the 4 configurations
+    assert "over 8 run(s)" in text
     text = write_report(tmp_path, "--since", "2026-11-01")
     assert "over 34 run(s)" in text
+
+
+def test_compare_writes_the_same_page(tmp_path, capsys):
+    fill(comparison_history())
+    path = tmp_path / "c.html"
+    assert main(["compare", "g1", "--html", str(path)]) == 0
+    doc = parse_strict(path.read_text(encoding="utf-8"))
+    assert "table-comparisons" in {t.get("id") for t in doc.iter("table")}
+    assert f"wrote {path}" in capsys.readouterr().err.replace("\n", "")
+    assert main(["compare", "g1", "--html", str(tmp_path / "no" / "c.html")]) == 2
+
+
+def test_regress_page_leads_with_the_gate(tmp_path):
+    fill(comparison_history())
+    path = tmp_path / "r.html"
+    # the older torch/eager ×2 series stepped from 2.12.1 to 2.13.0 (+20 %)
+    assert (
+        main(["regress", "--since", "2026-11-09", "--until", "2026-11-20", "--html", str(path)])
+        == 1
+    )
+    doc = parse_strict(path.read_text(encoding="utf-8"))
+    ids = [s.get("id") for s in doc.iter("section")]
+    assert ids[:4] == ["question", "verdict", "machine", "regress"]
+    verdict = "".join(next(s for s in doc.iter("section") if s.get("id") == "verdict").itertext())
+    assert "1 regression(s)" in verdict and "worse (+" in verdict
+    regress_table = next(t for t in doc.iter("table") if t.get("id") == "table-regress")
+    assert [tr.get("class") for tr in regress_table.iter("tr")][1:] == ["unreliable"]

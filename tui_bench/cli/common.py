@@ -540,7 +540,10 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         "default: the last sweep, or the whole history with --last/--since",
     )
     parser.add_argument(
-        "--last", type=int, metavar="N", help="only the newest N of those runs (of all runs)"
+        "--last",
+        type=int,
+        metavar="N",
+        help="only the newest N runs of each configuration (as regress --last)",
     )
     parser.add_argument(
         "--since",
@@ -580,8 +583,10 @@ def write_html_report(
     metric: str,
     history: History,
     command: str = "",
+    regress: Any = None,
 ) -> None:
-    """The comparison's self-contained HTML report (``html_report``), titled after its sweep."""
+    """The comparison's self-contained HTML report (``html_report``), titled after its sweep;
+    with ``regress`` (a ``regress.Report``), the gate's page over ``records``, both sides."""
     from pathlib import Path
 
     from tui_bench.engine.results import html_report
@@ -604,5 +609,8 @@ def write_html_report(
         title=title,
         study=study,
         command=command,
+        regress=regress,
     )
+    if regress is not None and not title:
+        page.title = f"regress: {len(regress.rows)} configuration(s)"
     Path(path).write_text(html_report.render(page), encoding="utf-8")

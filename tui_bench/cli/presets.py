@@ -14,7 +14,6 @@ from tui_bench.cli.common import UsageError
 from tui_bench.engine.results import report
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import presets
-from tui_bench.engine.runs import sweep as sweep_module
 from tui_bench.engine.runs.presets import PresetError
 
 
@@ -85,7 +84,9 @@ def cmd_presets(args: argparse.Namespace) -> int:
 # -- compare ------------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
     history = History()
-    records, skipped, published = sweep_module.collect(args.ids, history)
+    if args.html:
+        common.check_output(args.html, "--html")
+    records, skipped, published = common.collect_targets(args, history)
     if args.metric not in report.METRICS:
         raise UsageError(
             f"metric '{args.metric}' is not known (choose: {', '.join(report.METRICS)})"
@@ -106,12 +107,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from tui_bench.engine.results import figures  # lazy: matplotlib is an optional extra
 
         figures.compare_figure(records, args.metric, args.figure)
+    if args.html:
+        common.write_html_report(args.html, records, tables, args.metric, history)
     if args.json:
         print(json.dumps([t.__dict__ for t in tables], indent=2, default=str))
     else:
         common.render_report(common.console(), tables)
     err = common.console(stderr=True)
-    for path in (args.csv, args.markdown, args.figure):
+    for path in (args.csv, args.markdown, args.figure, args.html):
         if path:
             err.print(f"wrote {path}")
     return 0
@@ -130,9 +133,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare",
         help="statistics, ratios with significance, speed-ups over runs, groups or a sweep",
     )
-    c.add_argument(
-        "ids", nargs="*", help="run ids, group ids or sweep ids (prefixes ok; default: last sweep)"
-    )
+    common.add_target_arguments(c)
     c.add_argument(
         "--metric",
         default="step_median_s",
@@ -146,6 +147,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--csv", metavar="FILE", help="write every table to one CSV file")
     c.add_argument("--markdown", metavar="FILE", help="write every table as markdown")
     c.add_argument("--json", action="store_true", help="print the tables as JSON")
+    c.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the self-contained HTML report (tui-bench report)",
+    )
     c.add_argument(
         "--figure",
         metavar="FILE",

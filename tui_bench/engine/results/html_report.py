@@ -29,6 +29,7 @@ from typing import Any
 from tui_bench import __version__
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.results import identity as identity_module
+from tui_bench.engine.results import regress as regress_module
 from tui_bench.engine.results import report, stability
 from tui_bench.engine.results import trends as trends_module
 
@@ -67,6 +68,9 @@ class Page:
     figures_note: str = ""  # why there are no figures, and how to get them
     study: str = ""
     command: str = ""
+    # `regress --html`: the gate's rows (baseline against candidate per configuration) take
+    # the place of compare's question, verdict and tables
+    regress: regress_module.Report | None = None
     generated_at: str = field(
         default_factory=lambda: dt.datetime.now().astimezone().isoformat(timespec="seconds")
     )
@@ -83,6 +87,7 @@ def collect(
     study: str = "",
     command: str = "",
     with_figures: bool = True,
+    regress: regress_module.Report | None = None,
 ) -> Page:
     """The page for ``records`` and the tables ``report.build`` made of them: each compared
     configuration's trend over ``history`` (every record kept), and the figures when the
@@ -102,6 +107,7 @@ def collect(
         trends=found,
         study=study,
         command=command,
+        regress=regress,
     )
     if with_figures:
         from tui_bench.engine.results import figures  # matplotlib is an optional extra
@@ -319,6 +325,112 @@ def _verdict(page: Page) -> str:
         for lead, rest in verdict_parts(page)
     )
     return f'<section id="verdict"><h2>The verdict</h2><p class="verdict">{text}</p></section>'
+
+
+# -- regress ---------------------------------------------------------------------------------------
+REGRESS_MARKS = {  # mark → (what it means, row class)
+    regress_module.WORSE: ("worse", "unreliable"),
+    regress_module.FAILED: ("candidate failed", "unreliable"),
+    regress_module.UNSTABLE: ("not stable", "noisy"),
+    regress_module.BETTER: ("better", "stable"),
+    regress_module.MISSING: ("one side missing", "unjudged"),
+    regress_module.SAME: ("within noise", ""),
+}
+
+
+def regress_table(found: regress_module.Report) -> report.Table:
+    """The gate's rows as a table of numbers (computed by ``regress.compare``)."""
+    better = "higher" if found.higher_is_better else "lower"
+    out = report.Table(
+        "regress",
+        f"regress: {found.metric} ({better} is better), baseline against candidate",
+        [
+            "mark",
+            "configuration",
+            "baseline median",
+            "candidate median",
+            "ratio",
+            "p",
+            "n baseline",
+            "n candidate",
+            "note",
+        ],
+        note=f"ratio = candidate / baseline median of per-run values; a change counts beyond "
+        f"{found.threshold:.0%} with p < {found.alpha:g} (two-sided Mann-Whitney U); marks: "
+        + "; ".join(f"{m} {what}" for m, (what, _) in REGRESS_MARKS.items()),
+    )
+    for row in found.rows:
+        out.rows.append(
+            [
+                row.mark,
+                row.identity.label,
+                row.baseline.median,
+                row.candidate.median,
+                row.ratio,
+                row.p,
+                row.baseline.n,
+                row.candidate.n,
+                row.note,
+            ]
+        )
+    return out
+
+
+def regress_parts(found: regress_module.Report) -> list[tuple[str, str]]:
+    """The gate's verdict as (answer, evidence) pairs, read off its rows."""
+    out: list[tuple[str, str]] = []
+    worse = found.regressions
+    if worse:
+        out.append((f"{len(worse)} regression(s) among {len(found.rows)} configuration(s): ", ""))
+    else:
+        out.append((f"No regression among {len(found.rows)} configuration(s).", ""))
+    for row in found.rows:
+        if row.mark == regress_module.SAME:
+            continue
+        what, _ = REGRESS_MARKS.get(row.mark, (row.mark, ""))
+        change = f"{row.change * 100:+.0f} %" if row.change is not None else ""
+        p = f"p={row.p:.3g}, " if row.p is not None else ""
+        evidence = f" ({change}, {p}n={row.baseline.n}/{row.candidate.n})" if change else ""
+        note = f"; {row.note}" if row.note else ""
+        out.append((f"{row.identity.label}: {what}", f"{evidence}{note}."))
+    same = sum(r.mark == regress_module.SAME for r in found.rows)
+    if same:
+        out.append(("", f"{same} configuration(s) within the noise."))
+    return out
+
+
+def _regress_sections(page: Page, found: regress_module.Report) -> list[str]:
+    label, lower = _metric_label(found.metric)
+    verdict = " ".join(
+        (f"<strong>{_e(lead)}</strong>" if lead else "") + _e(rest)
+        for lead, rest in regress_parts(found)
+    )
+    t = regress_table(found)
+    body = ['<div class="scroll"><table id="table-regress">', f"<caption>{_e(t.title)}</caption>"]
+    body.append(
+        "<thead><tr>"
+        + "".join(f"<th scope=col>{_e(c)}</th>" for c in t.columns)
+        + "</tr></thead><tbody>"
+    )
+    for row, values in zip(found.rows, t.rows, strict=True):
+        _, row_class = REGRESS_MARKS.get(row.mark, ("", ""))
+        cells = []
+        for value in values:
+            text = report.cell_text(value)
+            kind = "num" if _number(value) is not None else "short" if len(text) <= 24 else ""
+            cells.append(f"<td{f' class={kind}' if kind else ''}>{_e(text)}</td>")
+        body.append(f'<tr class="{row_class}">' + "".join(cells) + "</tr>")
+    body.append(f'</tbody></table></div><p class="note">{_e(t.note)}</p>')
+    return [
+        '<section id="question"><h2>The question</h2>'
+        f"<p>Did <strong>{_e(label)}</strong> ({'lower' if lower else 'higher'} is better) get "
+        f"worse from the baseline runs to the candidate runs, configuration by configuration, "
+        f"over {len(page.records)} run(s)?</p></section>",
+        f'<section id="verdict"><h2>The verdict</h2><p class="verdict">{verdict}</p></section>',
+        _machine(page),
+        f'<section id="regress"><h2>Baseline against candidate</h2>{"".join(body)}'
+        "<h3>Each run</h3>" + _runs_table(page) + "</section>",
+    ]
 
 
 def _distinct(values: Sequence[Any]) -> str:
@@ -624,6 +736,28 @@ def render(page: Page) -> str:
         + (f" · <code>{_e(page.command)}</code>" if page.command else "")
         + "</p></header>",
         "<main>",
+        *(
+            _compare_sections(page)
+            if page.regress is None
+            else _regress_sections(page, page.regress)
+        ),
+        _trends(page),
+        _figures(page),
+        *(
+            []
+            if page.regress is not None
+            else [_section_of(page, "skipped", "Not run", ["skipped"], "Every configuration ran.")]
+        ),
+        "</main>",
+        "</body>",
+        "</html>",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def _compare_sections(page: Page) -> list[str]:
+    return [
         _question(page),
         _verdict(page),
         _machine(page),
@@ -650,12 +784,4 @@ def render(page: Page) -> str:
             ["published", "study"],
             "These runs are not a study preset's sweep: no published figure to set beside them.",
         ),
-        _trends(page),
-        _figures(page),
-        _section_of(page, "skipped", "Not run", ["skipped"], "Every configuration ran."),
-        "</main>",
-        "</body>",
-        "</html>",
-        "",
     ]
-    return "\n".join(parts)

@@ -31,7 +31,7 @@ from tui_bench.engine.results.history import (
     now_iso,
 )
 from tui_bench.engine.results.published import Figure, parse_figures
-from tui_bench.engine.results.regress import started
+from tui_bench.engine.results.regress import newest_per_configuration, started
 from tui_bench.engine.runs import presets as presets_module
 from tui_bench.engine.runs import runner
 from tui_bench.engine.runs.presets import SPEC_KEYS, Preset, SweepConfig
@@ -391,7 +391,8 @@ def collect(
     run ids, group ids, sweep ids (prefixes ok) or a preset's name (its latest sweep), oldest
     first, the configurations those sweeps skipped, and the figures their studies published.
     No tokens: the latest sweep, or with ``last``/``since`` the whole history. ``since`` keeps
-    the runs started then or later, ``last`` the newest N of what is left. Raises HistoryError
+    the runs started then or later, ``last`` the newest N of each configuration of
+    what is left. Raises HistoryError
     for an id that matches nothing, or a selection with no run."""
     records: dict[str, dict[str, Any]] = {}
     skipped: list[tuple[str, str]] = []
@@ -423,8 +424,9 @@ def collect(
     ordered = sorted(records.values(), key=lambda r: (r.get("started_at", ""), r["id"]))
     if since is not None:
         ordered = [r for r in ordered if (when := started(r)) is not None and when >= since]
-    if last is not None:
-        ordered = ordered[-last:] if last > 0 else []
+    if last is not None:  # as `regress --last`: the newest N of each configuration
+        kept = {r["id"] for r in newest_per_configuration(ordered, last)} if last > 0 else set()
+        ordered = [r for r in ordered if r["id"] in kept]
     if not ordered and (since is not None or last is not None):
         raise HistoryError("nothing to compare: no run in that selection")
     return ordered, skipped, figures
