@@ -263,3 +263,23 @@ def test_regress_page_leads_with_the_gate(tmp_path):
     assert "1 regression(s)" in verdict and "worse (+" in verdict
     regress_table = next(t for t in doc.iter("table") if t.get("id") == "table-regress")
     assert [tr.get("class") for tr in regress_table.iter("tr")][1:] == ["unreliable"]
+
+
+def test_verdict_spells_out_eight_comparisons_and_counts_the_rest():
+    comparisons = report.Table(
+        "comparisons",
+        "comparisons",
+        ["differs in", "with", "configuration", "baseline", "ratio", "speed-up", "significance"],
+        [["model", "—", f"m{i}", "base", 2.0, 0.5, "significant (p=0.008)"] for i in range(11)],
+    )
+    summary = report.Table(
+        "summary",
+        "summary",
+        ["configuration", "n", "median", "IQR", "stability"],
+        [["base", 5, 1.0, 0.1, "stable"]],
+    )
+    page = html_report.Page("t", "step_median_s", [summary, comparisons], [], {})
+    sentences = html_report.verdict_sentences(page)
+    assert sum("2.00× slower than base" in s for s in sentences) == 8
+    assert "3 more comparison(s) in the ratios table." in sentences
+    parse_strict(html_report.render(page))

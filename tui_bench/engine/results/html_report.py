@@ -295,9 +295,8 @@ def verdict_parts(page: Page) -> list[tuple[str, str]]:
                 )
             )
     if len(comparisons) > MAX_VERDICT_LINES:
-        out.append(
-            f"{len(comparisons) - MAX_VERDICT_LINES} more comparison(s) in the ratios table."
-        )
+        more = len(comparisons) - MAX_VERDICT_LINES
+        out.append(("", f"{more} more comparison(s) in the ratios table."))
     unstable = [
         (str(r.get("configuration")), str(r.get("stability")))
         for r in summary

@@ -406,6 +406,7 @@ def collect(
     if not tokens:
         records.update((r["id"], r) for r in every)
     for token in tokens:
+        sweep: Sweep | None
         try:
             sweep = find(token)
         except HistoryError:
