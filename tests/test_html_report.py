@@ -14,7 +14,7 @@ from conftest import require_module
 from tests.histories import fill, record
 from tests.test_trends import noisy
 from tui_bench.cli import main
-from tui_bench.engine.results import html_report, report
+from tui_bench.engine.results import html_report, render, tables
 
 STABLE = {"verdict": "stable", "reasons": [], "checked": ["cv", "drift"]}
 NOISY = {
@@ -100,20 +100,25 @@ def test_report_is_valid_html_with_the_sections_in_order(tmp_path):
 
 
 def test_report_shows_compares_own_numbers(tmp_path):
-    """The page holds the cells compare computes (report.build), not numbers of its own."""
+    """The page holds the cells compare computes (tables.compute) as the terminal shows them
+    (render.shown_rows), each row with the verdict of the runs behind it."""
     fill(comparison_history())
     text = write_report(tmp_path, "g1")
+    doc = parse_strict(text)
     from tui_bench.engine.results.history import History
     from tui_bench.engine.runs import sweep
 
     records, skipped, published = sweep.collect(["g1"], History())
-    tables = report.build(records, skipped=skipped, published=published)
-    summary = html_report.table(tables, "summary")
-    for row in html_report.rows_of(summary):
-        assert f">{report.cell_text(row['median'])}<" in text
-        assert f">{report.cell_text(row['IQR'])}<" in text
-    for row in html_report.rows_of(html_report.table(tables, "comparisons")):
-        assert report.cell_text(row["significance"]).split(";")[0] in text
+    comparison = tables.compute(records, skipped=skipped, published=published)
+    for t in comparison.tables():
+        page_table = next(x for x in doc.iter("table") if x.get("id") == f"table-{t.name}")
+        page_rows = [
+            ["".join(td.itertext()) for td in tr.iter("td")] for tr in page_table.iter("tr")
+        ][1:]
+        headers, rows = render.shown_rows(t)
+        assert [row[: len(headers)] for row in page_rows] == [[c for c, _ in r] for r in rows]
+        if any(r.verdicts for r in t.rows):  # a measurement: its verdict ends the row
+            assert all(row[len(headers)] for row in page_rows), t.name
 
 
 def test_verdict_says_which_is_faster_with_significance_and_stability(tmp_path):
@@ -266,18 +271,37 @@ def test_regress_page_leads_with_the_gate(tmp_path):
 
 
 def test_verdict_spells_out_eight_comparisons_and_counts_the_rest():
-    comparisons = report.Table(
+    Column = tables.Column
+    comparisons = tables.Table(
         "comparisons",
         "comparisons",
-        ["differs in", "with", "configuration", "baseline", "ratio", "speed-up", "significance"],
-        [["model", "—", f"m{i}", "base", 2.0, 0.5, "significant (p=0.008)"] for i in range(11)],
+        tuple(
+            Column(n, k)
+            for n, k in [
+                ("differs in", "text"),
+                ("with", "text"),
+                ("configuration", "text"),
+                ("baseline", "text"),
+                ("ratio", "ratio"),
+                ("speed-up", "ratio"),
+                ("significance", "text"),
+            ]
+        ),
     )
-    summary = report.Table(
+    for i in range(11):
+        comparisons.add(["model", "—", f"m{i}", "base", 2.0, 0.5, "significant (p=0.008)"])
+    summary = tables.Table(
         "summary",
         "summary",
-        ["configuration", "n", "median", "IQR", "stability"],
-        [["base", 5, 1.0, 0.1, "stable"]],
+        (
+            Column("configuration"),
+            Column("n", "count"),
+            Column("median", "number"),
+            Column("IQR", "number"),
+            Column("stability"),
+        ),
     )
+    summary.add(["base", 5, 1.0, 0.1, "stable"])
     page = html_report.Page("t", "step_median_s", [summary, comparisons], [], {})
     sentences = html_report.verdict_sentences(page)
     assert sum("2.00× slower than base" in s for s in sentences) == 8

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from tui_bench.engine.errors import HistoryError, PresetError, UsageError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import report, stability
+from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import follow, presets, supervisor
 from tui_bench.engine.runs.follow import left_running_hint
@@ -516,19 +516,6 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     return table
 
 
-def render_report(out: Console, tables: list[report.Table]) -> None:
-    """The report's tables (a sweep's results, a comparison) as rich tables."""
-    for t in tables:
-        columns, rows = t.view()
-        rich_table = Table(title=t.title, title_justify="left", caption=t.note or None)
-        for i, column in enumerate(columns):
-            numeric = any(isinstance(row[i], (int, float)) for row in rows)
-            rich_table.add_column(column, justify="right" if numeric else "left", overflow="fold")
-        for row in rows:
-            rich_table.add_row(*(report.cell_text(v) for v in row))
-        out.print(rich_table)
-
-
 # -- what compare and report work on, and the HTML report -------------------------------------------
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     """TARGET... and --last/--since: the runs `compare` and `report` read (``sweep.collect``)."""
@@ -579,14 +566,15 @@ def check_output(path: str, flag: str) -> None:
 def write_html_report(
     path: str,
     records: list[dict[str, Any]],
-    tables: list[report.Table],
-    metric: str,
+    comparison: Any,
     history: History,
     command: str = "",
     regress: Any = None,
+    metric: str = "step_median_s",
 ) -> None:
-    """The comparison's self-contained HTML report (``html_report``), titled after its sweep;
-    with ``regress`` (a ``regress.Report``), the gate's page over ``records``, both sides."""
+    """The comparison's (a ``tables.Comparison``) self-contained HTML report (``html_report``),
+    titled after its sweep; with ``regress`` (a ``regress.Report``) and no comparison, the
+    gate's page over ``records``, both sides, for ``metric``."""
     from pathlib import Path
 
     from tui_bench.engine.results import html_report
@@ -603,7 +591,7 @@ def write_html_report(
         study = study or found.study
     page = html_report.collect(
         records,
-        tables,
+        comparison,
         metric=metric,
         history=history.all(),
         title=title,

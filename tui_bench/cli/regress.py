@@ -75,7 +75,9 @@ def cmd_regress(args: argparse.Namespace) -> int:
     )
     if args.html:
         records = [*baseline, *candidate]
-        common.write_html_report(args.html, records, [], args.metric, history, regress=report)
+        common.write_html_report(
+            args.html, records, None, history, regress=report, metric=args.metric
+        )
         common.console(stderr=True).print(f"wrote {args.html}")
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))

@@ -1,6 +1,6 @@
 """``tui-bench report TARGET... --html FILE``: a comparison as one self-contained HTML page
 (``engine.results.html_report``) for a team to open anywhere, without network. The tables are
-``compare``'s own (``report.build``); the page adds the machine, versions, verdicts with their
+``compare``'s own (``tables.compute``); the page adds the machine, versions, verdicts with their
 reasons, trends and figures."""
 
 from __future__ import annotations
@@ -11,19 +11,19 @@ from pathlib import Path
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
-from tui_bench.engine.results import report
+from tui_bench.engine.results import tables
 from tui_bench.engine.results.history import History
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    if args.metric not in report.METRICS:
+    if args.metric not in tables.METRICS:
         raise UsageError(
-            f"metric '{args.metric}' is not known (choose: {', '.join(report.METRICS)})"
+            f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
         )
     common.check_output(args.html, "--html")
     history = History()
     records, skipped, published = common.collect_targets(args, history)
-    tables = report.build(
+    comparison = tables.compute(
         records,
         metric=args.metric,
         study_metric=args.study_metric,
@@ -31,7 +31,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         published=published,
     )
     command = shlex.join(["tui-bench", "report", *command_words(args)])
-    common.write_html_report(args.html, records, tables, args.metric, history, command)
+    common.write_html_report(args.html, records, comparison, history, command)
     common.console(stderr=True).print(f"wrote {args.html} ({len(records)} run(s))")
     return 0
 
@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--metric",
         default="step_median_s",
-        help=f"per-run figure to compare (default step_median_s; {', '.join(report.METRICS)})",
+        help=f"per-run figure to compare (default step_median_s; {', '.join(tables.METRICS)})",
     )
     p.add_argument(
         "--study-metric",

@@ -11,7 +11,7 @@ import time
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import report, stability
+from tui_bench.engine.results import render, stability, tables
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import sweep as sweep_module
 from tui_bench.engine.runs.presets import PresetError
@@ -119,11 +119,11 @@ def run_preset(args: argparse.Namespace) -> int:
         for r in records
         if r.get("status") == RunStatus.FAILED
     }
-    tables = report.build(records, skipped=_skipped(sweep, failed), published=sweep.figures())
+    comparison = tables.compute(records, skipped=_skipped(sweep, failed), published=sweep.figures())
     if args.json:
         print(json.dumps({"sweep": sweep.id, "runs": records}, indent=2, default=str))
     elif not args.quiet:
-        common.render_report(common.console(), tables)
+        render.terminal(common.console(), comparison.tables())
     if show:
         err.print(
             f"sweep {sweep.id}: {len(records)} run(s) recorded, "

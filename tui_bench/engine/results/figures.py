@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.errors import TuiBenchError, UsageError
-from tui_bench.engine.results import report, stats
+from tui_bench.engine.results import stats, tables
 from tui_bench.engine.results.trends import Trend
 
 FORMATS = (".svg", ".png")
@@ -95,7 +95,7 @@ def compare_figure(records: Sequence[dict[str, Any]], metric: str, path: str | P
     the runs vary in threads, the thread-scaling lines (median against threads)."""
     target = _check_path(path)
     figure = _figure_class()
-    groups, varying = report.split_by_host(*report.group_runs(records))
+    groups, varying = tables.group(records)
     rows = [(g, g.values(metric)) for g in groups]
     rows = [(g, v) for g, v in rows if v]
     if not rows:
@@ -156,10 +156,8 @@ def _svg_text(fig: Any) -> str:
     return buffer.getvalue().replace("#000000", "currentColor")
 
 
-def _rows(table: report.Table | None) -> list[dict[str, Any]]:
-    if table is None:
-        return []
-    return [dict(zip(table.columns, row, strict=False)) for row in table.rows]
+def _rows(table: tables.Table | None) -> list[dict[str, Any]]:
+    return table.records() if table is not None else []
 
 
 def _num(value: Any) -> float | None:
@@ -168,8 +166,8 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
-def _table(tables: Sequence[report.Table], name: str) -> report.Table | None:
-    return next((t for t in tables if t.name == name), None)
+def _table(found: Sequence[tables.Table], name: str) -> tables.Table | None:
+    return next((t for t in found if t.name == name), None)
 
 
 def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:

@@ -1,8 +1,9 @@
 """A comparison as one self-contained HTML page, for a team to read away from the terminal
 (``tui-bench report TARGET --html FILE``, ``compare --html``, the Compare screen's key).
 
-It renders the tables ``compare`` prints (``report.build``: the one place a statistic over
-runs is computed) and adds only what the records carry as they are (per-run values, verdicts
+It renders the tables ``compare`` prints (``tables.compute``: the one place a statistic over
+runs is computed; formatted by ``render``, as the terminal shows them) and adds only what the
+records carry as they are (per-run values, verdicts
 and their reasons, the machine, versions, the doctor's check at run time), each configuration's
 trend with its change points (``trends``), and figures drawn from those same tables
 (``figures.report_svgs``, the optional ``figures`` extra). It computes no statistic itself.
@@ -13,7 +14,8 @@ preference. Every text that comes from a file (run ids, labels, reasons, notes) 
 
 Two calls::
 
-    page = html_report.collect(records, tables, metric=..., history=History().all())
+    comparison = tables.compute(records, metric=..., skipped=..., published=...)
+    page = html_report.collect(records, comparison, history=History().all())
     text = html_report.render(page)
 """
 
@@ -30,8 +32,11 @@ from tui_bench import __version__
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.results import identity as identity_module
 from tui_bench.engine.results import regress as regress_module
-from tui_bench.engine.results import report, stability
+from tui_bench.engine.results import render as render_module
+from tui_bench.engine.results import stability
+from tui_bench.engine.results import tables as tables_module
 from tui_bench.engine.results import trends as trends_module
+from tui_bench.engine.results.tables import Comparison, Table, Verdicts, metric_info
 
 # Per-run facts the records may carry beside the compared metric (metric key → column label).
 # A column is shown only when some run has it.
@@ -60,7 +65,7 @@ class Page:
 
     title: str
     metric: str
-    tables: Sequence[report.Table]
+    tables: Sequence[Table]  # the comparison's (``Comparison.tables()``), summary first
     records: Sequence[dict[str, Any]]
     labels: dict[str, str]  # run id → its configuration's short name (the summary's)
     trends: Sequence[trends_module.Trend] = ()
@@ -79,7 +84,7 @@ class Page:
 # -- gathering ------------------------------------------------------------------------------------
 def collect(
     records: Sequence[dict[str, Any]],
-    tables: Sequence[report.Table],
+    comparison: Comparison | None,
     *,
     metric: str = "step_median_s",
     history: Sequence[dict[str, Any]] = (),
@@ -89,11 +94,15 @@ def collect(
     with_figures: bool = True,
     regress: regress_module.Report | None = None,
 ) -> Page:
-    """The page for ``records`` and the tables ``report.build`` made of them: each compared
-    configuration's trend over ``history`` (every record kept), and the figures when the
-    ``figures`` extra is installed."""
-    groups, _varying = report.split_by_host(*report.group_runs(records))
-    labels = {str(r.get("id")): g.label for g in groups for r in g.runs}
+    """The page for ``records`` and the comparison ``tables.compute`` made of them (None for
+    ``regress``'s page): each compared configuration's trend over ``history`` (every record
+    kept), and the figures when the ``figures`` extra is installed."""
+    if comparison is not None:
+        metric = comparison.metric.key
+        configurations = comparison.configurations
+    else:
+        configurations, _varying = tables_module.group(records)
+    labels = {str(r.get("id")): c.label for c in configurations for r in c.runs}
     keys = {identity_module.identity(r).key for r in records}
     found = [
         t for t in trends_module.trends(history or records, metric=metric) if t.identity.key in keys
@@ -101,7 +110,7 @@ def collect(
     page = Page(
         title=title or _default_title(records),
         metric=metric,
-        tables=tables,
+        tables=comparison.tables() if comparison is not None else [],
         records=records,
         labels=labels,
         trends=found,
@@ -135,15 +144,13 @@ def _default_title(records: Sequence[dict[str, Any]]) -> str:
 
 
 # -- the seam onto the computed tables --------------------------------------------------------------
-def table(tables: Sequence[report.Table], name: str) -> report.Table | None:
+def table(tables: Sequence[Table], name: str) -> Table | None:
     return next((t for t in tables if t.name == name), None)
 
 
-def rows_of(t: report.Table | None) -> list[dict[str, Any]]:
+def rows_of(t: Table | None) -> list[dict[str, Any]]:
     """A table's rows by column name (every column, not only the terminal's)."""
-    if t is None:
-        return []
-    return [dict(zip(t.columns, row, strict=False)) for row in t.rows]
+    return t.records() if t is not None else []
 
 
 def _number(value: Any) -> float | None:
@@ -158,7 +165,7 @@ def _e(value: Any) -> str:
 
 
 def _cell(value: Any) -> str:
-    return _e(report.cell_text(value))
+    return _e(render_module.cell_text(value))
 
 
 def _verdict_class(text: str) -> str:
@@ -172,34 +179,52 @@ def _verdict_class(text: str) -> str:
     return "noisy"
 
 
-def _badge(text: str) -> str:
-    return f'<span class="badge {_verdict_class(text)}">{_e(text or "stable")}</span>'
+def _badge(text: str, state: str | None = None) -> str:
+    css = _verdict_class(state if state is not None else text)
+    return f'<span class="badge {css}">{_e(text or "stable")}</span>'
 
 
-def _html_table(t: report.Table, *, verdict_column: str | None = None, caption: bool = True) -> str:
-    """A computed table as HTML: the columns a terminal shows (``Table.view``), numbers to the
-    right, its note below; ``verdict_column`` (a column of the full row) marks rows whose runs
-    are not all stable and adds the verdict as the last cell."""
-    columns, rows = t.view()
-    full = rows_of(t)
+def row_verdict(verdicts: Sequence[tuple[str, Verdicts]]) -> tuple[str, str]:
+    """(state, text) of the runs behind a row's numbers: the worst side's state, and the sides
+    that are not stable by name ("this: not stable: 1 noisy of 5"); ("", "") for a row that is
+    not a measurement."""
+    if not verdicts:
+        return "", ""
+    states = [v.state for _, v in verdicts if v.state]
+    for state in (stability.UNRELIABLE, stability.NOISY, "not judged", stability.STABLE):
+        if state in states:
+            marks = tables_module.marks_text(verdicts)
+            if len(verdicts) == 1 and marks:
+                marks = verdicts[0][1].note  # one side: its note says it, no side name
+            return state, marks or state
+    return "", ""
+
+
+def _html_table(t: Table, *, caption: bool = True) -> str:
+    """A computed table as HTML: the columns and cell texts a terminal shows
+    (``render_module.shown_rows``), numbers to the right, its note below; a table whose rows are
+    measurements ends each row with the verdict of the runs behind it, and a row whose runs are
+    not all stable is marked."""
+    headers, rows = render_module.shown_rows(t)
+    judged = any(row.verdicts for row in t.rows)
     out = [f'<div class="scroll"><table id="table-{_e(t.name)}">']
     if caption:
         out.append(f"<caption>{_e(t.title)}</caption>")
-    heads = [*columns, *(["verdict"] if verdict_column else [])]
+    heads = [*headers, *(["verdict"] if judged else [])]
     out.append(
         "<thead><tr>" + "".join(f'<th scope="col">{_e(c)}</th>' for c in heads) + "</tr></thead>"
     )
     out.append("<tbody>")
-    for shown, whole in zip(rows, full, strict=True):
-        verdict = str(whole.get(verdict_column) or "") if verdict_column else ""
-        row_class = f' class="{_verdict_class(verdict)}"' if verdict_column else ""
+    for row, shown in zip(t.rows, rows, strict=True):
         cells = []
-        for value in shown:
-            text = report.cell_text(value)
-            kind = "num" if _number(value) is not None else "short" if len(text) <= 24 else ""
+        for text, numeric in shown:
+            kind = "num" if numeric else "short" if len(text) <= 24 else ""
             cells.append(f"<td{f' class={kind}' if kind else ''}>{_e(text)}</td>")
-        if verdict_column:
-            cells.append(f"<td>{_badge(verdict)}</td>")
+        row_class = ""
+        if judged:
+            state, text = row_verdict(row.verdicts)
+            cells.append(f"<td>{_badge(text, state) if state else ''}</td>")
+            row_class = f' class="{_verdict_class(state)}"' if state else ""
         out.append(f"<tr{row_class}>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
     if t.note:
@@ -217,7 +242,8 @@ def _kv_table(rows: Sequence[tuple[str, Any]], table_id: str) -> str:
 
 
 def _metric_label(metric: str) -> tuple[str, bool]:
-    return report.METRICS.get(metric, (metric, True))
+    info = metric_info(metric)
+    return info.label, info.lower_is_better
 
 
 def _times(value: float) -> str:
@@ -259,8 +285,8 @@ def verdict_parts(page: Page) -> list[tuple[str, str]]:
             out.append(
                 (
                     f"One configuration, {row['configuration']}: ",
-                    f"{label} median {report.cell_text(row.get('median'))} (IQR "
-                    f"{report.cell_text(row.get('IQR'))}, n={row.get('n')}).",
+                    f"{label} median {render_module.cell_text(row.get('median'))} (IQR "
+                    f"{render_module.cell_text(row.get('IQR'))}, n={row.get('n')}).",
                 )
             )
         else:
@@ -337,29 +363,32 @@ REGRESS_MARKS = {  # mark → (what it means, row class)
 }
 
 
-def regress_table(found: regress_module.Report) -> report.Table:
-    """The gate's rows as a table of numbers (computed by ``regress.compare``)."""
+def regress_table(found: regress_module.Report) -> Table:
+    """The gate's rows as a typed table of numbers (computed by ``regress.compare``)."""
+    from tui_bench.engine.results.tables import COUNT, NUMBER, P_VALUE, RATIO, Column
+
     better = "higher" if found.higher_is_better else "lower"
-    out = report.Table(
+    unit = metric_info(found.metric).unit
+    out = Table(
         "regress",
         f"regress: {found.metric} ({better} is better), baseline against candidate",
-        [
-            "mark",
-            "configuration",
-            "baseline median",
-            "candidate median",
-            "ratio",
-            "p",
-            "n baseline",
-            "n candidate",
-            "note",
-        ],
+        (
+            Column("mark"),
+            Column("configuration"),
+            Column("baseline median", NUMBER, unit),
+            Column("candidate median", NUMBER, unit),
+            Column("ratio", RATIO),
+            Column("p", P_VALUE),
+            Column("n baseline", COUNT),
+            Column("n candidate", COUNT),
+            Column("note"),
+        ),
         note=f"ratio = candidate / baseline median of per-run values; a change counts beyond "
         f"{found.threshold:.0%} with p < {found.alpha:g} (two-sided Mann-Whitney U); marks: "
         + "; ".join(f"{m} {what}" for m, (what, _) in REGRESS_MARKS.items()),
     )
     for row in found.rows:
-        out.rows.append(
+        out.add(
             [
                 row.mark,
                 row.identity.label,
@@ -408,15 +437,15 @@ def _regress_sections(page: Page, found: regress_module.Report) -> list[str]:
     body = ['<div class="scroll"><table id="table-regress">', f"<caption>{_e(t.title)}</caption>"]
     body.append(
         "<thead><tr>"
-        + "".join(f"<th scope=col>{_e(c)}</th>" for c in t.columns)
+        + "".join(f"<th scope=col>{_e(c)}</th>" for c in t.names)
         + "</tr></thead><tbody>"
     )
-    for row, values in zip(found.rows, t.rows, strict=True):
+    _, shown_rows = render_module.shown_rows(t)
+    for row, shown in zip(found.rows, shown_rows, strict=True):
         _, row_class = REGRESS_MARKS.get(row.mark, ("", ""))
         cells = []
-        for value in values:
-            text = report.cell_text(value)
-            kind = "num" if _number(value) is not None else "short" if len(text) <= 24 else ""
+        for text, numeric in shown:
+            kind = "num" if numeric else "short" if len(text) <= 24 else ""
             cells.append(f"<td{f' class={kind}' if kind else ''}>{_e(text)}</td>")
         body.append(f'<tr class="{row_class}">' + "".join(cells) + "</tr>")
     body.append(f'</tbody></table></div><p class="note">{_e(t.note)}</p>')
@@ -439,7 +468,7 @@ def _distinct(values: Sequence[Any]) -> str:
 
 def _machine(page: Page) -> str:
     envs = [r.get("env") or {} for r in page.records]
-    hosts = list(dict.fromkeys(report.run_host(r) for r in page.records))
+    hosts = list(dict.fromkeys(tables_module.run_host(r) for r in page.records))
     gpus = _distinct(
         [
             f"{e.get('gpu_model')} (driver {e.get('gpu_driver')})" if e.get("gpu_model") else None
@@ -480,7 +509,7 @@ def _machine(page: Page) -> str:
         f"{_e(text)}</span> — {count} run(s)</li>"
         for text, count in checks.items()
     )
-    loads = _distinct([report._load(r) for r in page.records])  # noqa: SLF001 - the card's own words
+    loads = _distinct([tables_module._load(r) for r in page.records])  # the card's own words
     versions: dict[str, dict[str, Any]] = {}
     for r in page.records:
         name = page.labels.get(str(r.get("id")), str(r.get("label") or "?"))
@@ -522,7 +551,7 @@ def _per_configuration(page: Page) -> str:
     summary = table(page.tables, "summary")
     out = ['<section id="configurations"><h2>Per configuration</h2>']
     if summary is not None:
-        out.append(_html_table(summary, verdict_column="stability"))
+        out.append(_html_table(summary))
     out.append("<h3>Each run</h3>")
     out.append(_runs_table(page))
     out.append("</section>")
