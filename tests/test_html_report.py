@@ -284,12 +284,15 @@ def test_verdict_spells_out_eight_comparisons_and_counts_the_rest():
                 ("baseline", "text"),
                 ("ratio", "ratio"),
                 ("speed-up", "ratio"),
+                ("p", "p"),
                 ("significance", "text"),
             ]
         ),
     )
+    stable = [("this", tables.Verdicts(stable=5)), ("baseline", tables.Verdicts(stable=5))]
     for i in range(11):
-        comparisons.add(["model", "—", f"m{i}", "base", 2.0, 0.5, "significant (p=0.008)"])
+        cells = ["model", "—", f"m{i}", "base", 2.0, 0.5, 0.008, "significant (p=0.008)"]
+        comparisons.add(cells, stable if i else [("this", tables.Verdicts(noisy=5))])
     summary = tables.Table(
         "summary",
         "summary",
@@ -304,6 +307,8 @@ def test_verdict_spells_out_eight_comparisons_and_counts_the_rest():
     summary.add(["base", 5, 1.0, 0.1, "stable"])
     page = html_report.Page("t", "step_median_s", [summary, comparisons], [], {})
     sentences = html_report.verdict_sentences(page)
-    assert sum("2.00× slower than base" in s for s in sentences) == 8
+    # the answer is stated only where the test found it and the runs were stable
+    assert sentences[0].startswith("m0 against base: not established; these runs measured it 2.00×")
+    assert sum("is 2.00× slower than base" in s for s in sentences) == 7
     assert "3 more comparison(s) in the ratios table." in sentences
     parse_strict(html_report.render(page))

@@ -587,7 +587,7 @@ def write_html_report(
             found = sweep_module.find(str(group))
         except HistoryError:
             continue
-        title = title or f"{found.preset}: sweep {found.id}"
+        title = title or f"{found.preset}: {found.id}"
         study = study or found.study
     page = html_report.collect(
         records,

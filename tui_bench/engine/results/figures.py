@@ -6,6 +6,7 @@ matplotlib is imported inside the functions: nothing else in tui-bench needs it,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -202,6 +203,12 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
         xs = values.get(str(r["configuration"]), [])
         ax.plot(xs, [y] * len(xs), "o", color="tab:blue", markersize=4, alpha=0.7)
     ax.invert_yaxis()
+    low = min(b["whislo"] for b in boxes)
+    if low > 0 and max(b["whishi"] for b in boxes) / low > 20:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_xscale("log")  # 26 ms beside 11 s: on a linear axis the small ones vanish
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.set_xlabel(
         f"{page.metric}{unit}: box = IQR, line = median, whiskers = min–max, dot = a run",
         fontsize=8,
@@ -227,12 +234,33 @@ def _speedups(figure: Any, page: Any) -> tuple[str, Any] | None:
         speedup = _num(r.get("speed-up"))
         if speedup is None:
             ax.plot([1.0], [y], "o", markerfacecolor="none", color="tab:gray")
-        else:
-            ax.barh([y], [speedup], left=0, color="tab:green" if speedup >= 1 else "tab:red")
+            continue
+        # a ratio: on a log axis from 1, so 2× faster and 2× slower are bars of one length
+        p = _num(r.get("p"))
+        tested = p is not None and p < stats.ALPHA and not r.get("stability")
+        ax.barh(
+            [y],
+            [speedup - 1],
+            left=1,
+            color="tab:green" if speedup >= 1 else "tab:red",
+            alpha=1.0 if tested else 0.45,
+            hatch=None if tested else "//",
+        )
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xscale("log")
+    reach = max([abs(math.log(v)) for r in rows if (v := _num(r.get("speed-up")))] + [math.log(2)])
+    ax.set_xlim(math.exp(-reach) / 1.2, math.exp(reach) * 1.2)  # 1 in the middle
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}×"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(rows)), labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("speed-up against the baseline (× faster; hollow: within the noise)", fontsize=8)
+    ax.set_xlabel(
+        "speed-up against the baseline (log scale; right of 1: faster)\nhatched: not "
+        "established (no test, not significant, or runs not stable); hollow: within the noise",
+        fontsize=8,
+    )
     ax.tick_params(axis="x", labelsize=7)
     return "speed-ups from the ratios table (1 = as fast as the baseline)", fig
 

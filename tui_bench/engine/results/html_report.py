@@ -30,10 +30,11 @@ from typing import Any
 
 from tui_bench import __version__
 from tui_bench.engine.errors import TuiBenchError
+from tui_bench.engine.results import figures as figures_module
 from tui_bench.engine.results import identity as identity_module
 from tui_bench.engine.results import regress as regress_module
 from tui_bench.engine.results import render as render_module
-from tui_bench.engine.results import stability
+from tui_bench.engine.results import stability, stats
 from tui_bench.engine.results import tables as tables_module
 from tui_bench.engine.results import trends as trends_module
 from tui_bench.engine.results.tables import Comparison, Table, Verdicts, metric_info
@@ -119,21 +120,15 @@ def collect(
         regress=regress,
     )
     if with_figures:
-        from tui_bench.engine.results import figures  # matplotlib is an optional extra
-
-        try:
-            page.figures = [SvgFigure(t, s) for t, s in figures.report_svgs(page)]
+        try:  # matplotlib is an optional extra, imported only here
+            page.figures = [SvgFigure(t, s) for t, s in figures_module.report_svgs(page)]
         except TuiBenchError as exc:
             page.figures_note = str(exc)
     else:
-        page.figures_note = f"figures left out; with matplotlib ({figures_hint()}) they are drawn"
+        page.figures_note = (
+            f"figures left out; with matplotlib ({figures_module.INSTALL_HINT}) they are drawn"
+        )
     return page
-
-
-def figures_hint() -> str:
-    from tui_bench.engine.results import figures
-
-    return figures.INSTALL_HINT
 
 
 def _default_title(records: Sequence[dict[str, Any]]) -> str:
@@ -223,7 +218,11 @@ def _html_table(t: Table, *, caption: bool = True) -> str:
         row_class = ""
         if judged:
             state, text = row_verdict(row.verdicts)
-            cells.append(f"<td>{_badge(text, state) if state else ''}</td>")
+            said = any(text in cell for cell, _ in shown)
+            detail = (
+                f'<br><span class="why">{_e(text)}</span>' if text != state and not said else ""
+            )
+            cells.append(f"<td>{_badge(state, state) + detail if state else ''}</td>")
             row_class = f' class="{_verdict_class(state)}"' if state else ""
         out.append(f"<tr{row_class}>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
@@ -297,12 +296,18 @@ def verdict_parts(page: Page) -> list[tuple[str, str]]:
                     "configuration below.",
                 )
             )
-    for row in comparisons[:MAX_VERDICT_LINES]:
-        who, base = row.get("configuration"), row.get("baseline")
-        where = row.get("with")
+    compared = table(page.tables, "comparisons")
+    pairs = list(zip(compared.rows, comparisons, strict=True)) if compared is not None else []
+    for row, cells in pairs[:MAX_VERDICT_LINES]:
+        who, base = cells.get("configuration"), cells.get("baseline")
+        where = cells.get("with")
         context = f" (with {where})" if where and where != "—" else ""
-        ratio, speedup = _number(row.get("ratio")), _number(row.get("speed-up"))
-        significance = str(row.get("significance") or "")
+        ratio, speedup = _number(cells.get("ratio")), _number(cells.get("speed-up"))
+        significance = str(cells.get("significance") or "")
+        p = _number(cells.get("p"))
+        state, _ = row_verdict(row.verdicts)
+        # an answer in bold only when the test found it and every run behind it was stable
+        established = p is not None and p < stats.ALPHA and state in ("", stability.STABLE)
         if ratio is None:
             out.append((f"{who} against {base}{context}: not compared ", f"({significance})."))
         elif speedup is None:
@@ -314,34 +319,56 @@ def verdict_parts(page: Page) -> list[tuple[str, str]]:
             )
         else:
             how = f"{_times(speedup)} faster" if speedup >= 1 else f"{_times(1 / speedup)} slower"
-            out.append(
-                (
-                    f"{who} is {how} than {base}{context}: ",
-                    f"ratio of medians {ratio:.3g}; {significance}.",
+            if established:
+                out.append(
+                    (
+                        f"{who} is {how} than {base}{context}: ",
+                        f"ratio of medians {ratio:.3g}; {significance}.",
+                    )
                 )
-            )
+            else:
+                out.append(
+                    (
+                        f"{who} against {base}{context}: not established; ",
+                        f"these runs measured it {how} (ratio of medians {ratio:.3g}), but "
+                        f"{significance}.",
+                    )
+                )
     if len(comparisons) > MAX_VERDICT_LINES:
         more = len(comparisons) - MAX_VERDICT_LINES
         out.append(("", f"{more} more comparison(s) in the ratios table."))
-    unstable = [
-        (str(r.get("configuration")), str(r.get("stability")))
-        for r in summary
-        if str(r.get("stability") or "stable") != "stable"
-    ]
-    if unstable:
-        out.append(
-            (
-                "Not every run was stable, so read those numbers with care: ",
-                "; ".join(f"{name}: {note}" for name, note in unstable) + ".",
-            )
-        )
-    else:
-        out.append(("Every finished run of every configuration was judged stable.", ""))
+    out.append(_stability_sentence(table(page.tables, "summary")))
     counts = sorted({int(r.get("n") or 0) for r in summary})
     if counts:
         n_text = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
         out.append(("", f"Finished runs per configuration: {n_text}."))
     return out
+
+
+def _stability_sentence(summary: Table | None) -> tuple[str, str]:
+    """How the runs behind the summary were judged, counted over every configuration, naming
+    those not all stable unless that is every one of them."""
+    rows = summary.rows if summary is not None else []
+    totals = {"stable": 0, "noisy": 0, "unreliable": 0, "not judged": 0}
+    shaky = []
+    for row in rows:
+        for name, v in row.verdicts:
+            totals["stable"] += v.stable
+            totals["noisy"] += v.noisy
+            totals["unreliable"] += v.unreliable
+            totals["not judged"] += v.unjudged
+            if v.noisy or v.unreliable:
+                shaky.append(name)
+    n = sum(totals.values())
+    counted = ", ".join(f"{v} {k}" for k, v in totals.items() if v)
+    if not totals["noisy"] and not totals["unreliable"]:
+        judged = " (some not judged: tui-bench history recheck)" if totals["not judged"] else ""
+        return (f"Every finished run of every configuration was judged stable{judged}.", "")
+    where = "in every configuration" if len(shaky) == len(rows) else "in " + ", ".join(shaky)
+    return (
+        "Not every run was stable, so read these numbers with care: ",
+        f"of {n} finished run(s), {counted}; the unstable ones {where}.",
+    )
 
 
 def _verdict(page: Page) -> str:
@@ -493,7 +520,7 @@ def _machine(page: Page) -> str:
         ("OS", _distinct([e.get("os") for e in envs])),
         ("tui-bench", _distinct([e.get("tui_bench") for e in envs])),
     ]
-    checks: dict[str, int] = {}
+    checks: dict[tuple[str, str], int] = {}  # (check text, badge class) → runs
     for r in page.records:
         snap = r.get("machine_check")
         if isinstance(snap, dict):
@@ -501,13 +528,13 @@ def _machine(page: Page) -> str:
             text = str(snap.get("banner") or "?") + (
                 f" ({', '.join(map(str, names))})" if names else ""
             )
+            css = "unreliable" if snap.get("fail") else "noisy" if snap.get("warn") else "stable"
         else:
-            text = "not recorded (a run from before the check was kept)"
-        checks[text] = checks.get(text, 0) + 1
+            text, css = "not recorded (a run from before the check was kept)", "unjudged"
+        checks[(text, css)] = checks.get((text, css), 0) + 1
     doctor_items = "".join(
-        f'<li><span class="badge {"stable" if text.startswith("machine: ok") else "noisy"}">'
-        f"{_e(text)}</span> — {count} run(s)</li>"
-        for text, count in checks.items()
+        f'<li><span class="badge {css}">{_e(text)}</span> — {count} run(s)</li>'
+        for (text, css), count in checks.items()
     )
     loads = _distinct([tables_module._load(r) for r in page.records])  # the card's own words
     versions: dict[str, dict[str, Any]] = {}
@@ -687,6 +714,16 @@ def _figures(page: Page) -> str:
         out.append(
             f'<p class="note">{_e(page.figures_note)} The tables above hold every number.</p>'
         )
+    if (
+        page.figures
+        and page.trends
+        and not any(len(t.points) >= figures_module.MIN_TREND_POINTS for t in page.trends)
+    ):
+        out.append(
+            f'<p class="note">No trend figure: no configuration has '
+            f"{figures_module.MIN_TREND_POINTS} finished runs in history yet (the trends table "
+            "lists what there is).</p>"
+        )
     for index, fig in enumerate(page.figures, 1):
         svg = inline_svg(fig.svg)
         if svg is None:
@@ -730,6 +767,7 @@ tr.noisy td, tr.unjudged td { background: var(--row-warn); } tr.unreliable td { 
 .badge.stable { color: var(--stable); } .badge.noisy { color: var(--noisy); }
 .badge.unreliable { color: var(--unreliable); } .badge.unjudged { color: var(--unjudged); }
 code { font-size: .8rem; }
+.why { font-size: .8rem; color: var(--muted); }
 figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; color: var(--fg); }
 figure svg text { fill: currentColor; } /* matplotlib leaves black text's fill unset */
 ul.configs li { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: .9rem; }
