@@ -298,14 +298,14 @@ def verdict_parts(page: Page) -> list[tuple[str, str]]:
             )
     compared = table(page.tables, "comparisons")
     pairs = list(zip(compared.rows, comparisons, strict=True)) if compared is not None else []
-    for row, cells in pairs[:MAX_VERDICT_LINES]:
+    for measured, cells in pairs[:MAX_VERDICT_LINES]:
         who, base = cells.get("configuration"), cells.get("baseline")
         where = cells.get("with")
         context = f" (with {where})" if where and where != "—" else ""
         ratio, speedup = _number(cells.get("ratio")), _number(cells.get("speed-up"))
         significance = str(cells.get("significance") or "")
         p = _number(cells.get("p"))
-        state, _ = row_verdict(row.verdicts)
+        state, _ = row_verdict(measured.verdicts)
         # an answer in bold only when the test found it and every run behind it was stable
         established = p is not None and p < stats.ALPHA and state in ("", stability.STABLE)
         if ratio is None:
