@@ -575,20 +575,13 @@ def write_html_report(
     """The comparison's (a ``tables.Comparison``) self-contained HTML report (``html_report``),
     titled after its sweep; with ``regress`` (a ``regress.Report``) and no comparison, the
     gate's page over ``records``, both sides, for ``metric``."""
-    from pathlib import Path
-
     from tui_bench.engine.results import html_report
     from tui_bench.engine.runs import sweep as sweep_module
 
     check_output(path, "--html")
-    title, study = "", ""
-    for group in dict.fromkeys(r.get("group") for r in records if r.get("group")):
-        try:
-            found = sweep_module.find(str(group))
-        except HistoryError:
-            continue
-        title = title or f"{found.preset}: {found.id}"
-        study = study or found.study
+    title, study = sweep_module.report_title(records)
+    if regress is not None:
+        title = f"regress: {len(regress.rows)} configuration(s)"
     page = html_report.collect(
         records,
         comparison,
@@ -599,6 +592,4 @@ def write_html_report(
         command=command,
         regress=regress,
     )
-    if regress is not None and not title:
-        page.title = f"regress: {len(regress.rows)} configuration(s)"
-    Path(path).write_text(html_report.render(page), encoding="utf-8")
+    html_report.write(path, page)

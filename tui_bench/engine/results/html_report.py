@@ -26,6 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
+from pathlib import Path
 from typing import Any
 
 from tui_bench import __version__
@@ -136,6 +137,14 @@ def _default_title(records: Sequence[dict[str, Any]]) -> str:
     if len(groups) == 1:
         return f"comparison of sweep {next(iter(groups))}"
     return f"comparison of {len(records)} run(s)"
+
+
+def write(path: str | Path, page: Page) -> Path:
+    """The page rendered into ``path`` (its folder must exist): the one place a report is
+    written, for the CLI and the TUI alike."""
+    target = Path(path)
+    target.write_text(render(page), encoding="utf-8")
+    return target
 
 
 # -- the seam onto the computed tables --------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -431,3 +431,15 @@ def collect(
     if not ordered and (since is not None or last is not None):
         raise HistoryError("nothing to compare: no run in that selection")
     return ordered, skipped, figures
+
+
+def report_title(records: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """(title, study) for a report on these runs: the preset and id of the first sweep they
+    belong to, and its study; ("", "") for runs of no known sweep."""
+    for group in dict.fromkeys(r.get("group") for r in records if r.get("group")):
+        try:
+            found = find(str(group))
+        except HistoryError:
+            continue
+        return f"{found.preset}: {found.id}", found.study
+    return "", ""
