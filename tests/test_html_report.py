@@ -312,3 +312,37 @@ def test_verdict_spells_out_eight_comparisons_and_counts_the_rest():
     assert sum("is 2.00× slower than base" in s for s in sentences) == 7
     assert "3 more comparison(s) in the ratios table." in sentences
     parse_strict(html_report.render(page))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"env": "not a dict"},
+        {"env": {"host": ["a"], "cpu_model": 3, "logical_cores": "x", "gpus": "none"}},
+        {"machine_check": ["warn"]},
+        {"machine_check": {"banner": None, "fail": "cpu.load", "warn": 3}},
+        {"stability": "stable"},
+        {"stability": {"verdict": 7, "reasons": ["x", None, {"message": None}]}},
+        {"load_at_start": "busy"},
+        {"worker": "torch"},
+        {"started_at": "yesterday"},
+        {"label": "x" * 10_000},
+        {"id": "\x00\ufffe<b>"},
+    ],
+)
+def test_a_damaged_record_still_gives_a_page(damage):
+    """What only the page reads of a record (machine, check, verdict, load, versions, id, label)
+    may be damaged in a hand-edited or old history: the page is still made, valid, with what
+    can be read. (The tables are computed from the undamaged runs: their own readers are the
+    typed run record's concern.)"""
+    from tui_bench.engine.results import figures
+
+    clean = comparison_history()
+    comparison = tables.compute([r for r in clean if r.get("group") == "g1"])
+    damaged = [*clean[:-1], {**clean[-1], **damage}]
+    page = html_report.collect(
+        [r for r in damaged if r.get("group") == "g1"], comparison, history=damaged
+    )
+    assert not page.figures_note or figures.INSTALL_HINT in page.figures_note
+    doc = parse_strict(html_report.render(page))
+    assert "table-runs" in {t.get("id") for t in doc.iter("table")}

@@ -63,7 +63,8 @@ def _draw_trends(figure: Any, shown: Sequence[Trend]) -> Any:
     axes = fig.subplots(len(shown), 1, squeeze=False)[:, 0]
     for ax, item in zip(axes, shown, strict=True):
         scale, unit = _scale(item.metric)
-        xs = [p.when if p.when else i for i, p in enumerate(item.points)]
+        dated = all(p.when for p in item.points)  # one run without a date: run numbers
+        xs = [p.when for p in item.points] if dated else list(range(len(item.points)))
         ys = [p.value * scale for p in item.points]
         ax.plot(xs, ys, marker="o", markersize=3, linewidth=1)
         for change in item.change_points:
@@ -78,7 +79,7 @@ def _draw_trends(figure: Any, shown: Sequence[Trend]) -> Any:
                 fontsize=7,
                 color="tab:red",
             )
-        if all(p.when for p in item.points):
+        if dated:
             from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 
             locator = AutoDateLocator(maxticks=8)

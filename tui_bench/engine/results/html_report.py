@@ -84,6 +84,36 @@ class Page:
 
 
 # -- gathering ------------------------------------------------------------------------------------
+_DICT_FIELDS = ("env", "worker", "metrics", "spec", "load_at_start", "machine_check", "stability")
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(x) for x in value] if isinstance(value, list) else []
+
+
+def readable(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as the page reads it: a field of the wrong shape (a hand-edited or old
+    history) reads as absent rather than breaking the page. The seam to the typed run record:
+    it goes when the store hands out typed runs."""
+    out = dict(record)
+    for name in _DICT_FIELDS:
+        if name in out and not isinstance(out[name], dict):
+            out[name] = {}
+    check = out.get("machine_check")
+    if check:
+        out["machine_check"] = {
+            "banner": str(check.get("banner") or "?"),
+            "fail": _strings(check.get("fail")),
+            "warn": _strings(check.get("warn")),
+        }
+    stab = out.get("stability")
+    if stab and not isinstance(stab.get("verdict"), str | None):
+        out["stability"] = {}
+    if stab and not isinstance(stab.get("reasons", []), list):
+        out["stability"] = {**stab, "reasons": []}
+    return out
+
+
 def collect(
     records: Sequence[dict[str, Any]],
     comparison: Comparison | None,
@@ -99,6 +129,8 @@ def collect(
     """The page for ``records`` and the comparison ``tables.compute`` made of them (None for
     ``regress``'s page): each compared configuration's trend over ``history`` (every record
     kept), and the figures when the ``figures`` extra is installed."""
+    records = [readable(r) for r in records]
+    history = [readable(r) for r in history]
     if comparison is not None:
         metric = comparison.metric.key
         configurations = comparison.configurations
@@ -164,8 +196,17 @@ def _number(value: Any) -> float | None:
 
 
 # -- rendering ------------------------------------------------------------------------------------
+# C0/C1 controls (but tab, newline, return) and Unicode noncharacters: not allowed in HTML text
+_NOT_TEXT = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufdd0-\ufdef\ufffe\uffff"
+    "\U0001fffe\U0001ffff\U0010fffe\U0010ffff]"
+)
+
+
 def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
+    """Text from a file, safe to put in the page: escaped, and any character HTML may not
+    carry shown as U+FFFD."""
+    return escape(_NOT_TEXT.sub("\ufffd", str(value)), quote=True)
 
 
 def _cell(value: Any) -> str:
@@ -532,7 +573,7 @@ def _machine(page: Page) -> str:
     checks: dict[tuple[str, str], int] = {}  # (check text, badge class) → runs
     for r in page.records:
         snap = r.get("machine_check")
-        if isinstance(snap, dict):
+        if isinstance(snap, dict) and snap:
             names = [*(snap.get("fail") or []), *(snap.get("warn") or [])]
             text = str(snap.get("banner") or "?") + (
                 f" ({', '.join(map(str, names))})" if names else ""
@@ -683,7 +724,7 @@ def _trends(page: Page) -> str:
             f"<td class=short>{_e(_minute(first))}</td>"
             f"<td class=short>{_e(_minute(last.record.get('started_at', ''))) if last else ''}</td>"
             f'<td class="num">{_cell(last.value) if last else "—"}</td>'
-            f"<td>{_badge(last.verdict or 'not judged') if last else ''}</td>"
+            f"<td>{_badge(stability.verdict_of(last.record) or 'not judged') if last else ''}</td>"
             f"<td>{_e(changes)}</td></tr>"
         )
     out.append("</tbody></table></div>")
