@@ -73,10 +73,10 @@ def test_compare_splits_configurations_by_host_when_runs_came_from_several():
     assert len(groups) == 1 and "host" not in varying
     two_hosts = [*one_host, run("b", 0.2), run("b", 0.21)]
     groups, varying = tables.group(two_hosts)
-    assert [g.label for g in groups] == ["host=a", "host=b"]
+    assert [g.label for g in groups] == ["@a", "@b"]
     assert [len(g.runs) for g in groups] == [2, 2]
     comparisons = tables.compute(two_hosts).comparisons
-    assert comparisons.rows[0].cells[:4] == ("host", "—", "host=b", "host=a")
+    assert comparisons.rows[0].cells[:4] == ("host", "—", "@b", "@a")
     assert comparisons.rows[0].cells[4] == pytest.approx(0.205 / 0.105)
 
 

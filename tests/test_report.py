@@ -11,7 +11,7 @@ import json
 import pytest
 from rich.console import Console
 
-from tui_bench.engine.results import published, render, tables
+from tui_bench.engine.results import identity, published, render, tables
 from tui_bench.engine.spec import RunSpec
 
 
@@ -66,7 +66,7 @@ def test_gpu_against_cpu_with_significance():
     rows = rows_as_dicts(table(build(records), "comparisons"))
     (row,) = rows
     assert row["differs in"] == "device"
-    assert row["configuration"] == "device=gpu" and row["baseline"] == "device=cpu"
+    assert row["configuration"] == "gpu" and row["baseline"] == "cpu"
     assert row["ratio"] == pytest.approx(1.0 / 4.05)
     assert row["speed-up"] == pytest.approx(4.05)
     assert row["significance"].startswith("significant (p=0.00794")
@@ -75,7 +75,7 @@ def test_gpu_against_cpu_with_significance():
 def test_few_repeats_never_give_a_bare_verdict():
     records = runs("e", [1.0, 1.1, 1.2], api="eager") + runs("c", [2.0, 2.1, 2.2], api="compile")
     (row,) = rows_as_dicts(table(build(records), "comparisons"))
-    assert row["configuration"] == "torch/compile" and row["baseline"] == "torch/eager"
+    assert row["configuration"] == "compile" and row["baseline"] == "eager"
     assert row["ratio"] == pytest.approx(2.1 / 1.1)
     assert row["significance"].startswith("not enough repeats (n=3/3")
 
@@ -156,10 +156,7 @@ def test_csv_and_markdown_exports():
         "| differs in | with | configuration | baseline | ratio | speed-up | significance |"
         in markdown
     )
-    assert (
-        "| device | — | device=gpu | device=cpu | 0.2469 | 4.05 | significant (p=0.00794"
-        in markdown
-    )
+    assert "| device | — | gpu | cpu | 0.2469 | 4.05 | significant (p=0.00794" in markdown
 
 
 # -- seeds and the fairness card -------------------------------------------------------------------
@@ -216,12 +213,12 @@ def test_fairness_card_shows_only_the_settings_that_differ():
     # however many are compared. The API tells these two apart, so their names are the API
     # alone, and the precision that changes with it is on the card, not hidden.
     assert rows == [
-        ("precision", "fp32", "torch/eager"),
-        ("precision", "tf32", "torch/compile"),
-        ("compilation", "no (eager)", "torch/eager"),
-        ("compilation", "yes (torch.compile, inductor)", "torch/compile"),
-        ("machine load", "quiet (load ≈0 on 2)", "torch/eager"),
-        ("machine load", "busy (load ≈4 on 2)", "torch/compile"),
+        ("precision", "fp32", "eager"),
+        ("precision", "tf32", "compile"),
+        ("compilation", "no (eager)", "eager"),
+        ("compilation", "yes (torch.compile, inductor)", "compile"),
+        ("machine load", "quiet (load ≈0 on 2)", "eager"),
+        ("machine load", "busy (load ≈4 on 2)", "compile"),
     ]
     assert card.names == ["setting", "value", "configurations"]
 
@@ -233,11 +230,11 @@ def test_fairness_card_names_a_hidden_difference_and_the_thread_flag():
     b[0]["metrics"]["cores_observed"] = 1.9
     a[0]["metrics"]["cores_observed"] = 1.02
     rows = [row.cells for row in table(build(a + b), "fairness").rows]
-    # the timing mode changes with the framework, and the names ("torch/eager") do not say it
-    assert ("timing mode", "pipelined", "tensorflow/graph") in rows
-    assert ("threads observed", "≈1 cores", "torch/eager") in rows
-    assert ("threads observed", "≈2 cores", "tensorflow/graph") in rows
-    assert rows[-1] == ("thread flag", "used more cores than configured", "tensorflow/graph")
+    # the timing mode changes with the framework, and the names ("torch") do not say it
+    assert ("timing mode", "pipelined", "tensorflow") in rows
+    assert ("threads observed", "≈1 cores", "torch") in rows
+    assert ("threads observed", "≈2 cores", "tensorflow") in rows
+    assert rows[-1] == ("thread flag", "used more cores than configured", "tensorflow")
     # a field the names do say is not repeated on the card
     c = runs("c", [1.0], timing="pipelined")
     named = [row.cells for row in table(build(a + c), "fairness").rows]
@@ -297,13 +294,11 @@ def test_worker_scaling_table_only_when_workers_differ():
 
 
 def test_oversubscription_counts_threads_of_every_worker():
-    assert (
-        tables._oversubscribed({"spec": {"threads": 1, "workers": 2}, "env": {"logical_cores": 2}})
-        is False
-    )
-    assert tables._oversubscribed(
-        {"spec": {"threads": 2, "workers": 2}, "env": {"logical_cores": 2}}
-    )
+    fits = runs("a", [1.0], threads=1, workers=2)
+    over = runs("b", [1.0], threads=2, workers=2)
+    summary = table(build(fits + over), "summary")
+    assert summary.values("oversubscribed") == [False, True]
+    assert summary.values("notes") == ["", "oversubscribed"]
 
 
 # -- published figures beside ours -----------------------------------------------------------------
@@ -412,7 +407,7 @@ def test_published_ratio_per_configuration_the_figure_does_not_name():
         records += timed_runs(f"e{threads}", [eager], api="eager", threads=threads)
         records += timed_runs(f"c{threads}", [compiled], api="compile", threads=threads)
     rows = published_rows(records, [figure()])
-    assert [(r["with"], r["here"]) for r in rows] == [("threads=1", 2.0), ("threads=2", 3.0)]
+    assert [(r["with"], r["here"]) for r in rows] == [("1 thr", 2.0), ("2 thr", 3.0)]
 
 
 def test_published_table_is_only_there_with_figures_and_exports():
@@ -445,6 +440,7 @@ def every_table() -> list[tables.Table]:
     records += [scaling_run("w1", 100.0, workers=1), scaling_run("w2", 170.0, workers=2)]
     for r in records:
         r["worker"] = {"settings": {"compile": r["spec"]["api"] == "compile"}}
+        r["metrics"]["warmup_s"] = 0.5
     records[0]["metrics"]["cores_observed"] = 1.9
     shown = build(
         records,
@@ -466,6 +462,7 @@ def test_every_numeric_csv_column_loads_as_a_float_with_pandas(tmp_path):
     numeric = {c.name for t in shown for c in t.columns if c.numeric}
     # spread, efficiency, p-values and n are numbers of their own, not text in another cell
     assert {"IQR", "std", "min", "max", "efficiency", "p", "noise", "n", "here"} <= numeric
+    assert {"median samples/s", "median warm-up s"} <= numeric  # beside the compared metric
     assert not {"mean ± std", "min–max"} & set(frame.columns)
     for name in numeric:
         column = frame[name]
@@ -514,12 +511,13 @@ def workload_matrix() -> list[dict]:
 def test_compare_at_80_columns_names_configurations_briefly():
     shown = build(workload_matrix())
     summary = table(shown, "summary")
-    # the fewest fields that tell them apart: the model stands for its dataset and batch size
+    # the fewest fields that tell them apart (identity's labels): the framework stands for its
+    # API, the model for its dataset and batch size
     assert summary.values("configuration") == [
-        "torch/eager mlp",
-        "torch/eager cnn",
-        "keras/tensorflow mlp",
-        "keras/tensorflow cnn",
+        "torch · mlp",
+        "torch · cnn",
+        "keras · mlp",
+        "keras · cnn",
     ]
     out = io.StringIO()
     render.terminal(Console(file=out, width=80, color_system=None), shown)
@@ -528,11 +526,16 @@ def test_compare_at_80_columns_names_configurations_briefly():
         assert long_form not in text
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
+    ratios = table(shown, "comparisons").records()
+    assert [(r["with"], r["configuration"], r["baseline"]) for r in ratios] == [
+        ("mlp", "keras", "torch"),
+        ("cnn", "keras", "torch"),
+    ]
     # every name whole on one line (not folded), in the summary and on the fairness card
     for name in summary.values("configuration"):
         assert any(str(name) in line for line in lines), name
     card = [line for line in lines if line.startswith("│ compilation")]
-    assert len(card) == 2 and "yes (tf.function)" in card[1] and "keras/tensorflow mlp" in card[1]
+    assert len(card) == 2 and "yes (tf.function)" in card[1] and "keras · mlp" in card[1]
 
 
 def test_the_card_names_a_setting_that_varies_along_with_the_names():
@@ -542,3 +545,32 @@ def test_the_card_names_a_setting_that_varies_along_with_the_names():
     shown = build(records)
     assert table(shown, "summary").values("configuration") == ["mlp", "cnn"]
     assert ("threads configured", "1", "mlp") in [r.cells for r in table(shown, "fairness").rows]
+
+
+def test_compare_groups_runs_as_trends_and_regress_do():
+    """identity's configurations: a run whose dataset lives in another directory is a repeat of
+    the same configuration (compare split it off before), another thread count is not."""
+    records = runs("a", [1.0, 1.1], threads=1) + runs("b", [1.2], threads=1, data_dir="/elsewhere")
+    records += runs("c", [2.0], threads=2)
+    comparison = tables.compute(records)
+    assert [g.config for g in comparison.groups] == list(identity.group_by_configuration(records))
+    assert comparison.summary.values("n") == [3, 1]
+    assert comparison.summary.values("configuration") == ["1 thr", "2 thr"]
+
+
+def test_damaged_records_give_tables_not_a_traceback():
+    good = runs("a", [1.0, 1.1], api="eager")
+    damaged = [
+        {"id": "x", "status": "finished", "spec": "garbage", "metrics": {"step_median_s": "fast"}},
+        {"id": "y", "status": "finished", "spec": RunSpec(api="compile").to_dict(), "metrics": []},
+        {"status": 7, "spec": {"threads": "two"}, "stability": "noisy", "worker": "?"},
+        {**good[0], "id": "z", "metrics": {"step_median_s": float("nan")}},
+        "not a record",
+    ]
+    shown = build(good + damaged)
+    summary = table(shown, "summary").records()
+    assert summary[0]["n"] == 2 and summary[0]["median"] == pytest.approx(1.05)  # NaN left out
+    assert all(r["median"] is None for r in summary[1:])  # no usable number: none shown
+    data = json.loads(render.json_text(shown))  # strict JSON: no NaN anywhere
+    assert {t["name"] for t in data} >= {"summary"}
+    assert render.csv_text(shown) and render.markdown(shown)

@@ -203,7 +203,7 @@ def test_report_loads_with_nothing_from_elsewhere_and_no_console_error(browser, 
     if _has_matplotlib():
         assert len(widths) == 4 and min(widths) > 300, widths
     verdict = browser.evaluate("document.querySelector('#verdict').innerText")
-    assert "slower than torch/eager" in verdict and "Mann-Whitney" in verdict
+    assert "slower than torch (with 1 thr)" in verdict and "Mann-Whitney" in verdict
 
 
 def test_dark_and_light_follow_the_readers_preference(browser, report_file):

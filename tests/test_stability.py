@@ -28,7 +28,7 @@ def test_a_clean_flat_run_is_stable_and_says_what_was_checked():
     v = assess(noise(300), threads=1)
     assert v.verdict == "stable" and v.reasons == [] and v.steady_state == "flat"
     assert "cv" in v.checked and "cpu_stolen" in v.checked
-    assert v.line().startswith("stable: 12 rules checked")
+    assert stability.stored_line(v) == "stable (12 rules checked)"
 
 
 def test_high_cv_is_unreliable():
@@ -305,7 +305,7 @@ def test_nvml_clock_events_and_clocks_are_parsed_from_a_fake_handle():
     ]
     assert summary.steady_gpu_low_clock_fraction == pytest.approx(0.25)  # 900 < 0.75 x 1410
     v = assess(noise(300), summary.as_dict())
-    assert v.verdict == "unreliable" and "hardware slowdown" in v.line()
+    assert v.verdict == "unreliable" and "hardware slowdown" in stability.stored_line(v)
 
 
 def test_older_drivers_name_it_throttle_reasons():

@@ -411,8 +411,8 @@ async def test_compare_shows_the_fairness_card_beside_the_tables(tui_home):
         screen = await show_in_compare(app, pilot, records)
         card = screen.query_one("#table-fairness", DataTable)
         assert card.row_count == 2  # one row per setting and value, naming who has it
-        assert [str(c) for c in card.get_row_at(0)] == ["compilation", "no (eager)", "torch/eager"]
-        assert [str(c) for c in card.get_row_at(1)] == ["compilation", "yes", "torch/compile"]
+        assert [str(c) for c in card.get_row_at(0)] == ["compilation", "no (eager)", "eager"]
+        assert [str(c) for c in card.get_row_at(1)] == ["compilation", "yes", "compile"]
         note = str(screen.query_one("#compare-note", Static).render())
         assert "also differs: compilation" in note
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.table import Table as RichTable
 
-from tui_bench.cli import common
+from tui_bench.cli import common, reporting
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.results import render, tables
 from tui_bench.engine.results.history import History
@@ -85,8 +85,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     history = History()
     if args.html:
-        common.check_output(args.html, "--html")
-    records, skipped, published = common.collect_targets(args, history)
+        reporting.check_output(args.html, "--html")
+    records, skipped, published = reporting.collect_targets(args, history)
     if args.metric not in tables.METRICS:
         raise UsageError(
             f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
@@ -109,7 +109,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         figures.compare_figure(records, args.metric, args.figure)
     if args.html:
-        common.write_html_report(args.html, records, comparison, history)
+        reporting.write_html_report(args.html, records, comparison, history)
     if args.json:
         print(render.json_text(shown))
     else:
@@ -134,7 +134,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare",
         help="statistics, ratios with significance, speed-ups over runs, groups or a sweep",
     )
-    common.add_target_arguments(c)
+    reporting.add_target_arguments(c)
     c.add_argument(
         "--metric",
         default="step_median_s",

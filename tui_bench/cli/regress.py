@@ -9,7 +9,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from tui_bench.cli import common
+from tui_bench.cli import common, reporting
 from tui_bench.engine.errors import UsageError
 from tui_bench.engine.results import regress
 from tui_bench.engine.results.history import History
@@ -56,7 +56,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
     since = regress.parse_when(args.since) if args.since else None
     until = regress.parse_when(args.until) if args.until else None
     if args.html:
-        common.check_output(args.html, "--html")
+        reporting.check_output(args.html, "--html")
     history = History()
     for warning in history.warnings:
         common.console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
@@ -75,7 +75,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
     )
     if args.html:
         records = [*baseline, *candidate]
-        common.write_html_report(
+        reporting.write_html_report(
             args.html, records, None, history, regress=report, metric=args.metric
         )
         common.console(stderr=True).print(f"wrote {args.html}")
@@ -103,7 +103,7 @@ def _value(report: regress.Report, value: float | None) -> str:
 def _cells(report: regress.Report, row: regress.Row) -> list[str]:
     return [
         row.mark,
-        row.identity.label,
+        row.configuration.name,
         _value(report, row.baseline.median),
         _value(report, row.candidate.median),
         "—" if row.ratio is None else f"{row.ratio:.3f}",

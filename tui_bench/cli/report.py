@@ -9,7 +9,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from tui_bench.cli import common
+from tui_bench.cli import common, reporting
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.results import tables
 from tui_bench.engine.results.history import History
@@ -20,9 +20,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(
             f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
         )
-    common.check_output(args.html, "--html")
+    reporting.check_output(args.html, "--html")
     history = History()
-    records, skipped, published = common.collect_targets(args, history)
+    records, skipped, published = reporting.collect_targets(args, history)
     comparison = tables.compute(
         records,
         metric=args.metric,
@@ -31,7 +31,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         published=published,
     )
     command = shlex.join(["tui-bench", "report", *command_words(args)])
-    common.write_html_report(args.html, records, comparison, history, command)
+    reporting.write_html_report(args.html, records, comparison, history, command)
     common.console(stderr=True).print(f"wrote {args.html} ({len(records)} run(s))")
     return 0
 
@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "report",
         help="a comparison as one self-contained HTML page: verdict, machine, tables, figures",
     )
-    common.add_target_arguments(p)
+    reporting.add_target_arguments(p)
     p.add_argument("--html", metavar="FILE", required=True, help="the HTML file to write")
     p.add_argument(
         "--metric",

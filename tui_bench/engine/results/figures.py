@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.errors import TuiBenchError, UsageError
-from tui_bench.engine.results import stats, tables
+from tui_bench.engine.results import stats
+from tui_bench.engine.results.identity import group_by_configuration, short_value, varying_fields
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.trends import Trend
 
 FORMATS = (".svg", ".png")
@@ -86,20 +88,24 @@ def _draw_trends(figure: Any, shown: Sequence[Trend]) -> Any:
             ax.xaxis.set_major_locator(locator)
             ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
             ax.xaxis.get_offset_text().set_fontsize(7)
-        ax.set_title(item.identity.label, fontsize=9, loc="left")
+        ax.set_title(item.configuration.name, fontsize=9, loc="left")
         ax.set_ylabel(f"{item.metric}{unit}", fontsize=8)
         ax.tick_params(labelsize=7)
     return fig
 
 
-def compare_figure(records: Sequence[dict[str, Any]], metric: str, path: str | Path) -> Path:
+def compare_figure(records: Sequence[Run | dict[str, Any]], metric: str, path: str | Path) -> Path:
     """Bars per configuration (median of per-run values, IQR as error bars); beside them, when
     the runs vary in threads, the thread-scaling lines (median against threads)."""
     target = _check_path(path)
     figure = _figure_class()
-    groups, varying = tables.group(records)
-    rows = [(g, g.values(metric)) for g in groups]
-    rows = [(g, v) for g, v in rows if v]
+    groups = group_by_configuration(records)
+    varying = varying_fields(list(groups))
+    rows = []
+    for config, runs in groups.items():
+        values = [v for r in runs if r.finished and (v := r.metric(metric)) is not None]
+        if values:
+            rows.append((config, values))
     if not rows:
         raise UsageError(f"nothing to draw: no finished run has {metric}")
     scale, unit = _scale(metric)
@@ -120,12 +126,12 @@ def compare_figure(records: Sequence[dict[str, Any]], metric: str, path: str | P
     bars.set_ylabel(f"{metric}{unit}, median of runs (IQR bars)", fontsize=8)
     if scaling:
         lines: dict[str, list[tuple[int, float]]] = {}
-        for (group, _values), summary in zip(rows, summaries, strict=True):
-            others = (
-                " ".join(f"{f}={group.spec.get(f)}" for f in varying if f != "threads") or "all"
-            )
-            lines.setdefault(others, []).append(
-                (int(group.spec.get("threads") or 0), summary.median * scale)
+        for (config, _values), summary in zip(rows, summaries, strict=True):
+            others = [f for f in varying if f != "threads"]
+            name = " · ".join(short_value(f, config.get(f)) for f in others) or "all"
+            threads = config.get("threads")
+            lines.setdefault(name, []).append(
+                (threads if isinstance(threads, int) else 0, summary.median * scale)
             )
         ax = axes[1]
         for name, points in lines.items():
@@ -158,7 +164,7 @@ def _svg_text(fig: Any) -> str:
     return buffer.getvalue().replace("#000000", "currentColor")
 
 
-def _rows(table: tables.Table | None) -> list[dict[str, Any]]:
+def _rows(table: Any) -> list[dict[str, Any]]:
     return table.records() if table is not None else []
 
 
@@ -168,7 +174,7 @@ def _num(value: Any) -> float | None:
     return float(value)
 
 
-def _table(found: Sequence[tables.Table], name: str) -> tables.Table | None:
+def _table(found: Sequence[Any], name: str) -> Any:
     return next((t for t in found if t.name == name), None)
 
 
@@ -180,10 +186,10 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
         return None
     scale, unit = _scale(page.metric)
     values: dict[str, list[float]] = {}
-    for record in page.records:
-        value = _num((record.get("metrics") or {}).get(page.metric))
-        name = page.labels.get(str(record.get("id")))
-        if value is not None and name is not None and record.get("status") == "finished":
+    for run in page.records:
+        value = run.metric(page.metric)
+        name = page.labels.get(run.id)
+        if value is not None and name is not None and run.finished:
             values.setdefault(name, []).append(value * scale)
     boxes = [
         {

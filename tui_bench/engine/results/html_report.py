@@ -38,6 +38,7 @@ from tui_bench.engine.results import render as render_module
 from tui_bench.engine.results import stability, stats
 from tui_bench.engine.results import tables as tables_module
 from tui_bench.engine.results import trends as trends_module
+from tui_bench.engine.results.record import Run, runs_of
 from tui_bench.engine.results.tables import Comparison, Table, Verdicts, metric_info
 
 # Per-run facts the records may carry beside the compared metric (metric key → column label).
@@ -68,7 +69,7 @@ class Page:
     title: str
     metric: str
     tables: Sequence[Table]  # the comparison's (``Comparison.tables()``), summary first
-    records: Sequence[dict[str, Any]]
+    records: Sequence[Run]
     labels: dict[str, str]  # run id → its configuration's short name (the summary's)
     trends: Sequence[trends_module.Trend] = ()
     figures: Sequence[SvgFigure] = ()
@@ -84,42 +85,12 @@ class Page:
 
 
 # -- gathering ------------------------------------------------------------------------------------
-_DICT_FIELDS = ("env", "worker", "metrics", "spec", "load_at_start", "machine_check", "stability")
-
-
-def _strings(value: Any) -> list[str]:
-    return [str(x) for x in value] if isinstance(value, list) else []
-
-
-def readable(record: dict[str, Any]) -> dict[str, Any]:
-    """The record as the page reads it: a field of the wrong shape (a hand-edited or old
-    history) reads as absent rather than breaking the page. The seam to the typed run record:
-    it goes when the store hands out typed runs."""
-    out = dict(record)
-    for name in _DICT_FIELDS:
-        if name in out and not isinstance(out[name], dict):
-            out[name] = {}
-    check = out.get("machine_check")
-    if check:
-        out["machine_check"] = {
-            "banner": str(check.get("banner") or "?"),
-            "fail": _strings(check.get("fail")),
-            "warn": _strings(check.get("warn")),
-        }
-    stab = out.get("stability")
-    if stab and not isinstance(stab.get("verdict"), str | None):
-        out["stability"] = {}
-    if stab and not isinstance(stab.get("reasons", []), list):
-        out["stability"] = {**stab, "reasons": []}
-    return out
-
-
 def collect(
-    records: Sequence[dict[str, Any]],
+    records: Sequence[Run | dict[str, Any]],
     comparison: Comparison | None,
     *,
     metric: str = "step_median_s",
-    history: Sequence[dict[str, Any]] = (),
+    history: Sequence[Run | dict[str, Any]] = (),
     title: str = "",
     study: str = "",
     command: str = "",
@@ -129,23 +100,24 @@ def collect(
     """The page for ``records`` and the comparison ``tables.compute`` made of them (None for
     ``regress``'s page): each compared configuration's trend over ``history`` (every record
     kept), and the figures when the ``figures`` extra is installed."""
-    records = [readable(r) for r in records]
-    history = [readable(r) for r in history]
+    runs = runs_of(records)  # a damaged field reads as not recorded (record.Run)
     if comparison is not None:
         metric = comparison.metric.key
-        configurations = comparison.configurations
+        groups = comparison.groups
     else:
-        configurations, _varying = tables_module.group(records)
-    labels = {str(r.get("id")): c.label for c in configurations for r in c.runs}
-    keys = {identity_module.identity(r).key for r in records}
+        groups, _varying = tables_module.group(runs)
+    labels = {r.id: g.label for g in groups for r in g.runs}
+    keys = {identity_module.configuration_of(r).key for r in runs}
     found = [
-        t for t in trends_module.trends(history or records, metric=metric) if t.identity.key in keys
+        t
+        for t in trends_module.trends(runs_of(history) or runs, metric=metric)
+        if t.configuration.key in keys
     ]
     page = Page(
-        title=title or _default_title(records),
+        title=title or _default_title(runs),
         metric=metric,
         tables=comparison.tables() if comparison is not None else [],
-        records=records,
+        records=runs,
         labels=labels,
         trends=found,
         study=study,
@@ -164,8 +136,8 @@ def collect(
     return page
 
 
-def _default_title(records: Sequence[dict[str, Any]]) -> str:
-    groups = {r.get("group") for r in records if r.get("group")}
+def _default_title(records: Sequence[Run]) -> str:
+    groups = {r.group for r in records if r.group}
     if len(groups) == 1:
         return f"comparison of sweep {next(iter(groups))}"
     return f"comparison of {len(records)} run(s)"
@@ -177,6 +149,10 @@ def write(path: str | Path, page: Page) -> Path:
     target = Path(path)
     target.write_text(render(page), encoding="utf-8")
     return target
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(x) for x in value] if isinstance(value, list) else []
 
 
 # -- the seam onto the computed tables --------------------------------------------------------------
@@ -544,8 +520,8 @@ def _distinct(values: Sequence[Any]) -> str:
 
 
 def _machine(page: Page) -> str:
-    envs = [r.get("env") or {} for r in page.records]
-    hosts = list(dict.fromkeys(tables_module.run_host(r) for r in page.records))
+    envs = [r.env for r in page.records]
+    hosts = list(dict.fromkeys(r.host or "?" for r in page.records))
     gpus = _distinct(
         [
             f"{e.get('gpu_model')} (driver {e.get('gpu_driver')})" if e.get("gpu_model") else None
@@ -572,13 +548,13 @@ def _machine(page: Page) -> str:
     ]
     checks: dict[tuple[str, str], int] = {}  # (check text, badge class) → runs
     for r in page.records:
-        snap = r.get("machine_check")
+        snap = r.raw.get("machine_check")  # doctor.Report.snapshot(), as stored
         if isinstance(snap, dict) and snap:
-            names = [*(snap.get("fail") or []), *(snap.get("warn") or [])]
+            fail, warn = _strings(snap.get("fail")), _strings(snap.get("warn"))
             text = str(snap.get("banner") or "?") + (
-                f" ({', '.join(map(str, names))})" if names else ""
+                f" ({', '.join([*fail, *warn])})" if fail or warn else ""
             )
-            css = "unreliable" if snap.get("fail") else "noisy" if snap.get("warn") else "stable"
+            css = "unreliable" if fail else "noisy" if warn else "stable"
         else:
             text, css = "not recorded (a run from before the check was kept)", "unjudged"
         checks[(text, css)] = checks.get((text, css), 0) + 1
@@ -589,7 +565,7 @@ def _machine(page: Page) -> str:
     loads = _distinct([tables_module._load(r) for r in page.records])  # the card's own words
     versions: dict[str, dict[str, Any]] = {}
     for r in page.records:
-        name = page.labels.get(str(r.get("id")), str(r.get("label") or "?"))
+        name = page.labels.get(r.id, r.label)
         for k, v in identity_module.versions(r).items():
             if v is not None and k != "machine":
                 versions.setdefault(name, {}).setdefault(k, []).append(v)
@@ -640,7 +616,7 @@ def _runs_table(page: Page) -> str:
     extras = [
         (key, name)
         for key, name in RUN_EXTRAS.items()
-        if any(_number((r.get("metrics") or {}).get(key)) is not None for r in page.records)
+        if any(r.metric(key) is not None for r in page.records)
     ]
     heads = [
         "run",
@@ -661,28 +637,27 @@ def _runs_table(page: Page) -> str:
         + "</tr></thead><tbody>"
     )
     for r in page.records:
-        metrics = r.get("metrics") or {}
-        status = str(r.get("status") or "?")
-        verdict = stability.verdict_of(r) or ("not judged" if status == "finished" else "")
-        reasons = stability.reasons_text(r) or (
-            str(r.get("reason") or "") if status != "finished" else ""
+        status = r.status or "?"
+        verdict = r.verdict or ("not judged" if r.finished else "")
+        reasons = "; ".join(x.message for x in r.reasons) or (
+            (r.text_field("reason") or "") if not r.finished else ""
         )
-        value = metrics.get(page.metric)
+        value = r.metric(page.metric)
         cells = [
-            f"<td><code>{_e(r.get('id'))}</code></td>",
-            f"<td>{_e(page.labels.get(str(r.get('id')), r.get('label') or '?'))}</td>",
+            f"<td><code>{_e(r.id)}</code></td>",
+            f"<td>{_e(page.labels.get(r.id, r.label))}</td>",
             f"<td>{_e(status)}</td>",
-            f'<td class="num">{_cell(value)}</td>' if _number(value) is not None else "<td>—</td>",
+            f'<td class="num">{_cell(value)}</td>' if value is not None else "<td>—</td>",
             f"<td>{_badge(verdict) if verdict else ''}</td>",
             f"<td>{_e(reasons)}</td>",
             *(
-                f'<td class="num">{_cell(metrics.get(key))}</td>'
-                if _number(metrics.get(key)) is not None
+                f'<td class="num">{_cell(r.metric(key))}</td>'
+                if r.metric(key) is not None
                 else "<td>—</td>"
                 for key, _ in extras
             ),
         ]
-        row_class = _verdict_class(verdict if status == "finished" else "unreliable")
+        row_class = _verdict_class(verdict if r.finished else "unreliable")
         out.append(f'<tr class="{row_class}">' + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
     out.append(
@@ -714,17 +689,17 @@ def _trends(page: Page) -> str:
         "</tr></thead><tbody>"
     )
     for t in page.trends:
-        first = t.points[0].record.get("started_at", "") if t.points else ""
+        first = t.points[0].run.started_text if t.points else ""
         last = t.last
         changes = "; ".join(c.describe(t.metric) for c in t.change_points) or "none found"
         out.append(
             "<tr>"
-            f"<td>{_e(t.identity.label)}</td>"
+            f"<td>{_e(t.configuration.name)}</td>"
             f'<td class="num">{len(t.points)}{f" (+{t.failed} failed)" if t.failed else ""}</td>'
             f"<td class=short>{_e(_minute(first))}</td>"
-            f"<td class=short>{_e(_minute(last.record.get('started_at', ''))) if last else ''}</td>"
+            f"<td class=short>{_e(_minute(last.run.started_text)) if last else ''}</td>"
             f'<td class="num">{_cell(last.value) if last else "—"}</td>'
-            f"<td>{_badge(stability.verdict_of(last.record) or 'not judged') if last else ''}</td>"
+            f"<td>{_badge(last.run.verdict or 'not judged') if last else ''}</td>"
             f"<td>{_e(changes)}</td></tr>"
         )
     out.append("</tbody></table></div>")

@@ -3,10 +3,11 @@ they are shown. ``results/render.py`` turns them into terminal, markdown, CSV an
 TUI's Compare screen lays the same rows out; an HTML report reads them too. No statistic is
 computed anywhere else: a renderer formats, it never recomputes.
 
-Runs are grouped into *configurations* by their spec (the repeat's seed and the repeat count
-aside); a configuration is named by a short label made of the fewest fields that tell the
-compared configurations apart (``torch/eager``, ``mlp batch_size=80``). Only finished runs give
-figures; failed ones are counted and their reasons kept.
+Runs are read through ``record.Run`` and grouped into *configurations* by
+``identity.group_by_configuration`` (the grouping trends and regress use: the seed, the repeat
+count and the dataset's directory aside); each is named by identity's short label, the fewest
+fields that tell the compared configurations apart ('torch · eager', 'mlp · 2 thr'). Only
+finished runs give figures; failed ones are counted and their reasons kept.
 
 The API (all a front end or a renderer needs)::
 
@@ -16,7 +17,9 @@ The API (all a front end or a renderer needs)::
     comparison.tables()             # the tables with rows, in order: summary first
     comparison.summary              # a Table; and .comparisons, .scaling, .workers, .study,
                                     # .published, .fairness, .skipped: Table | None
-    comparison.configurations       # [Configuration]: label, spec, runs (what each row is about)
+    comparison.groups               # [Group]: .config (identity.Configuration), .label, .spec
+                                    # (its deciding fields), .runs ([record.Run]), .values(m)
+    comparison.varying              # the fields that differ between the groups
     comparison.metric               # Metric: key, label, unit, lower_is_better
 
     table.name, table.title, table.note
@@ -35,6 +38,9 @@ A column's ``kind`` says what its cells are: ``text``; ``count`` (int); ``number
 noise); ``p`` (a p-value); ``flag`` (bool). Spread has its own numeric columns (IQR, q1, q3,
 std, min, max, noise), so a CSV or JSON reader gets every number at full precision.
 
+The summary carries, beside the compared metric, the median of each per-run figure listed in
+``SUMMARY_EXTRAS`` (throughput, warm-up; MFU, energy and memory peaks belong there too).
+
 Statistics come from ``results/stats.py`` (median, IQR, Mann-Whitney U, thread scaling) and
 verdicts from ``results/stability.py``; the marks a number carries (whose runs are not stable,
 how wide the noise is) are made once here (``_sides``, ``_noise``).
@@ -46,10 +52,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.results import identity, stability, stats
 from tui_bench.engine.results import published as published_module
-from tui_bench.engine.results import stability, stats
-from tui_bench.engine.spec import RunSpec
+from tui_bench.engine.results.record import Run, number
 
 Cell = float | int | str | bool | None
 
@@ -99,14 +104,6 @@ def metric_info(key: str) -> Metric:
     return METRICS.get(key) or Metric(key, key, True, "s" if key.endswith("_s") else "")
 
 
-# Repeats of one configuration differ in their seed (seed + repeat index), so the seed is not
-# part of what names a configuration; the accuracy rule below reads it per run.
-NOT_CONFIGURATION = ("repeats", "seed")
-SPEC_FIELDS = [f for f in RunSpec.__dataclass_fields__ if f not in NOT_CONFIGURATION]
-SPEC_DEFAULTS = {
-    f: getattr(RunSpec, f)
-    for f in ("precision", "autotune", "input", "timing", "timing_window", "workers", "scaling")
-}
 # Metrics whose spread over repeats comes from the seed (initialisation, shuffling, dropout):
 # repeats with one seed are not replicates of them.
 SEED_DEPENDENT = ("test_accuracy", "val_accuracy", "target_reached_s")
@@ -162,12 +159,13 @@ class Verdicts:
         return "not judged" if self.n else ""
 
     @classmethod
-    def of(cls, runs: Sequence[dict[str, Any]]) -> Verdicts:
-        finished = [r for r in runs if r.get("status") == RunStatus.FINISHED]
+    def of(cls, runs: Sequence[Run]) -> Verdicts:
         counts = {stability.STABLE: 0, stability.NOISY: 0, stability.UNRELIABLE: 0}
         unjudged = 0
-        for r in finished:
-            verdict = stability.verdict_of(r)
+        for r in runs:
+            if not r.finished:
+                continue
+            verdict = r.verdict
             if verdict in counts:
                 counts[verdict] += 1
             else:
@@ -228,133 +226,76 @@ class Table:
 
 
 # -- configurations -------------------------------------------------------------------------------
-def _number(value: Any) -> float | None:
-    # The seam to the typed run record: the one rule for a usable number of a run.
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
 @dataclass
-class Configuration:
-    """The runs of one configuration, and its short name among those compared."""
+class Group:
+    """The runs of one configuration (``identity.Configuration``: its key, and its short label
+    among the configurations compared)."""
 
-    label: str
-    spec: dict[str, Any]
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    config: identity.Configuration
+    runs: list[Run] = field(default_factory=list)
 
-    def finished(self) -> list[dict[str, Any]]:
-        return [r for r in self.runs if r.get("status") == RunStatus.FINISHED]
+    @property
+    def label(self) -> str:
+        return self.config.label or "all runs"
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The fields that decide its numbers: the spec's, the host and the device model."""
+        return self.config.facts
+
+    def finished(self) -> list[Run]:
+        return [r for r in self.runs if r.finished]
 
     def values(self, metric: str) -> list[float]:
-        out = (_number((r.get("metrics") or {}).get(metric)) for r in self.finished())
+        out = (r.metric(metric) for r in self.finished())
         return [v for v in out if v is not None]
 
     @property
     def oversubscribed(self) -> bool:
-        return any(_oversubscribed(r) for r in self.runs)
+        return any(r.oversubscribed for r in self.runs)
 
     def verdicts(self) -> Verdicts:
         return Verdicts.of(self.runs)
 
 
-def _oversubscribed(record: dict[str, Any]) -> bool:
-    if "oversubscribed" in record:
-        return bool(record["oversubscribed"])
-    cores = (record.get("env") or {}).get("logical_cores")
-    spec = record.get("spec") or {}
-    threads = (spec.get("threads") or 0) * (spec.get("workers") or 1)
-    return bool(cores and threads and threads > cores)
-
-
-def run_host(record: dict[str, Any]) -> str:
-    """The host a run ran on: a fleet run's node (``engine.fleet``), else its fingerprint's."""
-    return str(record.get("host") or (record.get("env") or {}).get("host") or "?")
-
-
-def group(records: Sequence[dict[str, Any]]) -> tuple[list[Configuration], list[str]]:
-    """Configurations in first-seen order, and the fields that differ between them. Runs from
+def group(records: Sequence[Run | dict[str, Any]]) -> tuple[list[Group], list[str]]:
+    """Configurations, a Group of runs each, in first-seen order (``identity``'s grouping, the
+    one compare, trends and regress share), and the fields that differ between them. Runs from
     several hosts: one configuration on two boxes is two measurements, ``host`` a varying field
     like any other."""
-    by_spec: dict[str, Configuration] = {}
-    for record in records:
-        # Runs recorded before a spec field existed ran with its default.
-        spec = {**SPEC_DEFAULTS, **(record.get("spec") or {})}
-        spec = {k: v for k, v in spec.items() if k not in NOT_CONFIGURATION}
-        key = repr(sorted(spec.items()))
-        by_spec.setdefault(key, Configuration("", spec)).runs.append(record)
-    configs = list(by_spec.values())
-    varying = [f for f in SPEC_FIELDS if len({repr(c.spec.get(f)) for c in configs}) > 1]
-    if len({run_host(r) for c in configs for r in c.runs}) > 1:
-        split: list[Configuration] = []
-        for c in configs:
-            by_host: dict[str, Configuration] = {}
-            for record in c.runs:
-                host = run_host(record)
-                by_host.setdefault(host, Configuration("", {**c.spec, "host": host}))
-                by_host[host].runs.append(record)
-            split += by_host.values()
-        configs, varying = split, [*varying, "host"]
-    names = describe(configs, varying)
-    for c in configs:
-        c.label = names[id(c)] or (c.runs[0].get("label") if c.runs else "") or "all runs"
-    return configs, varying
+    grouped = identity.group_by_configuration(records)
+    groups = [Group(config, runs) for config, runs in grouped.items()]
+    return groups, identity.varying_fields(list(grouped))
 
 
-# A configuration's short name: these fields first, the framework and its API as one.
-_NAME_ORDER = ("framework", "model", "dataset", "device", "threads", "workers", "scaling")
-_BARE = ("model", "dataset", "device")  # a value that names itself: "mlp", not "model=mlp"
+# Fields that vary along with another and are compared as part of it: an API with its framework
+# (a matrix), a device's model with the device or the host it is on.
+_ALONG = {"framework": ("api",), "device": ("device_model",), "host": ("device_model",)}
 
 
-def _units(fields_: Sequence[str]) -> list[tuple[str, ...]]:
-    fields_ = list(fields_)
-    if "api" in fields_ and "framework" not in fields_:
-        fields_.append("framework")  # "torch/compile" reads better than "api=compile"
-    ordered = [f for f in _NAME_ORDER if f in fields_] + [
-        f for f in fields_ if f not in _NAME_ORDER and f != "api"
+def _names(groups: list[Group], keep: Callable[[str], bool]) -> dict[int, str]:
+    """Each configuration's short name (by ``id``) as identity makes it, from the deciding
+    fields ``keep`` accepts only: "" where those do not tell the configurations apart."""
+    reduced = [
+        identity.Configuration(tuple(p for p in c.config.key if keep(p[0])), c.label)
+        for c in groups
     ]
-    return [("framework", "api") if f == "framework" else (f,) for f in ordered]
+    fields_ = identity.label_fields(reduced)
+    return {
+        id(c): " · ".join(identity.short_value(f, r.get(f)) for f in fields_)
+        for c, r in zip(groups, reduced, strict=True)
+    }
 
 
-def _token(spec: dict[str, Any], unit: tuple[str, ...]) -> str:
-    if unit == ("framework", "api"):
-        return f"{spec.get('framework')}/{spec.get('api')}"
-    (name,) = unit
-    return str(spec.get(name)) if name in _BARE else f"{name}={spec.get(name)}"
-
-
-def describe(configs: Sequence[Configuration], fields_: Sequence[str]) -> dict[int, str]:
-    """Each configuration's short name (by ``id``) among ``configs``: the fewest of ``fields_``
-    (in a reader's order) that tell them apart, as ``torch/eager mlp batch_size=80``; "" when
-    none does (one configuration, or fields that do not differ)."""
-    chosen = _naming_units(configs, fields_)
-    return {id(c): " ".join(_token(c.spec, u) for u in chosen) for c in configs}
-
-
-def naming_fields(configs: Sequence[Configuration], fields_: Sequence[str]) -> list[str]:
-    """The fields ``describe`` names configurations by: a field that varies but is not among
-    them varies together with one that is (a workload matrix), and is not in the names."""
-    return [f for unit in _naming_units(configs, fields_) for f in unit]
-
-
-def _naming_units(
-    configs: Sequence[Configuration], fields_: Sequence[str]
-) -> list[tuple[str, ...]]:
-    chosen: list[tuple[str, ...]] = []
-    distinct = 1
-    want = len({tuple(repr(c.spec.get(f)) for f in fields_) for c in configs})
-    for unit in _units(fields_):
-        if distinct >= want:
-            break
-        seen = len({tuple(_token(c.spec, u) for u in [*chosen, unit]) for c in configs})
-        if seen > distinct:
-            chosen.append(unit)
-            distinct = seen
-    return chosen
+def _contexts(groups: list[Group], field_name: str, *also: str) -> dict[int, str]:
+    """What each configuration has beside the compared field (and ``also``, shown in columns of
+    their own), named among the compared configurations ("—" for nothing)."""
+    drop = {field_name, *_ALONG.get(field_name, ()), *also}
+    return {k: v or "—" for k, v in _names(groups, lambda f: f not in drop).items()}
 
 
 # -- marks: what a number's sides are made of -----------------------------------------------------
-def _sides(sides: Sequence[tuple[str, Configuration]]) -> tuple[tuple[str, Verdicts], ...]:
+def _sides(sides: Sequence[tuple[str, Group]]) -> tuple[tuple[str, Verdicts], ...]:
     return tuple((name, c.verdicts()) for name, c in sides)
 
 
@@ -363,10 +304,15 @@ def marks_text(verdicts: Sequence[tuple[str, Verdicts]]) -> str:
     return "; ".join(f"{side}: {v.note}" for side, v in verdicts if v.note)
 
 
-def _noise(*sides: tuple[Configuration, list[float]]) -> float | None:
+def _noise(*sides: tuple[Group, list[float]]) -> float | None:
     """How far apart the sides' numbers fall by chance: the widest of their relative noises."""
     spreads = [stability.relative_noise(c.finished(), values) for c, values in sides]
     return max((s for s in spreads if s is not None), default=None)
+
+
+def _count(value: Any) -> int | None:
+    """A spec's count (threads, workers, batch size), or None where a damaged record has none."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _median(values: list[float]) -> float | None:
@@ -374,25 +320,38 @@ def _median(values: list[float]) -> float | None:
 
 
 # -- summary ---------------------------------------------------------------------------------------
-def _time_to_accuracy(c: Configuration) -> str | None:
+def _time_to_accuracy(c: Group) -> str | None:
     target = c.spec.get("target_accuracy")
     if target is None:
         return None
     finished = c.finished()
     reached = [
-        r["metrics"]
-        for r in finished
-        if (r.get("metrics") or {}).get("target_reached_epoch") is not None
+        (epoch, seconds)
+        for epoch, seconds in (
+            (r.metric("target_reached_epoch"), r.metric("target_reached_s")) for r in finished
+        )
+        if epoch is not None and seconds is not None
     ]
     if not reached:
         return f"not reached ({len(finished)} run(s))"
-    seconds = stats.median([m["target_reached_s"] for m in reached])
-    epochs = stats.median([m["target_reached_epoch"] for m in reached])
+    seconds = stats.median([s for _e, s in reached])
+    epochs = stats.median([e for e, _s in reached])
     return f"epoch {epochs:g}, {seconds:.3g} s ({len(reached)}/{len(finished)} reached {target:g})"
 
 
-def summary_table(configs: list[Configuration], metric: str) -> Table:
+# What else the summary carries per configuration, beside the compared metric: the median over
+# finished runs of each of these per-run figures, in a column of its own (CSV, JSON and a page;
+# not a terminal's width): (metric key, column, kind, unit). A new per-run figure a reader
+# should weigh beside the step time (MFU, energy per sample, memory peaks) is one line here.
+SUMMARY_EXTRAS: tuple[tuple[str, str, str, str], ...] = (
+    ("samples_per_s", "median samples/s", NUMBER, "samples/s"),
+    ("warmup_s", "median warm-up s", NUMBER, "s"),
+)
+
+
+def summary_table(configs: list[Group], metric: str) -> Table:
     m = metric_info(metric)
+    extras = [e for e in SUMMARY_EXTRAS if e[0] != metric]
     number = lambda name, terminal=False: Column(name, NUMBER, m.unit, terminal)  # noqa: E731
     table = Table(
         "summary",
@@ -414,6 +373,7 @@ def summary_table(configs: list[Configuration], metric: str) -> Table:
             Column("time to accuracy", terminal=False),
             Column("warning", terminal=False),
             Column("stability", terminal=False),
+            *(Column(name, kind, unit, terminal=False) for _key, name, kind, unit in extras),
         ),
         note="median and IQR over repeats (linear-interpolation quartiles); std is the sample std; "
         "each repeat ran in its own worker process.",
@@ -429,10 +389,10 @@ def summary_table(configs: list[Configuration], metric: str) -> Table:
     )
     for c in configs:
         values = c.values(metric)
-        failed = [r for r in c.runs if r.get("status") != RunStatus.FINISHED]
+        failed = [r for r in c.runs if not r.finished]
         failed_text = (
-            f"{len(failed)} not finished (last: {failed[-1].get('status')}: "
-            f"{failed[-1].get('reason') or ''})"
+            f"{len(failed)} not finished (last: {failed[-1].status}: "
+            f"{failed[-1].text_field('reason') or ''})"
             if failed
             else ""
         )
@@ -466,6 +426,7 @@ def summary_table(configs: list[Configuration], metric: str) -> Table:
                 tta,
                 warning,
                 judged or "stable",
+                *(_median(c.values(key)) for key, *_ in extras),
             ],
             [(c.label, verdicts)],
         )
@@ -473,37 +434,34 @@ def summary_table(configs: list[Configuration], metric: str) -> Table:
 
 
 # -- comparisons -----------------------------------------------------------------------------------
-def _partitions(
-    configs: list[Configuration], varying: list[str], field_name: str
-) -> list[list[Configuration]]:
+def _partitions(configs: list[Group], varying: list[str], field_name: str) -> list[list[Group]]:
     """Configurations that differ only in ``field_name``, in first-seen order."""
     others = [f for f in varying if f != field_name]
-    parts: dict[str, list[Configuration]] = {}
+    parts: dict[str, list[Group]] = {}
     for c in configs:
         parts.setdefault(repr([c.spec.get(f) for f in others]), []).append(c)
     return [p for p in parts.values() if len(p) > 1]
 
 
-def _contexts(configs: list[Configuration], varying: list[str], field_name: str) -> dict[int, str]:
-    """What each configuration has beside the compared field, as short as tells the compared
-    configurations apart ("—" for none)."""
-    names = describe(configs, [f for f in varying if f != field_name])
-    return {k: v or "—" for k, v in names.items()}
+def _value_names(groups: list[Group], field_name: str) -> dict[int, str]:
+    """Each configuration's value of the compared field (with what goes along with it), named
+    among the compared configurations: 'torch' and 'keras' when the framework tells them apart,
+    'torch · eager' and 'torch · compile' when it takes the API too."""
+    keep = {field_name, *_ALONG.get(field_name, ())}
+    names = _names(groups, lambda f: f in keep)
+    return {
+        id(c): names[id(c)] or identity.short_value(field_name, c.spec.get(field_name))
+        for c in groups
+    }
 
 
-def _value_name(c: Configuration, field_name: str) -> str:
-    if field_name in ("framework", "api"):
-        return f"{c.spec.get('framework')}/{c.spec.get('api')}"
-    return f"{field_name}={c.spec.get(field_name)}"
-
-
-def _single_seed(*configs: Configuration) -> Any:
+def _single_seed(*configs: Group) -> Any:
     """The one seed every finished run of these configurations used, or None when they differ."""
-    seeds = {(r.get("spec") or {}).get("seed") for c in configs for r in c.finished()}
+    seeds = {r.spec.get("seed") for c in configs for r in c.finished()}
     return next(iter(seeds)) if len(seeds) == 1 else None
 
 
-def comparison_table(configs: list[Configuration], varying: list[str], metric: str) -> Table:
+def comparison_table(configs: list[Group], varying: list[str], metric: str) -> Table:
     """Configurations that differ in one field, against a baseline: GPU vs CPU (baseline cpu),
     API vs API, framework vs framework, dataset… (baseline: the first seen)."""
     m = metric_info(metric)
@@ -529,14 +487,19 @@ def comparison_table(configs: list[Configuration], varying: list[str], metric: s
         "one run's step CV); significance: two-sided Mann-Whitney U, needs ≥5 repeats on each "
         "side, and says when runs on either side are not stable.",
     )
-    # framework and api often vary together (a matrix); compare the pair as one field.
-    fields_ = [f for f in varying if f not in ("threads", "api")]
+    # framework and api often vary together (a matrix); compare the pair as one field. A
+    # device's model changes with the device or the host: compared as part of them.
+    fields_ = [f for f in varying if f not in ("threads", "api", "device_model")]
     if "api" in varying and "framework" not in varying:
         fields_.append("api")
+    if "device_model" in varying and not {"device", "host"} & set(varying):
+        fields_.append("device_model")
     for field_name in fields_:
-        compare_on = [f for f in varying if f != "api"] if field_name == "framework" else varying
+        along = _ALONG.get(field_name, ())
+        compare_on = [f for f in varying if f not in along]
         parts = _partitions(configs, compare_on, field_name)
-        contexts = _contexts(configs, compare_on, field_name)
+        contexts = _contexts(configs, field_name)
+        names = _value_names(configs, field_name)
         differs = field_name if field_name != "framework" else "framework/api"
         for part in parts:
             base = part[0]
@@ -547,8 +510,7 @@ def comparison_table(configs: list[Configuration], varying: list[str], metric: s
                 if c is base:
                     continue
                 values = c.values(metric)
-                head = [differs, contexts[id(c)], _value_name(c, field_name)]
-                head.append(_value_name(base, field_name))
+                head = [differs, contexts[id(c)], names[id(c)], names[id(base)]]
                 if not values or not base_values:
                     table.add(
                         [*head, None, None, None, len(values), len(base_values), None, ""]
@@ -594,7 +556,7 @@ def comparison_table(configs: list[Configuration], varying: list[str], metric: s
 
 
 # -- scaling ---------------------------------------------------------------------------------------
-def scaling_table(configs: list[Configuration], varying: list[str], metric: str) -> Table | None:
+def scaling_table(configs: list[Group], varying: list[str], metric: str) -> Table | None:
     if "threads" not in varying:
         return None
     m = metric_info(metric)
@@ -618,9 +580,10 @@ def scaling_table(configs: list[Configuration], varying: list[str], metric: str)
         "(threads / fewest threads); 100 % is perfect scaling.",
     )
     parts = _partitions(configs, varying, "threads")
-    contexts = _contexts(configs, varying, "threads")
+    contexts = _contexts(configs, "threads")
     for part in parts:
-        by_threads = {c.spec["threads"]: c for c in part}
+        # a damaged record's threads ("two") is no count to scale against: left out
+        by_threads = {t: c for c in part if (t := _count(c.spec.get("threads"))) is not None}
         rows = stats.thread_scaling({t: c.values(metric) for t, c in by_threads.items()})
         for row in rows:
             c = by_threads[row.threads]
@@ -642,7 +605,7 @@ def scaling_table(configs: list[Configuration], varying: list[str], metric: str)
     return table
 
 
-def worker_scaling_table(configs: list[Configuration], varying: list[str]) -> Table | None:
+def worker_scaling_table(configs: list[Group], varying: list[str]) -> Table | None:
     """Data-parallel scaling as DLBS reports it: global throughput against the number of
     workers, each family (weak or strong scaling, framework, …) against its fewest workers.
 
@@ -677,18 +640,18 @@ def worker_scaling_table(configs: list[Configuration], varying: list[str]) -> Ta
     # Each family differs only in workers; scaling stays in the family's name (weak vs strong
     # are different questions) even when it does not vary between the compared runs.
     parts = _partitions(configs, varying, "workers")
-    contexts = _contexts(configs, [f for f in varying if f != "scaling"], "workers")
+    contexts = _contexts(configs, "workers", "scaling")
     for part in parts:
-        part = sorted(part, key=lambda c: c.spec.get("workers") or 1)
+        part = sorted(part, key=lambda c: _count(c.spec.get("workers")) or 1)
         base = part[0]
-        base_workers = base.spec.get("workers") or 1
+        base_workers = _count(base.spec.get("workers")) or 1
         base_rate = _median(base.values("samples_per_s"))
         for c in part:
-            workers = c.spec.get("workers") or 1
+            workers = _count(c.spec.get("workers")) or 1
             rate = _median(c.values("samples_per_s"))
             speedup = rate / base_rate if rate and base_rate else None
             efficiency = speedup / (workers / base_workers) if speedup else None
-            batch = c.spec.get("batch_size")
+            batch = _count(c.spec.get("batch_size"))
             scaling = c.spec.get("scaling") or "weak"
             table.add(
                 [
@@ -712,14 +675,14 @@ def worker_scaling_table(configs: list[Configuration], varying: list[str]) -> Ta
 
 
 # -- the study's table -----------------------------------------------------------------------------
-def study_table(configs: list[Configuration], metric: str = "train_wall_s") -> Table | None:
+def study_table(configs: list[Group], metric: str = "train_wall_s") -> Table | None:
     """The processing-time table of a thread/framework study: rows model × dataset × device ×
     threads, a column per framework/api with the median and, beside it, its n."""
     if len(configs) < 2:
         return None
     m = metric_info(metric)
     stacks = list(dict.fromkeys(f"{c.spec.get('framework')}/{c.spec.get('api')}" for c in configs))
-    rows: dict[tuple[Any, ...], dict[str, Configuration]] = {}
+    rows: dict[tuple[Any, ...], dict[str, Group]] = {}
     for c in configs:
         device = c.spec.get("device")
         key = (
@@ -756,7 +719,7 @@ def study_table(configs: list[Configuration], metric: str = "train_wall_s") -> T
 
 # -- published figures beside ours -----------------------------------------------------------------
 def published_table(
-    configs: list[Configuration],
+    configs: list[Group],
     varying: list[str],
     figures: Sequence[published_module.Figure],
     skipped: Sequence[tuple[str, str]] = (),
@@ -851,25 +814,26 @@ def _figure_row(
     return cells, sides
 
 
-def _figure_values(c: Configuration, metric: str) -> list[float]:
-    values = (published_module.run_value(r, metric) for r in c.finished())
+def _figure_values(c: Group, metric: str) -> list[float]:
+    values = (published_module.run_value(dict(r.raw), metric) for r in c.finished())
     return [v for v in values if v is not None]
 
 
-def _differing(configs: list[Configuration], varying: list[str], named: set[str]) -> list[str]:
+def _differing(configs: list[Group], varying: list[str], named: set[str]) -> list[str]:
     """The fields, other than those a figure names, that tell its configurations apart (a
     workload matrix varies dataset and batch size with the model: not a context of their own)."""
-    return [
-        f for f in varying if f not in named and len({repr(c.spec.get(f)) for c in configs}) > 1
-    ]
+    out = [f for f in varying if f not in named and len({repr(c.spec.get(f)) for c in configs}) > 1]
+    if {"device", "host"} & (set(out) | named):
+        out = [f for f in out if f != "device_model"]  # it goes along with them
+    return out
 
 
-def _context_text(c: Configuration, fields_: list[str]) -> str:
-    return " ".join(f"{f}={c.spec.get(f)}" for f in fields_) or "—"
+def _context_text(c: Group, fields_: list[str]) -> str:
+    return " · ".join(identity.short_value(f, c.spec.get(f)) for f in fields_) or "—"
 
 
 def _not_run(
-    conditions: dict[str, Any], configs: list[Configuration], skipped: Sequence[tuple[str, str]]
+    conditions: dict[str, Any], configs: list[Group], skipped: Sequence[tuple[str, str]]
 ) -> str:
     """Why a figure's configuration has no number here: skipped (with its reason), its runs
     failed, or it is not in these runs at all."""
@@ -946,7 +910,7 @@ def _ratio_rows(figure, configs, varying, skipped) -> list[_FigureRow]:
     both = found["numerator"] + found["denominator"]
     context_fields = _differing(both, varying, named)
 
-    def key(c: Configuration) -> tuple[str, ...]:
+    def key(c: Group) -> tuple[str, ...]:
         return tuple(repr(c.spec.get(f)) for f in context_fields)
 
     contexts = {key(c): c for c in both}  # each context with one configuration that has it
@@ -971,7 +935,7 @@ def _ratio_rows(figure, configs, varying, skipped) -> list[_FigureRow]:
     return rows
 
 
-def _ratio_row(figure, context: str, num: Configuration, den: Configuration, skipped) -> _FigureRow:
+def _ratio_row(figure, context: str, num: Group, den: Group, skipped) -> _FigureRow:
     num_values = _figure_values(num, figure.metric)
     den_values = _figure_values(den, figure.metric)
     n = (len(num_values), len(den_values))
@@ -996,33 +960,29 @@ def _ratio_row(figure, context: str, num: Configuration, den: Configuration, ski
 
 
 # -- fairness card ---------------------------------------------------------------------------------
-def _settings(record: dict[str, Any]) -> dict[str, Any]:
-    return (record.get("worker") or {}).get("settings") or {}
+def _gpu_driver(run: Run) -> Any:
+    gpus = run.env.get("gpus")
+    first = gpus[0] if isinstance(gpus, list) and gpus else None
+    return first.get("driver") if isinstance(first, dict) else None
 
 
-def _gpu_driver(record: dict[str, Any]) -> Any:
-    gpus = (record.get("env") or {}).get("gpus") or []
-    return gpus[0].get("driver") if gpus and isinstance(gpus[0], dict) else None
-
-
-def _load(record: dict[str, Any]) -> Any:
-    load = record.get("load_at_start") or {}
+def _load(run: Run) -> Any:
+    load = run.load
     if not load:
         return None
-    state = "busy" if load.get("busy") else "quiet"
-    return f"{state} (load ≈{round(load.get('loadavg_1m') or 0)} on {load.get('logical_cores')})"
+    state = "busy" if run.busy else "quiet"
+    average = number(load.get("loadavg_1m")) or 0
+    return f"{state} (load ≈{round(average)} on {load.get('logical_cores')})"
 
 
-def _observed(record: dict[str, Any]) -> Any:
+def _observed(run: Run) -> Any:
     # to the half core: the card is for differences a reader should weigh, not sampling noise
-    cores = (record.get("metrics") or {}).get("cores_observed")
+    cores = run.metric("cores_observed")
     return None if cores is None else f"≈{round(cores * 2) / 2:g} cores"
 
 
-def _versions(record: dict[str, Any]) -> Any:
-    worker = record.get("worker") or {}
-    version = worker.get("framework_version")
-    backend = (worker.get("extra") or {}).get("backend_version")
+def _versions(run: Run) -> Any:
+    version, backend = run.framework_version, run.backend_version
     if version is None:
         return None
     return f"{version} ({backend})" if backend else version
@@ -1039,13 +999,13 @@ CARD_SPEC_FIELD = {
 }
 # (label, how to read it from a record): what a ratio between runs is made of, beside the
 # spec's own fields. Per-configuration values are joined when its repeats disagree.
-FAIRNESS_SETTINGS: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
-    ("precision", lambda r: (r.get("spec") or {}).get("precision", "fp32")),
-    ("compilation", lambda r: _settings(r).get("compile")),
-    ("autotune", lambda r: _settings(r).get("autotune") or (r.get("spec") or {}).get("autotune")),
-    ("input path", lambda r: (r.get("spec") or {}).get("input", "host")),
-    ("timing mode", lambda r: (r.get("spec") or {}).get("timing", "synced")),
-    ("threads configured", lambda r: (r.get("spec") or {}).get("threads")),
+FAIRNESS_SETTINGS: list[tuple[str, Callable[[Run], Any]]] = [
+    ("precision", lambda r: r.spec.get("precision", "fp32")),
+    ("compilation", lambda r: r.settings.get("compile")),
+    ("autotune", lambda r: r.settings.get("autotune") or r.spec.get("autotune")),
+    ("input path", lambda r: r.spec.get("input", "host")),
+    ("timing mode", lambda r: r.spec.get("timing", "synced")),
+    ("threads configured", lambda r: r.spec.get("threads")),
     ("threads observed", _observed),
     ("framework version", _versions),
     ("GPU driver", _gpu_driver),
@@ -1061,7 +1021,7 @@ def _setting_text(value: Any) -> str:
     return str(value)
 
 
-def fairness_card(configs: list[Configuration], varying: Sequence[str] = ()) -> Table | None:
+def fairness_card(configs: list[Group]) -> Table | None:
     """Only the settings that differ between the compared configurations: one row per setting
     and value, naming the configurations that have it, so a reader sees at once what a ratio
     is made of besides what their names say, and a sweep of many configurations stays three
@@ -1070,7 +1030,7 @@ def fairness_card(configs: list[Configuration], varying: Sequence[str] = ()) -> 
     one configuration)."""
     if len(configs) < 2:
         return None
-    named = naming_fields(configs, varying)
+    named = identity.label_fields([c.config for c in configs])
     table = Table(
         "fairness",
         "fairness card: settings that differ between the compared runs",
@@ -1083,17 +1043,13 @@ def fairness_card(configs: list[Configuration], varying: Sequence[str] = ()) -> 
             continue
         cells = []
         for c in configs:
-            values = list(dict.fromkeys(_setting_text(read(r)) for r in c.runs if r.get("status")))
+            values = list(dict.fromkeys(_setting_text(read(r)) for r in c.runs if r.status))
             cells.append(" / ".join(values) if values else "—")
         if len(set(cells)) > 1:
             for value in dict.fromkeys(cells):
                 having = [c.label for c, cell in zip(configs, cells, strict=True) if cell == value]
                 table.add([label, value, ", ".join(having)])
-    flagged = [
-        c.label
-        for c in configs
-        if any((r.get("metrics") or {}).get("threads_flag") for r in c.runs)
-    ]
+    flagged = [c.label for c in configs if any(r.metric_text("threads_flag") for r in c.runs)]
     if flagged:
         table.add(["thread flag", "used more cores than configured", ", ".join(flagged)])
     return table if table.rows else None
@@ -1114,7 +1070,7 @@ class Comparison:
     """Every table for a set of runs; ``tables()`` lists those with rows, in order."""
 
     metric: Metric
-    configurations: list[Configuration]
+    groups: list[Group]
     varying: list[str]
     summary: Table
     comparisons: Table | None = None
@@ -1142,7 +1098,7 @@ class Comparison:
 
 
 def compute(
-    records: Sequence[dict[str, Any]],
+    records: Sequence[Run | dict[str, Any]],
     metric: str = "step_median_s",
     study_metric: str = "train_wall_s",
     skipped: Sequence[tuple[str, str]] = (),
@@ -1153,7 +1109,7 @@ def compute(
     configs, varying = group(records)
     return Comparison(
         metric=metric_info(metric),
-        configurations=configs,
+        groups=configs,
         varying=varying,
         summary=summary_table(configs, metric),
         comparisons=comparison_table(configs, varying, metric),
@@ -1161,6 +1117,6 @@ def compute(
         workers=worker_scaling_table(configs, varying),
         study=study_table(configs, study_metric),
         published=published_table(configs, varying, published, skipped),
-        fairness=fairness_card(configs, varying),
+        fairness=fairness_card(configs),
         skipped=skipped_table(skipped),
     )

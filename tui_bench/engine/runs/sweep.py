@@ -31,7 +31,8 @@ from tui_bench.engine.results.history import (
     now_iso,
 )
 from tui_bench.engine.results.published import Figure, parse_figures
-from tui_bench.engine.results.regress import newest_per_configuration, started
+from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.regress import newest_per_configuration
 from tui_bench.engine.runs import presets as presets_module
 from tui_bench.engine.runs import runner
 from tui_bench.engine.runs.presets import SPEC_KEYS, Preset, SweepConfig
@@ -273,12 +274,13 @@ def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str |
     else None."""
     if not sweep.auto_repeats:
         return None
+    runs = [Run.from_record(r) for r in records(sweep, history)]
     medians = [
-        r["metrics"]["step_median_s"]
-        for r in records(sweep, history)
-        if r.get("config") == config_key
-        and r.get("status") == RunStatus.FINISHED
-        and isinstance((r.get("metrics") or {}).get("step_median_s"), (int, float))
+        value
+        for r in runs
+        if r.config == config_key
+        and r.finished
+        and (value := r.metric("step_median_s")) is not None
     ]
     stop, why = stability.enough_repeats(
         medians,
@@ -424,19 +426,22 @@ def collect(
         records[record["id"]] = record
     ordered = sorted(records.values(), key=lambda r: (r.get("started_at", ""), r["id"]))
     if since is not None:
-        ordered = [r for r in ordered if (when := started(r)) is not None and when >= since]
+        ordered = [
+            r for r in ordered if (when := Run.from_record(r).started) is not None and when >= since
+        ]
     if last is not None:  # as `regress --last`: the newest N of each configuration
-        kept = {r["id"] for r in newest_per_configuration(ordered, last)} if last > 0 else set()
+        newest = newest_per_configuration(runs_of(ordered), last) if last > 0 else []
+        kept = {run.id for run in newest}
         ordered = [r for r in ordered if r["id"] in kept]
     if not ordered and (since is not None or last is not None):
         raise HistoryError("nothing to compare: no run in that selection")
     return ordered, skipped, figures
 
 
-def report_title(records: Sequence[dict[str, Any]]) -> tuple[str, str]:
+def report_title(records: Sequence[Run | dict[str, Any]]) -> tuple[str, str]:
     """(title, study) for a report on these runs: the preset and id of the first sweep they
     belong to, and its study; ("", "") for runs of no known sweep."""
-    for group in dict.fromkeys(r.get("group") for r in records if r.get("group")):
+    for group in dict.fromkeys(run.group for run in runs_of(records) if run.group):
         try:
             found = find(str(group))
         except HistoryError:
