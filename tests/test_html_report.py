@@ -266,6 +266,10 @@ def test_regress_page_leads_with_the_gate(tmp_path):
     assert "1 regression(s)" in verdict and "worse (+" in verdict
     regress_table = next(t for t in doc.iter("table") if t.get("id") == "table-regress")
     assert [tr.get("class") for tr in regress_table.iter("tr")][1:] == ["unreliable"]
+    runs_table = next(t for t in doc.iter("table") if t.get("id") == "table-runs")
+    rows = [tr.findall("td") for tr in runs_table.iter("tr") if tr.findall("td")]
+    sides = ["".join(cells[1].itertext()) for cells in rows]
+    assert sides == ["baseline"] * 8 + ["candidate"] * 6
 
 
 def test_verdict_spells_out_eight_comparisons_and_counts_the_rest():
@@ -306,7 +310,7 @@ def test_verdict_spells_out_eight_comparisons_and_counts_the_rest():
     page = html_report.Page("t", "step_median_s", [summary, comparisons], [], {})
     sentences = html_report.verdict_sentences(page)
     # the answer is stated only where the test found it and the runs were stable
-    assert sentences[0].startswith("m0 against base: not established; these runs measured it 2.00×")
+    assert sentences[0].startswith("m0 against base: not established; these runs measured m0 2.00×")
     assert sum("is 2.00× slower than base" in s for s in sentences) == 7
     assert "3 more comparison(s) in the ratios table." in sentences
     parse_strict(html_report.render(page))

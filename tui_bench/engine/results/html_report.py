@@ -356,7 +356,7 @@ def verdict_parts(page: Page) -> list[tuple[str, str]]:
                 out.append(
                     (
                         f"{who} against {base}{context}: not established; ",
-                        f"these runs measured it {how} (ratio of medians {ratio:.3g}), but "
+                        f"these runs measured {who} {how} (ratio of medians {ratio:.3g}), but "
                         f"{significance}.",
                     )
                 )
@@ -618,8 +618,13 @@ def _runs_table(page: Page) -> str:
         for key, name in RUN_EXTRAS.items()
         if any(r.metric(key) is not None for r in page.records)
     ]
+    sides: dict[str, str] = {}  # regress: which side each run is on
+    for row in page.regress.rows if page.regress is not None else []:
+        sides.update(dict.fromkeys(row.baseline.runs, "baseline"))
+        sides.update(dict.fromkeys(row.candidate.runs, "candidate"))
     heads = [
         "run",
+        *(["side"] if sides else []),
         "configuration",
         "status",
         page.metric,
@@ -645,6 +650,7 @@ def _runs_table(page: Page) -> str:
         value = r.metric(page.metric)
         cells = [
             f"<td><code>{_e(r.id)}</code></td>",
+            *([f"<td>{_e(sides.get(r.id, ''))}</td>"] if sides else []),
             f"<td>{_e(page.labels.get(r.id, r.label))}</td>",
             f"<td>{_e(status)}</td>",
             f'<td class="num">{_cell(value)}</td>' if value is not None else "<td>—</td>",
@@ -791,7 +797,7 @@ tr.noisy td, tr.unjudged td { background: var(--row-warn); } tr.unreliable td { 
   font-size: .8rem; white-space: nowrap; }
 .badge.stable { color: var(--stable); } .badge.noisy { color: var(--noisy); }
 .badge.unreliable { color: var(--unreliable); } .badge.unjudged { color: var(--unjudged); }
-code { font-size: .8rem; }
+code { font-size: .8rem; white-space: nowrap; }
 .why { font-size: .8rem; color: var(--muted); }
 figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; color: var(--fg); }
 figure svg text { fill: currentColor; } /* matplotlib leaves black text's fill unset */
