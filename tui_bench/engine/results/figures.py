@@ -146,6 +146,7 @@ def compare_figure(records: Sequence[Run | dict[str, Any]], metric: str, path: s
 
 # -- the HTML report's figures: drawn from the computed tables, returned as SVG text -----------------
 MAX_TREND_PANELS = 12  # the report's trend figure: the configurations with the most runs
+VERDICT_COLOURS = {"stable": "tab:blue", "noisy": "tab:orange", "unreliable": "tab:red"}
 MIN_TREND_POINTS = 3  # fewer runs make no trend worth a panel (the table still lists them)
 
 
@@ -185,12 +186,12 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
     if not rows:
         return None
     scale, unit = _scale(page.metric)
-    values: dict[str, list[float]] = {}
+    values: dict[str, list[tuple[float, str | None]]] = {}  # each run: value, its verdict
     for run in page.records:
         value = run.metric(page.metric)
         name = page.labels.get(run.id)
         if value is not None and name is not None and run.finished:
-            values.setdefault(name, []).append(value * scale)
+            values.setdefault(name, []).append((value * scale, run.verdict))
     boxes = [
         {
             "label": f"{r['configuration']} (n={r['n']})",
@@ -205,10 +206,11 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
     ]
     fig = figure(figsize=(9, 0.9 + 0.45 * len(rows)))
     ax = fig.subplots()
-    ax.bxp(boxes, orientation="horizontal", showfliers=False)
+    ax.bxp(boxes, orientation="horizontal", showfliers=False, medianprops={"color": "black"})
     for y, r in enumerate(rows, 1):
-        xs = values.get(str(r["configuration"]), [])
-        ax.plot(xs, [y] * len(xs), "o", color="tab:blue", markersize=4, alpha=0.7)
+        for x, verdict in values.get(str(r["configuration"]), []):
+            colour = VERDICT_COLOURS.get(verdict or "", "tab:gray")
+            ax.plot([x], [y], "o", color=colour, markersize=4, alpha=0.8)
     ax.invert_yaxis()
     low = min(b["whislo"] for b in boxes)
     if low > 0 and max(b["whishi"] for b in boxes) / low > 20:
@@ -217,7 +219,8 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
         ax.set_xscale("log")  # 26 ms beside 11 s: on a linear axis the small ones vanish
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     ax.set_xlabel(
-        f"{page.metric}{unit}: box = IQR, line = median, whiskers = min–max, dot = a run",
+        f"{page.metric}{unit}: box = IQR, line = median, whiskers = min–max; dot = a run: "
+        "blue stable, orange noisy, red unreliable, grey not judged",
         fontsize=8,
     )
     ax.tick_params(labelsize=7)
