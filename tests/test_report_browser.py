@@ -178,11 +178,17 @@ def browser(tmp_path_factory):
     instance.close()
 
 
-@pytest.fixture
-def report_file(tmp_path) -> Path:
-    fill(comparison_history())
-    write_report(tmp_path, "g1")
-    return tmp_path / "report.html"
+@pytest.fixture(scope="module")
+def report_file(tmp_path_factory) -> Path:
+    """One generated report for the module (figures take seconds), from its own history."""
+    folder = tmp_path_factory.mktemp("report")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TUI_BENCH_HOME", str(folder / "home"))
+        env.setenv("TUI_BENCH_CACHE", str(folder / "cache"))
+        env.setenv("TUI_BENCH_CONFIG", str(folder / "config.toml"))
+        fill(comparison_history())
+        write_report(folder, "g1")
+    return folder / "report.html"
 
 
 def test_report_loads_with_nothing_from_elsewhere_and_no_console_error(browser, report_file):
@@ -219,6 +225,21 @@ def test_dark_and_light_follow_the_readers_preference(browser, report_file):
         assert problems(browser.events, url) == []
     browser.call("Emulation.setEmulatedMedia", features=[])
     assert colours == {"light": "rgb(255, 255, 255)", "dark": "rgb(13, 17, 23)"}
+
+
+def test_report_prints(browser, report_file):
+    """@media print: the page prints to PDF with its tables (print styles: no scroll boxes)."""
+    import base64
+
+    url = report_file.as_uri()
+    browser.open(url)
+    browser.call("Emulation.setEmulatedMedia", media="print")
+    overflow = browser.evaluate("getComputedStyle(document.querySelector('.scroll')).overflowX")
+    browser.call("Emulation.setEmulatedMedia", media="")
+    assert overflow == "visible"  # a wide table is printed whole, not cut at a scroll box
+    pdf = base64.b64decode(browser.call("Page.printToPDF", printBackground=False)["data"])
+    assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
+    assert problems(browser.events, url) == []
 
 
 def test_the_watch_catches_an_outside_request_and_a_console_error(browser, report_file, tmp_path):
