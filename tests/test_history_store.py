@@ -159,6 +159,25 @@ def test_a_schema_1_history_json_migrates_and_is_kept(isolated_home):
     assert len(History().all()) == 2
 
 
+def test_moving_a_schema_1_history_says_so_once_and_leaves_its_cache(isolated_home, capsys):
+    """The CLI says what the wait is (stderr), and the journal's summaries are cached from the
+    records in hand, not parsed again (issue 28: < 3 s at 10,000 runs)."""
+    legacy = {"_default": {str(i): record(i, id=f"run-{i}", group="g") for i in range(1, 4)}}
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    (isolated_home / "history.json").write_text(json.dumps(legacy))
+    assert main(["history", "list"]) == 0
+    said = capsys.readouterr().err
+    assert said.count("moving the history from") == 1 and "schema 1" in said
+    head = store.read_summaries(isolated_home / "history.jsonl", isolated_home / "history.cache")
+    assert head.state["end"] == (isolated_home / "history.jsonl").stat().st_size  # from cache
+    assert [head.records[f"run-{i}"]["label"] for i in (1, 2, 3)] == ["run 1", "run 2", "run 3"]
+    assert sorted(head.records) == ["run-1", "run-2", "run-3"] and head.groups == {
+        "g": {"run-1", "run-2", "run-3"}
+    }
+    assert main(["history", "list"]) == 0
+    assert "moving" not in capsys.readouterr().err
+
+
 def test_a_newer_journal_is_refused_not_rewritten(isolated_home):
     h = History()
     h.add(record(1))

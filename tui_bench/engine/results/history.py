@@ -25,7 +25,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,16 @@ from tui_bench.engine.results.export_safety import csv_cell
 from tui_bench.engine.results.store import atomic_write
 
 __all__ = ["History", "HistoryError", "atomic_write", "new_run_id", "now_iso", "read_jsonl"]
+
+
+_progress: Callable[[str], None] | None = None
+
+
+def report_progress_to(callback: Callable[[str], None] | None) -> None:
+    """Who hears about a long one-time wait (moving a schema-1 history to the journal): the
+    CLI prints it on stderr; the TUI, which draws on stderr, does not set one."""
+    global _progress
+    _progress = callback
 
 
 def now_iso() -> str:
@@ -267,6 +277,12 @@ class History:
         if not locked:
             with self.lock:
                 return self._ensure_sound(locked=True)
+        if self.legacy_path.exists() and _progress is not None:
+            size = self.legacy_path.stat().st_size / 1e6
+            _progress(
+                f"tui-bench: moving the history from {self.legacy_path} (schema 1, {size:.0f} MB) "
+                f"to {store.JOURNAL_NAME}; once, seconds at 10,000 runs"
+            )
         self.warnings.extend(self._rebuild())
         self._checked = True
         return None
@@ -346,6 +362,7 @@ class History:
         damaged = bool(problems) and self.journal_path.exists()
         try:
             kept = store.rewrite(self.journal_path, records, keep_as=stamp if damaged else None)
+            store.cache_records(self.journal_path, self.cache_path, records)  # not parsed again
             if self.legacy_path.exists():
                 legacy_kept = self.legacy_path.with_name(store.aside_name("history.v1", ".json"))
                 os.replace(self.legacy_path, legacy_kept)

@@ -429,49 +429,11 @@ def read_summaries(
     if state is None:
         state = _load_cache(cache, journal, ident, full)
     if state is None:  # a cold start reads every line: it is a full read
-        state = {"v": _CACHE_VERSION, "journal": ident, "end": 0, "lines": 0, "records": {}}
-        state.update(damage=Damage(), deleted=set(), ids=set(), running={}, groups={})
+        state = _fresh_state(ident)
     elif not full and _tail_bytes(journal, state) >= _CACHE_REFRESH_BYTES:
         return read_summaries(journal, cache, full=True)  # a long tail: read it once, cache it
     records: dict[str, dict[str, Any]] | None = state.get("records")
-    deleted, ids, running, groups = (
-        state["deleted"],
-        state["ids"],
-        state["running"],
-        state["groups"],
-    )
-
-    def take(entry: dict[str, Any]) -> None:
-        run_id, op = entry["id"], entry["op"]
-        if records is not None:
-            apply(records, entry, summary=True)
-        if op == "put":
-            record = entry["record"]
-            record["id"] = run_id
-            ids.add(run_id)
-            deleted.discard(run_id)
-            if record.get("status") == "running":
-                running[run_id] = summarize(record)
-            else:
-                running.pop(run_id, None)
-            if isinstance(record.get("group"), str):
-                groups.setdefault(record["group"], set()).add(run_id)
-        elif op == "patch" and run_id in ids:
-            fields = entry["fields"]
-            if run_id in running or fields.get("status") == "running":
-                merged = {**running.get(run_id, {"id": run_id}), **summarize(fields)}
-                merged["id"] = run_id
-                running[run_id] = merged
-                if merged.get("status") != "running":
-                    del running[run_id]
-            if isinstance(fields.get("group"), str):
-                groups.setdefault(fields["group"], set()).add(run_id)
-        elif op == "del":
-            ids.discard(run_id)
-            running.pop(run_id, None)
-            deleted.add(run_id)
-
-    result = scan(journal, state["end"], state["lines"] + 1, each=take)
+    result = scan(journal, state["end"], state["lines"] + 1, each=lambda e: _index(state, e))
     damage = Damage(state["damage"].lines + result.damage.lines, state["damage"].header)
     if state["end"] == 0:
         damage.header = result.damage.header
@@ -484,13 +446,72 @@ def read_summaries(
         damage,
         result.lines,
         result.torn,
-        deleted,
-        ids,
-        running,
-        groups,
+        state["deleted"],
+        state["ids"],
+        state["running"],
+        state["groups"],
         full=records is not None,
         state=state,
     )
+
+
+def _fresh_state(ident: tuple[int, int] | None) -> dict[str, Any]:
+    state: dict[str, Any] = {"v": _CACHE_VERSION, "journal": ident, "end": 0, "lines": 0}
+    state.update(records={}, damage=Damage(), deleted=set(), ids=set(), running={}, groups={})
+    return state
+
+
+def cache_records(journal: Path, cache: Path, records: list[dict[str, Any]]) -> None:
+    """The cache of a journal just written as one ``put`` per record (``rewrite``), made from
+    the records in hand: the next read loads it instead of parsing every line again."""
+    ident = _identity(journal)
+    if ident is None:
+        return
+    state = _fresh_state(ident)
+    for record in records:
+        _index(state, {"id": record["id"], "op": "put", "record": dict(record)})
+    state.update(end=journal.stat().st_size, lines=len(records) + 1)
+    _write_cache(cache, state)
+
+
+def _index(state: dict[str, Any], entry: dict[str, Any]) -> None:
+    """One journal entry into the summaries (when the state holds them) and the index: which
+    runs exist, which are running, and each group's runs."""
+    records = state.get("records")
+    ids, running, groups, deleted = (
+        state["ids"],
+        state["running"],
+        state["groups"],
+        state["deleted"],
+    )
+    run_id, op = entry["id"], entry["op"]
+    if records is not None:
+        apply(records, entry, summary=True)
+    if op == "put":
+        record = entry["record"]
+        record["id"] = run_id
+        ids.add(run_id)
+        deleted.discard(run_id)
+        if record.get("status") == "running":
+            running[run_id] = summarize(record)
+        else:
+            running.pop(run_id, None)
+        if isinstance(record.get("group"), str):
+            groups.setdefault(record["group"], set()).add(run_id)
+    elif op == "patch" and run_id in ids:
+        fields = entry["fields"]
+        if run_id in running or fields.get("status") == "running":
+            merged = {**running.get(run_id, {"id": run_id}), **summarize(fields)}
+            merged["id"] = run_id
+            running[run_id] = merged
+            if merged.get("status") != "running":
+                del running[run_id]
+        if isinstance(fields.get("group"), str):
+            groups.setdefault(fields["group"], set()).add(run_id)
+    elif op == "del":
+        ids.discard(run_id)
+        running.pop(run_id, None)
+        deleted.add(run_id)
 
 
 def _tail_bytes(journal: Path, state: dict[str, Any]) -> int:
@@ -516,8 +537,8 @@ def _load_cache(
                 and loaded.keys() >= _HEAD_KEYS
             ):
                 return None
-            if full:
-                records = unpickler.load()
+            if full:  # a new unpickler: each pickle numbers its shared objects from 0
+                records = _CacheUnpickler(handle).load()
                 if not isinstance(records, dict):
                     return None
                 loaded["records"] = records
