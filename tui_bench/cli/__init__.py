@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             from tui_bench.tui.app import run_app  # lazy: headless commands never load Textual
 
             return run_app()
+        from tui_bench.engine.results import history
+
+        history.report_progress_to(lambda line: print(line, file=sys.stderr, flush=True))
         return args.func(args)
     except TuiBenchError as exc:
         print(error_line(exc), file=sys.stderr)

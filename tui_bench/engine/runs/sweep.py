@@ -246,13 +246,20 @@ def latest_unfinished(preset_name: str, history: History) -> Sweep | None:
 
 
 def records(sweep: Sweep, history: History) -> list[dict[str, Any]]:
-    return [r for r in history.all() if r.get("group") == sweep.id]
+    """The sweep's runs, full records, oldest first: found in the summaries, then read alone
+    (never every record of the history: a run's start must not cost more at 10,000 runs)."""
+    ids = [r["id"] for r in _summaries(sweep, history)]
+    return list(history.records(ids)) if ids else []
+
+
+def _summaries(sweep: Sweep, history: History) -> list[dict[str, Any]]:
+    return history.group_summaries(sweep.id)
 
 
 def finished_pairs(sweep: Sweep, history: History) -> set[tuple[Any, Any]]:
     return {
         (r.get("config"), r.get("repeat"))
-        for r in records(sweep, history)
+        for r in _summaries(sweep, history)  # status, config and repeat are summary fields
         if r.get("status") == RunStatus.FINISHED
     }
 
@@ -276,7 +283,7 @@ def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str |
         return None
     medians = [
         r["metrics"]["step_median_s"]
-        for r in records(sweep, history)
+        for r in _summaries(sweep, history)  # step_median_s is a summary metric
         if r.get("config") == config_key
         and r.get("status") == RunStatus.FINISHED
         and isinstance((r.get("metrics") or {}).get("step_median_s"), (int, float))
