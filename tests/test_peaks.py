@@ -153,3 +153,35 @@ def test_real_probe_measures_a_peak_once_and_the_mfu_of_it_is_below_one():
     assert why is None and peak is not None and peak.tflops > 0 and len(lines) == 1
     assert peaks.cached("cpu", 1, "fp32") == peak
     assert peaks.cached("cpu", 1, "bf16") is None  # only the row the run needs was timed
+
+
+def test_a_run_is_held_against_both_peaks_each_named():
+    peaks.store_probe(PROBE, "cpu", 2)
+    count = 3 * 7_905_280 - 921_600  # cnn on 28×28×1, per sample (tests/test_flops.py)
+    figures = peaks.run_figures("cnn", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
+    assert figures["flops_per_step"] == 64 * count
+    assert figures["achieved_tflops"] == pytest.approx(64 * count / 0.5 / 1e12)
+    assert figures["mfu"] == pytest.approx(figures["achieved_tflops"] / 0.05)
+    assert figures["mfu_peak"].startswith("measured peak 0.05 TFLOP/s (torch 2.13 matmul")
+    assert figures["peak_measured_tflops"] == 0.05
+    line = peaks.limits_line({**figures, "res_peak_rss_mib": 400.0, "allocator": "n/a on CPU"})
+    assert "GFLOP/s achieved" in line and "of measured peak" in line and "peak RSS 400 MiB" in line
+
+
+def test_a_run_whose_mfu_exceeds_one_says_the_count_or_peak_is_wrong():
+    peaks.store_probe(PROBE, "cpu", 2)  # 0.05 TFLOP/s, and a step 100× too fast for it
+    figures = peaks.run_figures("cnn", "synthetic-mnist", 64, 1e-5, "cpu", "cpu", 2, "fp32")
+    assert figures["mfu"] is None and figures["mfu_error"] == peaks.MFU_ABOVE_ONE
+    line = peaks.limits_line(figures)
+    assert "MFU > 1: count or peak is wrong" in line and "MFU 1" not in line
+
+
+def test_no_cached_peak_no_model_count_and_workers():
+    figures = peaks.run_figures("cnn", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 3, "fp32")
+    assert figures["mfu"] is None and "no measured peak" in figures["mfu_error"]
+    unknown = peaks.run_figures("nope", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
+    assert unknown["flops_per_step"] is None and "no FLOP count" in unknown["mfu_error"]
+    peaks.store_probe(PROBE, "cpu", 2)
+    one = peaks.run_figures("mlp", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
+    two = peaks.run_figures("mlp", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32", workers=2)
+    assert two["mfu"] == pytest.approx(one["mfu"] / 2) and "2 × " in two["mfu_peak"]

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from tui_bench.engine.errors import HistoryError, PresetError, UsageError
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.machine import peaks
 from tui_bench.engine.results import report, stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import follow, presets, supervisor
@@ -424,6 +425,15 @@ def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
         console().print(summary_table(records))
         for line in filter(None, map(stability.verdict_line, records)):
             console().print(f"stability {line}", markup=False, highlight=False, soft_wrap=True)
+        for record in records:
+            limits = peaks.limits_line(record.get("metrics") or {})
+            if limits:
+                console().print(
+                    f"limits {record['id']}: {limits}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
         if auto:
             console().print(
                 f"repeats: {len(records)} run(s) in group {batch_id}; {why}\n"
@@ -475,6 +485,12 @@ SUMMARY_ROWS: list[tuple[str, str, float, int, str]] = [
     ("energy J", "res_energy_j", 1, 0, "GPU, whole process"),
     ("steady energy J", "res_steady_energy_j", 1, 0, "GPU, steady-state windows (NVML counter)"),
     ("samples/J", "samples_per_joule", 1, 1, "steady samples / steady energy"),
+    ("GFLOP/step", "flops_per_step", 1e-9, 3, "model FLOPs of a training step (engine/flops.py)"),
+    ("GFLOP/s", "achieved_tflops", 1000, 2, "steady-state median step"),
+    ("MFU %", "mfu", 100, 1, "of the measured matmul peak"),
+    ("MFU % nominal", "mfu_nominal", 100, 1, "of the vendor / ISA peak"),
+    ("CPU J/step", "cpu_joules_per_step", 1, 3, "CPU package, RAPL, device-level"),
+    ("GPU J/step", "gpu_joules_per_step", 1, 3, "GPU board, NVML, device-level"),
 ]
 
 
@@ -496,12 +512,15 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     )
     metrics = [r.get("metrics") or {} for r in records]
     for label, key, scale, digits, _meaning in SUMMARY_ROWS:
-        if all(m.get(key) is None for m in metrics):
+        if all(m.get(key) is None and not m.get(f"{key}_error") for m in metrics):
             continue
         table.add_row(
             label,
             *(
-                fmt(m.get(key), scale, digits)
+                # an MFU above 1 is a wrong count or peak: its line says so, never a number
+                "[red]error[/red]"
+                if m.get(key) is None and m.get(f"{key}_error") == peaks.MFU_ABOVE_ONE
+                else fmt(m.get(key), scale, digits)
                 if key != "param_count" or m.get(key) is None
                 else f"{m[key]:,}"
                 for m in metrics

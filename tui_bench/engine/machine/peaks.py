@@ -353,3 +353,94 @@ def utilization(flops_per_step: float, step_s: float, peak: Peak | None) -> Util
 
 def as_dict(peak: Peak | None) -> dict[str, Any] | None:
     return asdict(peak) if peak is not None else None
+
+
+def run_figures(
+    model: str,
+    dataset: str,
+    global_batch: int,
+    step_s: float | None,
+    device: str,
+    device_name: str | None,
+    threads: int,
+    precision: str,
+    workers: int = 1,
+) -> dict[str, Any]:
+    """A finished run's place against the machine's limits, for its record: FLOPs per step,
+    achieved TFLOP/s (steady-state median step), MFU of the measured and of the nominal peak,
+    each with the peak named; an MFU above 1 is left out and ``mfu_error`` says so.
+
+    Never measures (safe inside a run): the measured peak comes from the cache that
+    ``tui-bench run`` and ``tui-bench hardware`` fill. With ``workers`` > 1 every peak is
+    ``workers`` × one worker's (each worker has its own threads or GPU)."""
+    from tui_bench.engine import flops
+
+    per_step = flops.train_step_flops(model, dataset, global_batch)
+    out: dict[str, Any] = {"flops_per_step": per_step}
+    if per_step is None:
+        out["mfu_error"] = f"no FLOP count for model '{model}' (engine/flops.py)"
+        return out
+    if not step_s or step_s <= 0:
+        return out
+    scale = max(1, workers)
+
+    def scaled(peak: Peak | None) -> Peak | None:
+        if peak is None or scale == 1:
+            return peak
+        return Peak(peak.tflops * scale, peak.kind, f"{scale} × {peak.what}", peak.estimate)
+
+    measured_peak = scaled(cached(device, threads, precision))
+    nominal_peak = scaled(nominal(device, device_name, threads, precision))
+    out["achieved_tflops"] = per_step / step_s / 1e12
+    for suffix, peak, missing in (
+        (
+            "",
+            measured_peak,
+            f"no measured peak for {device}, {threads} thread(s), {precision} yet "
+            "(tui-bench run or tui-bench hardware measures it)",
+        ),
+        ("_nominal", nominal_peak, f"no nominal peak known for {device_name or device}"),
+    ):
+        used = utilization(per_step, step_s, peak)
+        out[f"mfu{suffix}"] = used.mfu
+        out[f"mfu{suffix}_peak"] = peak.label if peak is not None else None
+        out[f"peak{suffix or '_measured'}_tflops"] = peak.tflops if peak is not None else None
+        if used.problem:
+            out[f"mfu{suffix}_error"] = missing if peak is None else used.problem
+    return out
+
+
+def limits_line(metrics: dict[str, Any]) -> str | None:
+    """One line: achieved FLOP/s and MFU (of which peaks), energy per step, memory peaks."""
+    if "flops_per_step" not in metrics:
+        return None
+    parts = []
+    achieved = metrics.get("achieved_tflops")
+    if achieved is not None:
+        parts.append(f"{achieved * 1000:.3g} GFLOP/s achieved")
+    for suffix in ("", "_nominal"):
+        if metrics.get(f"mfu{suffix}_error"):
+            parts.append(metrics[f"mfu{suffix}_error"])
+        elif metrics.get(f"mfu{suffix}") is not None:
+            parts.append(f"MFU {metrics[f'mfu{suffix}']:.1%} of {metrics[f'mfu{suffix}_peak']}")
+    for device in ("gpu", "cpu"):
+        if metrics.get(f"{device}_joules_per_step") is not None:
+            watts = metrics.get(f"{device}_avg_watts")
+            parts.append(
+                f"{device.upper()} {metrics[f'{device}_joules_per_step']:.3g} J/step, "
+                f"{metrics[f'{device}_samples_per_joule']:.3g} samples/J"
+                + (f", {watts:.0f} W" if watts else "")
+                + " (device-level)"
+            )
+    if metrics.get("cpu_energy_problem"):
+        parts.append(f"CPU energy not read: {metrics['cpu_energy_problem']}")
+    rss = metrics.get("res_peak_rss_mib")
+    allocator = metrics.get("allocator_peak_mib")
+    memory = f"peak RSS {rss:.0f} MiB" if rss is not None else "peak RSS not sampled"
+    memory += (
+        f", allocator peak {allocator:.0f} MiB"
+        if allocator is not None
+        else f", allocator peak {metrics.get('allocator') or 'not reported'}"
+    )
+    parts.append(memory)
+    return "; ".join(parts)
