@@ -25,6 +25,7 @@ make the figure depend on how each framework fuses them. ``FlopCounterMode`` exc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tui_bench.engine.dataset_manifest import manifest
@@ -121,7 +122,7 @@ def _mlp(shape: tuple[int, ...], classes: int) -> list[Layer]:
 def _vgg16(shape: tuple[int, ...], classes: int) -> list[Layer]:
     h, w, channels = shape
     hw = (h, w)
-    layers = []
+    layers: list[Layer] = []
     for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
         for _ in range(repeats):
             layer, hw = _conv(f"conv 3×3 → {width}", hw, channels, width, 3, 1, not layers)
@@ -161,8 +162,15 @@ def _transformer(shape: tuple[int, ...], arch: Transformer = TRANSFORMER) -> lis
     return [*layers, _dense("dense out", d, 1)]
 
 
-_IMAGE_MODELS = {"cnn": _cnn, "mlp": _mlp, "vgg16": _vgg16}
-_SEQUENCE_MODELS = {"lstm": _lstm, "transformer": _transformer}
+_IMAGE_MODELS: dict[str, Callable[[tuple[int, ...], int], list[Layer]]] = {
+    "cnn": _cnn,
+    "mlp": _mlp,
+    "vgg16": _vgg16,
+}
+_SEQUENCE_MODELS: dict[str, Callable[[tuple[int, ...]], list[Layer]]] = {
+    "lstm": _lstm,
+    "transformer": _transformer,
+}
 MODELS = (*_IMAGE_MODELS, *_SEQUENCE_MODELS)
 
 

@@ -102,7 +102,8 @@ class CpuFacts:
 
 
 def read_cpu_facts(root: Path = Path("/")) -> CpuFacts:
-    model, flags, mhz = "", frozenset(), None
+    model, mhz = "", None
+    flags: frozenset[str] = frozenset()
     try:
         text = (root / "proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:

@@ -441,9 +441,9 @@ def _steady_energy(
     if rapl.problem is not None:
         summary.cpu_energy_problem = rapl.problem
         return
-    joules = window_joules(windows, rapl.ranges(), CPU_ENERGY_PREFIX)
-    if joules is not None:
-        summary.steady_cpu_energy_j = joules
+    cpu_joules = window_joules(windows, rapl.ranges(), CPU_ENERGY_PREFIX)
+    if cpu_joules is not None:
+        summary.steady_cpu_energy_j = cpu_joules
         summary.cpu_energy_source = (
             f"RAPL package counter ({len(rapl.zones)} zone(s)), whole package, device-level"
         )
