@@ -35,6 +35,11 @@ def _load_adapters_package() -> None:
 
 def timed(run, sync, warmup: int, repeats: int) -> float:
     """Median seconds of ``run`` over ``repeats`` after ``warmup`` untimed calls."""
+    return statistics.median(timed_all(run, sync, warmup, repeats))
+
+
+def timed_all(run, sync, warmup: int, repeats: int) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``run`` after ``warmup`` untimed calls."""
     for _ in range(warmup):
         run()
     sync()
@@ -44,7 +49,7 @@ def timed(run, sync, warmup: int, repeats: int) -> float:
         run()
         sync()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
 def probe(
@@ -81,7 +86,8 @@ def probe(
         torch.backends.cuda.matmul.allow_tf32 = tf32
         a = torch.randn(size, size, device=device, dtype=dtype)
         b = torch.randn(size, size, device=device, dtype=dtype)
-        seconds = timed(lambda a=a, b=b: torch.mm(a, b), sync, 2, repeats)
+        times = timed_all(lambda a=a, b=b: torch.mm(a, b), sync, 2, repeats)
+        seconds = statistics.median(times)
         results.append(
             {
                 "kernel": "matmul",
@@ -90,6 +96,8 @@ def probe(
                 "flops": 2 * size**3,
                 "median_s": seconds,
                 "tflops": 2 * size**3 / seconds / 1e12,
+                # the fastest call: what the machine can do (a peak), less exposed to other load
+                "best_tflops": 2 * size**3 / min(times) / 1e12,
             }
         )
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -99,6 +107,7 @@ def probe(
             "framework": f"torch {torch.__version__}",
             "threads": torch.get_num_threads() if device.type == "cpu" else None,
             "compute": results,
+            "repeats": repeats,
             "method": f"median of {repeats} timed calls after 2 warm-up calls, device-synchronised",
         }
     n, c, hw = 8, 64, 56
@@ -131,6 +140,7 @@ def probe(
         "framework": f"torch {torch.__version__}",
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
         "compute": results,
+        "repeats": repeats,
         "latency": {
             "what": "batch-1 inference of the reference CNN (28×28×1 → 10), eval mode, no grad",
             "median_s": latency,
