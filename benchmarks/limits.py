@@ -48,6 +48,9 @@ def pct(value: float | None, error: str | None = None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated frameworks")
+    parser.add_argument(
+        "--apis", default="", help="comma-separated framework/API pairs, run in this order"
+    )
     parser.add_argument("--models", default="cnn,mlp,lstm")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--steps", type=int, default=12)
@@ -67,49 +70,56 @@ def main() -> None:
     skipped: list[str] = []
     with tempfile.TemporaryDirectory() as home:
         history = History(Path(home))
-        for fw in catalog.FRAMEWORKS.values():
-            if fw.unavailable or (only and fw.name not in only):
+        pairs = [
+            (fw, api)
+            for fw in catalog.FRAMEWORKS.values()
+            if not fw.unavailable and (not only or fw.name in only)
+            for api in fw.apis
+        ]
+        if args.apis:
+            wanted = [tuple(item.split("/", 1)) for item in args.apis.split(",") if "/" in item]
+            known = {(fw.name, api): fw for fw, api in pairs}
+            pairs = [(known[pair], pair[1]) for pair in wanted if pair in known]
+        for fw, api in pairs:
+            found = runtimes.availability(fw.name, api)
+            if found.problem:
+                skipped.append(f"{fw.name}/{api}: {found.problem}")
                 continue
-            for api in fw.apis:
-                found = runtimes.availability(fw.name, api)
-                if found.problem:
-                    skipped.append(f"{fw.name}/{api}: {found.problem}")
+            for model in models:
+                problem = catalog.combination_problem(fw.name, api, model, DATASET[model])
+                if problem:
+                    skipped.append(f"{fw.name}/{api} {model}: {problem}")
                     continue
-                for model in models:
-                    problem = catalog.combination_problem(fw.name, api, model, DATASET[model])
-                    if problem:
-                        skipped.append(f"{fw.name}/{api} {model}: {problem}")
+                per_threads: dict[int, dict] = {}
+                for t in threads:
+                    spec = RunSpec(
+                        framework=fw.name,
+                        api=api,
+                        model=model,
+                        dataset=DATASET[model],
+                        threads=t,
+                        batch_size=BATCH,
+                        epochs=1,
+                        steps_per_epoch=args.steps,
+                        warmup_steps=3,
+                        train_samples=BATCH * (args.steps + 4),
+                        test_samples=BATCH,
+                    ).validate()
+                    result = execute(spec, history, stall_timeout=600)
+                    if not result.ok:
+                        per_threads[t] = {"error": result.reason}
+                        print(f"  {fw.name}/{api} {model} {t}t: {result.reason}", flush=True)
                         continue
-                    per_threads: dict[int, dict] = {}
-                    for t in threads:
-                        spec = RunSpec(
-                            framework=fw.name,
-                            api=api,
-                            model=model,
-                            dataset=DATASET[model],
-                            threads=t,
-                            batch_size=BATCH,
-                            epochs=1,
-                            steps_per_epoch=args.steps,
-                            warmup_steps=3,
-                            train_samples=BATCH * (args.steps + 4),
-                            test_samples=BATCH,
-                        ).validate()
-                        result = execute(spec, history, stall_timeout=600)
-                        if not result.ok:
-                            per_threads[t] = {"error": result.reason}
-                            print(f"  {fw.name}/{api} {model} {t}t: {result.reason}", flush=True)
-                            continue
-                        per_threads[t] = result.metrics()
-                        m = per_threads[t]
-                        print(
-                            f"  {fw.name}/{api} {model} {t}t: step "
-                            f"{m['step_median_s'] * 1000:.1f} ms, "
-                            f"{(m.get('achieved_tflops') or 0) * 1000:.2f} GFLOP/s, "
-                            f"MFU {pct(m.get('mfu'), m.get('mfu_error'))} ({load()})",
-                            flush=True,
-                        )
-                    rows.append((f"{fw.name}/{api}", model, per_threads))
+                    per_threads[t] = result.metrics()
+                    m = per_threads[t]
+                    print(
+                        f"  {fw.name}/{api} {model} {t}t: step "
+                        f"{m['step_median_s'] * 1000:.1f} ms, "
+                        f"{(m.get('achieved_tflops') or 0) * 1000:.2f} GFLOP/s, "
+                        f"MFU {pct(m.get('mfu'), m.get('mfu_error'))} ({load()})",
+                        flush=True,
+                    )
+                rows.append((f"{fw.name}/{api}", model, per_threads))
     print(f"\n## MFU per framework × API (fp32, batch {BATCH}) · {load()}\n")
     head = ["framework/API", "model"]
     for t in threads:

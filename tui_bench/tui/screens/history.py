@@ -18,6 +18,7 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.results import stability
+from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
 from tui_bench.engine.results.history import History, HistoryError
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.messages import CompareRequested, Notice, SpecLoaded
@@ -37,6 +38,7 @@ COLUMNS = [  # (key, header)
     ("train_s", "train s"),
     ("step_ms", "step ms"),
     ("samples_s", "samples/s"),
+    ("mfu", "MFU %"),
     ("accuracy", "acc"),
     ("verdict", "verdict"),
     ("status", "status"),
@@ -87,6 +89,8 @@ def row_values(record: dict[str, Any]) -> dict[str, Any]:
         "train_s": m.get("train_wall_s"),
         "step_ms": m["step_median_s"] * 1000 if m.get("step_median_s") is not None else None,
         "samples_s": m.get("samples_per_s"),
+        # of the measured peak; above 1 the count or the peak is wrong: said, never a number
+        "mfu": "error" if m.get("mfu_error") == MFU_ABOVE_ONE else m.get("mfu"),
         "accuracy": acc,
         "status": record.get("status"),
         # its own column, so "unreliable" filters and sorts like any other value
@@ -107,6 +111,8 @@ def cell(key: str, value: Any) -> str:
         return f"{value:,.0f}"
     if key == "accuracy":
         return f"{value:.3f}"
+    if key == "mfu" and isinstance(value, float):
+        return f"{value * 100:.1f}"
     return str(value)
 
 
