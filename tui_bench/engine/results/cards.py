@@ -17,6 +17,7 @@ from tui_bench.engine import catalog
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.machine import peaks as peaks_module
 from tui_bench.engine.machine import runtimes
+from tui_bench.engine.machine.energy import Rapl
 from tui_bench.engine.paths import adapters_dir, cache_home
 from tui_bench.engine.results.history import History
 
@@ -318,9 +319,21 @@ def hardware_card(
                 f"({spec['framework']}/{spec['api']} {spec['model']} {spec['dataset']})"
             )
         elif kind == "cpu":
-            card.cells["energy efficiency"] = (
-                "not measured: NVML reads GPU energy only; no CPU energy counter is read"
-            )
+            cpu_joules = [
+                (r["metrics"]["cpu_samples_per_joule"], r)
+                for r in mine
+                if (r.get("metrics") or {}).get("cpu_samples_per_joule")
+            ]
+            if cpu_joules:
+                best = max(cpu_joules, key=lambda pair: pair[0])
+                spec = best[1]["spec"]
+                card.cells["energy efficiency"] = (
+                    f"{best[0]:.1f} samples/J best of {len(cpu_joules)} runs with RAPL package "
+                    f"energy ({spec['framework']}/{spec['api']} {spec['model']} {spec['dataset']})"
+                )
+            else:
+                why = Rapl().problem or "no finished run with RAPL energy on this CPU yet"
+                card.cells["energy efficiency"] = f"not measured: {why}"
         else:
             card.cells["energy efficiency"] = "no finished run with NVML energy on this GPU yet"
         combos: dict[str, int] = {}

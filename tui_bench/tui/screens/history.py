@@ -17,8 +17,8 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui_bench.engine.errors import TuiBenchError
-from tui_bench.engine.results import stability
 from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
+from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History, HistoryError
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.messages import CompareRequested, Notice, SpecLoaded
