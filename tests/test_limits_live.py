@@ -64,3 +64,12 @@ def test_the_result_figures_replace_the_forming_ones(error):
     assert text.startswith("20 GFLOP/s") and "MFU 25.0% of nominal peak" in text
     assert ("MFU 50.0% of measured peak" in text) == (error is None)
     assert (peaks.MFU_ABOVE_ONE in text) == (error is not None)
+
+
+def test_the_forming_figure_is_worked_out_again_at_most_once_a_second():
+    view = _view([0.01])
+    clock = iter([100.0, 100.5, 101.5])
+    first = view.limits_text(now=lambda: next(clock))
+    view.fold([{"type": WorkerEvent.STEPS, "losses": [1.0, 1.0], "step_times": [0.02, 0.02]}])
+    assert view.limits_text(now=lambda: next(clock)) == first  # half a second later: kept
+    assert view.limits_text(now=lambda: next(clock)) != first  # a second later: the new median

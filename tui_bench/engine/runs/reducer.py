@@ -143,6 +143,7 @@ class BatchView:
         self._pending: list[dict[str, Any]] = []
         self._forming: tuple[str | None, int, float, stability.Verdict | None] = (None, 0, 0, None)
         self._limits: tuple[Any, int | None, peaks.Peak | None] = (None, None, None)
+        self._limits_text: tuple[int, float, str | None] = (-1, 0.0, None)
         self.epochs = self.epochs or self.spec.epochs
 
     # -- threads ----------------------------------------------------------------------------
@@ -381,7 +382,7 @@ class BatchView:
         first = stability.stored_line(verdict.as_dict()) or verdict.verdict
         return f"so far {first}" if verdict.reasons else f"so far {verdict.verdict} (step times)"
 
-    def limits_text(self) -> str | None:
+    def limits_text(self, now: Callable[[], float] = time.monotonic) -> str | None:
         """Achieved FLOP/s and MFU as they form (the steady steps' median so far, against the
         cached measured peak: never measured here), then the result's own figures; None before
         the first steady step or for a model without a FLOP count."""
@@ -406,19 +407,28 @@ class BatchView:
             per_step = flops.train_step_flops(self.spec.model, self.spec.dataset, batch)
             peak = peaks.cached(self.spec.device, self.spec.threads, self.spec.precision)
             self._limits = (key, per_step, peak)
+            self._limits_text = (-1, 0.0, None)
         _key, per_step, peak = self._limits
         if per_step is None:
             return None
+        # The median of 20,000 steps is a sort: worked out again at most once a second.
+        count, at, text = self._limits_text
+        if count == len(self.step_times):
+            return text
+        t = now()
+        if text is not None and t - at < FORMING_EVERY_S:
+            return text
         ordered = sorted(self.step_times)
         median = ordered[len(ordered) // 2]
-        if median <= 0:
-            return None
-        used = peaks.utilization(per_step, median, peak)
-        text = f"{used.achieved_tflops * 1000:.3g} GFLOP/s so far"
-        if used.mfu is not None:
-            return f"{text} · MFU {used.mfu:.1%} of measured peak"
-        if used.problem == peaks.MFU_ABOVE_ONE:
-            return f"{text} · {peaks.MFU_ABOVE_ONE}"
+        text = None
+        if median > 0:
+            used = peaks.utilization(per_step, median, peak)
+            text = f"{used.achieved_tflops * 1000:.3g} GFLOP/s so far"
+            if used.mfu is not None:
+                text += f" · MFU {used.mfu:.1%} of measured peak"
+            elif used.problem == peaks.MFU_ABOVE_ONE:
+                text += f" · {peaks.MFU_ABOVE_ONE}"
+        self._limits_text = (len(self.step_times), t, text)
         return text
 
     def latest_figures(self) -> dict[str, Any]:
