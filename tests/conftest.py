@@ -66,6 +66,7 @@ EXTRAS = {
     "ray": "pip install -e '.[ray]'",
     "mlflow": "pip install -e '.[mlflow]'",
     "matplotlib": "pip install -e '.[figures]'",
+    "ruptures": "pip install -e '.[dev]' (or: pip install ruptures)",
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, require_runtime
 from test_cli import cli
 
-from tui_bench.cli import build_parser, common
+from tui_bench.cli import build_parser, following
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import BatchEvent
 from tui_bench.engine.results.history import History, read_jsonl
@@ -223,7 +223,7 @@ def test_the_supervisor_ends_a_batch_with_a_bad_request_in_one_line(request_fiel
 def planned_request(monkeypatch, *argv: str) -> BatchRequest:
     """What ``tui-bench run ARGV`` hands to a supervisor (nothing is started)."""
     handed = []
-    monkeypatch.setattr(common, "start_batch", lambda request, args, err: handed.append(request))
+    monkeypatch.setattr(following, "start_batch", lambda request, args, err: handed.append(request))
     args = build_parser().parse_args(["run", *argv])
     args.func(args)
     (request,) = handed

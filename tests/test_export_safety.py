@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tui_bench import cli
-from tui_bench.engine.results import report
+from tui_bench.engine.results import render, tables
 from tui_bench.engine.results.export_safety import FORMULA_STARTS, csv_cell, markdown_cell
 from tui_bench.engine.results.history import History
 from tui_bench.engine.spec import RunSpec
@@ -77,17 +77,18 @@ def test_history_export_neutralises_every_text_cell_and_keeps_numbers(tmp_path: 
 
 
 def test_report_csv_and_markdown_are_safe() -> None:
-    table = report.Table(
+    table = tables.Table(
         name="summary",
         title="runs of [x](javascript:alert(1))",
-        columns=["configuration", "median"],
-        rows=[["=1+1|<script>alert(1)</script>\nnext line", -0.25], ["@A1", 2.0]],
+        columns=(tables.Column("configuration"), tables.Column("median", tables.NUMBER)),
     )
-    rows = list(csv.DictReader(io.StringIO(report.to_csv([table]))))
+    table.add(["=1+1|<script>alert(1)</script>\nnext line", -0.25])
+    table.add(["@A1", 2.0])
+    rows = list(csv.DictReader(io.StringIO(render.csv_text([table]))))
     assert rows[0]["configuration"].startswith("'=")
     assert rows[0]["median"] == "-0.25"
     assert rows[1]["configuration"] == "'@A1"
-    markdown = report.to_markdown([table])
+    markdown = render.markdown([table])
     lines = markdown.splitlines()
     table_lines = [line for line in lines if line.startswith("|")]
     # Header, rule and two rows, each with exactly the table's 2 cells (3 unescaped pipes).

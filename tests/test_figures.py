@@ -51,4 +51,5 @@ def test_compare_figure_has_bars_and_thread_scaling(tmp_path):
     svg = tmp_path / "c.svg"
     assert main(["compare", "g", "--figure", str(svg)]) == 0
     text = svg.read_text(encoding="utf-8")
-    assert "thread scaling" in text and "threads=1" in text and "(n=5)" in text
+    # configurations named by their short label (identity): "1 thr", not "threads=1"
+    assert "thread scaling" in text and "1 thr" in text and "(n=5)" in text

@@ -19,7 +19,7 @@ from test_cli import cli as cli_process
 
 from tui_bench import cli
 from tui_bench.engine.machine import procs
-from tui_bench.engine.results import report
+from tui_bench.engine.results import tables
 from tui_bench.engine.results.history import History, read_jsonl
 from tui_bench.engine.runs import fleet, follow, supervisor
 from tui_bench.engine.spec import RunSpec
@@ -69,15 +69,15 @@ def test_compare_splits_configurations_by_host_when_runs_came_from_several():
         return {"status": "finished", "spec": spec, "host": host, "metrics": metrics}
 
     one_host = [run("a", 0.1), run("a", 0.11)]
-    groups, varying = report.split_by_host(*report.group_runs(one_host))
+    groups, varying = tables.group(one_host)
     assert len(groups) == 1 and "host" not in varying
     two_hosts = [*one_host, run("b", 0.2), run("b", 0.21)]
-    groups, varying = report.split_by_host(*report.group_runs(two_hosts))
-    assert [g.label for g in groups] == ["host=a", "host=b"]
+    groups, varying = tables.group(two_hosts)
+    assert [g.label for g in groups] == ["@a", "@b"]
     assert [len(g.runs) for g in groups] == [2, 2]
-    comparisons = next(t for t in report.build(two_hosts) if t.name == "comparisons")
-    assert comparisons.rows[0][:4] == ["host", "—", "host=b", "host=a"]
-    assert comparisons.rows[0][4] == pytest.approx(0.205 / 0.105)
+    comparisons = tables.compute(two_hosts).comparisons
+    assert comparisons.rows[0].cells[:4] == ("host", "—", "@b", "@a")
+    assert comparisons.rows[0].cells[4] == pytest.approx(0.205 / 0.105)
 
 
 def _listening(pids: set[int]) -> list[tuple[str, int, str]]:

@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from tests.tui.fakes import fake_events, write_batch_in_progress
-from tui_bench.cli.common import BatchPrinter
+from tui_bench.cli.following import BatchPrinter
 from tui_bench.engine.machine import procs
 from tui_bench.engine.results.history import History, read_jsonl
 from tui_bench.engine.runs import follow, lifecycle

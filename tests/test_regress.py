@@ -10,7 +10,7 @@ from tests.histories import fill, record
 from tui_bench.cli import main
 from tui_bench.engine.errors import UsageError
 from tui_bench.engine.results import regress
-from tui_bench.engine.results.identity import identity
+from tui_bench.engine.results.identity import configuration_of
 
 BASE = [40.0, 40.4, 39.8, 40.2, 40.1, 39.9]
 SLOWER = [48.0, 48.3, 47.9, 48.5, 48.1, 47.7]  # +20 %
@@ -70,7 +70,7 @@ def test_failed_missing_and_unstable_marks():
     cand = runs(BASE, start=10, status="failed") + runs(BASE, start=30, threads=1)
     report = regress.compare(base, cand)
     marks = {
-        r.identity.label.split(" ")[0] + str(r.identity.facts["threads"]): r.mark
+        r.configuration.name.split(" ")[0] + str(r.configuration.facts["threads"]): r.mark
         for r in report.rows
     }
     assert marks == {"torch/eager2": "x", "mxnet/gluon2": "?", "torch/eager1": "?"}
@@ -86,8 +86,10 @@ def test_configurations_are_kept_apart_by_identity():
     b = runs(BASE, start=10) + runs(SLOWER, start=10, host="box-b")
     report = regress.compare(a, b)
     assert len(report.rows) == 2 and {r.mark for r in report.rows} == {"~"}
-    assert identity(a[0]).key != identity(a[-1]).key
-    assert identity(a[0]).key == identity(b[0]).key  # seeds differ; the configuration does not
+    assert configuration_of(a[0]).key != configuration_of(a[-1]).key
+    assert (
+        configuration_of(a[0]).key == configuration_of(b[0]).key
+    )  # seeds differ; the configuration does not
 
 
 def test_sides_by_since_and_last():
@@ -96,10 +98,11 @@ def test_sides_by_since_and_last():
     baseline, candidate = regress.sides(records, since=since)
     assert len(baseline) == 6 and len(candidate) == 6
     baseline, candidate = regress.sides(records, since=since, last=2)
-    assert [r["id"] for r in baseline] == [records[4]["id"], records[5]["id"]]
-    assert [r["id"] for r in candidate] == [records[10]["id"], records[11]["id"]]
+    assert [r.id for r in baseline] == [records[4]["id"], records[5]["id"]]
+    assert [r.id for r in candidate] == [records[10]["id"], records[11]["id"]]
     baseline, candidate = regress.sides(records, last=3)
-    assert baseline == records[6:9] and candidate == records[9:]
+    assert [r.raw for r in baseline] == records[6:9]
+    assert [r.raw for r in candidate] == records[9:]
     with pytest.raises(UsageError):
         regress.sides(records)
     with pytest.raises(UsageError):

@@ -28,7 +28,7 @@ def test_a_clean_flat_run_is_stable_and_says_what_was_checked():
     v = assess(noise(300), threads=1)
     assert v.verdict == "stable" and v.reasons == [] and v.steady_state == "flat"
     assert "cv" in v.checked and "cpu_stolen" in v.checked
-    assert v.line().startswith("stable: 12 rules checked")
+    assert stability.stored_line(v) == "stable (12 rules checked)"
 
 
 def test_high_cv_is_unreliable():
@@ -305,7 +305,7 @@ def test_nvml_clock_events_and_clocks_are_parsed_from_a_fake_handle():
     ]
     assert summary.steady_gpu_low_clock_fraction == pytest.approx(0.25)  # 900 < 0.75 x 1410
     v = assess(noise(300), summary.as_dict())
-    assert v.verdict == "unreliable" and "hardware slowdown" in v.line()
+    assert v.verdict == "unreliable" and "hardware slowdown" in stability.stored_line(v)
 
 
 def test_older_drivers_name_it_throttle_reasons():
@@ -401,40 +401,32 @@ def _run(median: float, verdict: str | None, threads: int, seed: int) -> dict:
 
 
 def test_compare_never_calls_a_difference_inside_the_noise_faster():
-    from tui_bench.engine.results import report
+    from tui_bench.engine.results import tables
 
     # 3 % step noise each, medians 2 % apart: a "1.02x faster" would be noise
     records = [_run(0.040, "stable", 1, 1), _run(0.0408, "noisy", 2, 2)]
     records[0]["spec"]["api"] = records[1]["spec"]["api"] = "eager"
     records[1]["spec"]["framework"] = "tensorflow"
     records[0]["spec"]["threads"] = records[1]["spec"]["threads"] = 1
-    groups, varying = report.group_runs(records)
-    table = report.comparison_table(groups, varying, "step_median_s")
-    row = dict(zip(table.columns, table.rows[0], strict=True))
+    groups, varying = tables.group(records)
+    row = tables.comparison_table(groups, varying, "step_median_s").records()[0]
     assert row["speed-up"] is None and row["significance"].startswith("within the noise")
     assert row["stability"] == "this: not stable: 1 noisy of 1"
     assert row["significance"].endswith("; this: not stable: 1 noisy of 1")
     # far apart: the speed-up stands
     records[1]["metrics"]["step_median_s"] = 0.08
     records[1]["metrics"]["steady_step_times"] = noise(200, mean=0.08, cv=0.03, seed=2)
-    groups, varying = report.group_runs(records)
-    row = dict(
-        zip(
-            table.columns,
-            report.comparison_table(groups, varying, "step_median_s").rows[0],
-            strict=True,
-        )
-    )
+    groups, varying = tables.group(records)
+    row = tables.comparison_table(groups, varying, "step_median_s").records()[0]
     assert row["speed-up"] == pytest.approx(0.5) and "noise" not in row["significance"]
 
 
 def test_summary_marks_configurations_whose_runs_are_not_stable():
-    from tui_bench.engine.results import report
+    from tui_bench.engine.results import tables
 
     records = [_run(0.04, "unreliable", 1, 1), _run(0.041, "stable", 1, 2), _run(0.04, None, 1, 3)]
-    groups, _ = report.group_runs(records)
-    table = report.summary_table(groups, "step_median_s")
-    row = dict(zip(table.columns, table.rows[0], strict=True))
+    groups, _ = tables.group(records)
+    row = tables.summary_table(groups, "step_median_s").records()[0]
     assert row["stability"] == "not stable: 1 unreliable of 3; 1 of 3 not judged (history recheck)"
     assert row["notes"].startswith("not stable: 1 unreliable")
 

@@ -11,7 +11,7 @@ import pytest
 from tests.histories import fill, record
 from tui_bench.cli import main
 from tui_bench.engine.results import trends
-from tui_bench.engine.results.identity import group_by_configuration, identity, versions
+from tui_bench.engine.results.identity import configuration_of, group_by_configuration, versions
 
 
 def noisy(n, level, rel=0.02, seed=1):
@@ -22,32 +22,32 @@ def noisy(n, level, rel=0.02, seed=1):
 # -- identity -----------------------------------------------------------------------------------
 def test_identity_ignores_seed_and_versions_but_not_what_decides_a_number():
     a = record(0, 40)
-    assert identity(a).key == identity(record(1, 50, version="9.9")).key
-    assert identity(a).key != identity(record(0, 40, threads=1)).key
-    assert identity(a).key != identity(record(0, 40, host="box-b")).key
+    assert configuration_of(a).key == configuration_of(record(1, 50, version="9.9")).key
+    assert configuration_of(a).key != configuration_of(record(0, 40, threads=1)).key
+    assert configuration_of(a).key != configuration_of(record(0, 40, host="box-b")).key
     gpu = record(0, 40)
     gpu["spec"] = {**gpu["spec"], "device": "gpu"}
     gpu["worker"]["device_name"] = "NVIDIA H100"
     assert (
-        identity(gpu).key != identity(a).key
-        and identity(gpu).facts["device_model"] == "NVIDIA H100"
+        configuration_of(gpu).key != configuration_of(a).key
+        and configuration_of(gpu).facts["device_model"] == "NVIDIA H100"
     )
 
 
 def test_a_record_from_before_a_spec_field_existed_keeps_its_configuration():
     old = record(0, 40)
     del old["spec"]["timing_window"]  # written before the field existed: it ran with the default
-    assert identity(old).key == identity(record(1, 40)).key
+    assert configuration_of(old).key == configuration_of(record(1, 40)).key
     changed = record(2, 40)
     changed["spec"]["timing_window"] = 50
-    assert identity(changed).key != identity(old).key
+    assert configuration_of(changed).key != configuration_of(old).key
 
 
 def test_versions_and_grouping():
     v = versions(record(0, 40, version="2.13.0"))
     assert v["torch"] == "2.13.0" and v["tui-bench"] == "0.1.0" and v["machine"]
     groups = group_by_configuration([record(0, 40), record(1, 41, threads=1), record(2, 42)])
-    assert sorted(len(runs) for _ident, runs in groups.values()) == [1, 2]
+    assert sorted(len(runs) for runs in groups.values()) == [1, 2]
 
 
 # -- change points ------------------------------------------------------------------------------

@@ -185,7 +185,7 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         records = [r for r in History().all() if r.get("group") == live.sweep_id]
         assert sorted(r["repeat"] for r in records) == [0, 1]
         assert "sweep done" in notes(app)
-        await pilot.press("f5")  # Compare shows the sweep through engine.report
+        await pilot.press("f5")  # Compare shows the sweep through engine.results.tables
         summary = app.screen.query_one("#table-summary", DataTable)
         await wait_for(pilot, lambda: summary.row_count == 1, 10, "compare summary")
         assert str(summary.get_row_at(0)[2]) == "2"  # n = 2 repeats

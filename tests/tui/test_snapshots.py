@@ -85,7 +85,7 @@ def test_compare_thread_scaling(snap_compare, tui_home):
         await wait_for(pilot, lambda: len(app.screen.query("#table-scaling")) == 1, 10, "screen")
         table = app.screen.query_one("#table-scaling", DataTable)
         await wait_for(pilot, lambda: table.row_count == 3, 10, "compare")
-        # engine.report's thread-scaling table (speed-up, efficiency), over the bar/line plots.
+        # engine.results.tables' thread-scaling table (speed-up, efficiency), over the bar/line plots.
         app.screen.query_one("#compare-tabs").active = "tab-scaling"
         # DataTable sizes its columns on a later refresh: wait for that too.
         await wait_for(pilot, lambda: table.virtual_size.width > 60, 10, "column widths")

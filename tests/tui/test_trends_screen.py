@@ -34,7 +34,7 @@ async def test_trends_screen_lists_plots_and_opens_a_run(tui_home):
         texts = {str(configs.get_row_at(i)[-1]): configs.get_row_at(i) for i in range(2)}
         torch_row = next(v for k, v in texts.items() if k.startswith("torch"))
         assert torch_row[1].startswith("+") and torch_row[3] == "15"
-        while not screen.selected.identity.label.startswith("torch"):
+        while not screen.selected.configuration.name.startswith("torch"):
             await pilot.press("down")
         plot = screen.query_one(TrendPlot)
         assert plot.trend is screen.selected and [c.index for c in plot.trend.change_points] == [10]

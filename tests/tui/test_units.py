@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.tui.fakes import fake_events
-from tui_bench.engine.results import report
+from tui_bench.engine.results import tables as report_tables
 from tui_bench.engine.runs import presets
 from tui_bench.engine.runs.batch import BatchRequest, plan
 from tui_bench.engine.runs.reducer import BatchView, stored_run
@@ -177,7 +177,7 @@ def test_compare_view_lays_out_engine_report_tables():
     # Five repeats a side: the Mann-Whitney test runs; its verdict reaches the scaling table.
     one = [_record(f"a{i}", 1, 0.080 + i / 1000) for i in range(5)]
     two = [_record(f"b{i}", 2, 0.040 + i / 1000) for i in range(5)]
-    tables = {t.name: t for t in report.build(one + two, metric="step_median_s")}
+    tables = {t.name: t for t in report_tables.compute(one + two).tables()}
     columns, rows = table_cells(tables["summary"])
     assert columns[:5] == ["#", "configuration", "n", "median", "IQR"]
     assert [str(r[0]) for r in rows] == ["#1", "#2"] and str(rows[0][2]) == "5"
@@ -187,10 +187,12 @@ def test_compare_view_lays_out_engine_report_tables():
     _columns, rows = table_cells(tables["scaling"])
     assert "significant (p=" in str(rows[1][-1]) and "Mann-Whitney U, n=5/5" in str(rows[1][-1])
     # Too few repeats: the verdict says so instead of guessing.
-    few = {t.name: t for t in report.build(one[:2] + two[:2])}
+    few = {t.name: t for t in report_tables.compute(one[:2] + two[:2]).tables()}
     assert "not enough repeats" in str(table_cells(few["scaling"])[1][1][-1])
     # Runs that differ in more than threads give no scaling line.
-    mixed = report.build([_record("a", 1, 0.08), _record("c", 2, 0.04, fw="mxnet")])
+    mixed = report_tables.compute(
+        [_record("a", 1, 0.08), _record("c", 2, 0.04, fw="mxnet")]
+    ).tables()
     assert all(t.name != "scaling" or scaling_line(t) is None for t in mixed)
 
 

@@ -25,7 +25,8 @@ from tui_bench.cli import (
     runtime,
     trends,
 )
-from tui_bench.cli.common import EXAMPLES, error_line
+from tui_bench.cli.common import error_line
+from tui_bench.cli.help import EXAMPLES
 from tui_bench.engine.errors import TuiBenchError, UsageError
 from tui_bench.engine.paths import usable_home
 

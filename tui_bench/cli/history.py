@@ -14,6 +14,7 @@ from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.results import check, mlflow_export, stability, transfer
 from tui_bench.engine.results.history import History
+from tui_bench.engine.results.record import runs_of
 from tui_bench.engine.spec import bounded_option, flag_parser
 
 LIMIT = bounded_option(
@@ -45,14 +46,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         table.add_column("verdict", no_wrap=True)  # a finished run's; else its status
         for header in ("ms/step", "samp/s", "acc"):
             table.add_column(header, justify="right", no_wrap=True)
-        for r in shown:
-            m = r.get("metrics") or {}
+        for r in runs_of(shown):
             table.add_row(
-                f"{r['id']}\n[dim]{r.get('label', '')}[/dim]",
-                stability.state_of(r),
-                common.fmt(m.get("step_median_s"), 1000, 1),
-                common.fmt(m.get("samples_per_s"), digits=0),
-                common.fmt(m.get("test_accuracy"), digits=3),
+                f"{r.id}\n[dim]{r.raw.get('label', '')}[/dim]",
+                r.state,
+                common.fmt(r.metric("step_median_s"), 1000, 1),
+                common.fmt(r.metric("samples_per_s"), digits=0),
+                common.fmt(r.metric("test_accuracy"), digits=3),
             )
         table.caption = (
             "verdict: stable/noisy/unreliable for a finished run (tui-bench history show ID "
@@ -96,7 +96,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         rechecked, skipped = stability.recheck(history, args.run_ids)
         for item in [] if args.json else rechecked:
             was = item["before"] != item["stability"]["verdict"]
-            line = stability.verdict_line({"id": item["id"], "stability": item["stability"]})
+            line = f"{item['id']}: {stability.stored_line(item['stability'])}"
             print(f"{line} (was {item['before']})" if was else line)
         if args.json:
             print(json.dumps(rechecked, indent=2))
@@ -123,13 +123,12 @@ def _print_plain(records: list[dict], shown: list[dict], home: Path) -> None:
         f"{len(records)} run(s) in {home}",
         "run                       verdict      ms/step   samp/s    acc  label",
     ]
-    for r in shown:
-        m = r.get("metrics") or {}
+    for r in runs_of(shown):
         lines.append(
-            f"{r['id']:<25} {stability.state_of(r):<11} "
-            f"{common.fmt(m.get('step_median_s'), 1000, 1):>8} "
-            f"{common.fmt(m.get('samples_per_s'), digits=0):>8} "
-            f"{common.fmt(m.get('test_accuracy'), digits=3):>6}  {r.get('label', '')}"
+            f"{r.id:<25} {r.state:<11} "
+            f"{common.fmt(r.metric('step_median_s'), 1000, 1):>8} "
+            f"{common.fmt(r.metric('samples_per_s'), digits=0):>8} "
+            f"{common.fmt(r.metric('test_accuracy'), digits=3):>6}  {r.raw.get('label', '')}"
         )
     sys.stdout.write("\n".join(lines) + "\n")
 

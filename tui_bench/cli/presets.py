@@ -11,7 +11,7 @@ from rich.table import Table as RichTable
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
-from tui_bench.engine.results import report
+from tui_bench.engine.results import render, tables
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import presets
 from tui_bench.engine.runs import sweep as sweep_module
@@ -86,19 +86,20 @@ def cmd_presets(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     history = History()
     records, skipped, published = sweep_module.collect(args.ids, history)
-    if args.metric not in report.METRICS:
+    if args.metric not in tables.METRICS:
         raise UsageError(
-            f"metric '{args.metric}' is not known (choose: {', '.join(report.METRICS)})"
+            f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
         )
-    tables = report.build(
+    comparison = tables.compute(
         records,
         metric=args.metric,
         study_metric=args.study_metric,
         skipped=skipped,
         published=published,
     )
-    report.write_exports(
-        tables,
+    shown = comparison.tables()
+    render.write_exports(
+        shown,
         Path(args.csv) if args.csv else None,
         Path(args.markdown) if args.markdown else None,
     )
@@ -107,9 +108,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         figures.compare_figure(records, args.metric, args.figure)
     if args.json:
-        print(json.dumps([t.__dict__ for t in tables], indent=2, default=str))
+        print(render.json_text(shown))
     else:
-        common.render_report(common.console(), tables)
+        render.terminal(common.console(), shown)
     err = common.console(stderr=True)
     for path in (args.csv, args.markdown, args.figure):
         if path:
@@ -136,7 +137,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--metric",
         default="step_median_s",
-        help=f"per-run figure to compare (default step_median_s; {', '.join(report.METRICS)})",
+        help=f"per-run figure to compare (default step_median_s; {', '.join(tables.METRICS)})",
     )
     c.add_argument(
         "--study-metric",

@@ -95,7 +95,7 @@ def _value(report: regress.Report, value: float | None) -> str:
 def _cells(report: regress.Report, row: regress.Row) -> list[str]:
     return [
         row.mark,
-        row.identity.label,
+        row.configuration.name,
         _value(report, row.baseline.median),
         _value(report, row.candidate.median),
         "—" if row.ratio is None else f"{row.ratio:.3f}",

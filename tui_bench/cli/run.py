@@ -9,10 +9,11 @@ import json
 import time
 from typing import Any
 
-from tui_bench.cli import common
+from tui_bench.cli import common, following, spec_flags
 from tui_bench.cli.common import UsageError
+from tui_bench.cli.help import EXAMPLES
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import report, stability
+from tui_bench.engine.results import render, stability, tables
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import sweep as sweep_module
 from tui_bench.engine.runs.presets import PresetError
@@ -26,10 +27,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         fleet.require_ray(args.cluster)  # one line, before a sweep is planned or a process started
     if args.preset or args.resume:
         return run_preset(args)
-    auto = _auto_repeats(args, common.spec_overrides(args))
+    auto = _auto_repeats(args, spec_flags.spec_overrides(args))
     if auto is not None:
         args.repeats = 1  # each run is one repeat; the batch decides how many (a replay too)
-    spec = common.spec_from_args(args)
+    spec = spec_flags.spec_from_args(args)
     from tui_bench.engine.datasets import problem as dataset_problem
     from tui_bench.engine.runs.batch import BatchRequest
 
@@ -37,13 +38,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(missing)
     History().mark_interrupted()
     err = common.console(stderr=True)
-    common.warn_if_busy(err)
+    spec_flags.warn_if_busy(err)
     if not args.cluster:  # a cluster run's peak is its node's, not this machine's
         _measure_peak(spec.device, spec.threads, spec.precision, err, args.json or args.quiet)
     request = BatchRequest(
-        spec=spec.to_dict(), options=common.worker_options(args), auto_repeats=auto
+        spec=spec.to_dict(), options=spec_flags.worker_options(args), auto_repeats=auto
     )
-    return common.start_batch(request, args, err)
+    return following.start_batch(request, args, err)
 
 
 def _measure_peak(device: str, threads: int, precision: str, err: Any, quiet: bool) -> None:
@@ -65,7 +66,7 @@ def _skipped(sweep: sweep_module.Sweep, not_run: dict[str, str] | None = None) -
 
 def _sweep_to_run(args: argparse.Namespace, history: History) -> sweep_module.Sweep:
     """The sweep ``run --preset/--resume`` means: a new one from the preset, or one to finish."""
-    overrides = common.spec_overrides(args)
+    overrides = spec_flags.spec_overrides(args)
     auto = _auto_repeats(args, overrides)
     if args.from_history:
         raise UsageError("--from-history replays one run; it cannot be combined with --preset")
@@ -117,7 +118,7 @@ def run_preset(args: argparse.Namespace) -> int:
         )
         for key, reason in _skipped(sweep):
             err.print(f"  [yellow]{key}[/yellow]: {reason}")
-        common.warn_if_busy(err)
+        spec_flags.warn_if_busy(err)
     if not args.cluster and todo:
         settings = {
             (c.spec.device, c.spec.threads, c.spec.precision)
@@ -130,9 +131,9 @@ def run_preset(args: argparse.Namespace) -> int:
     from tui_bench.engine.runs.batch import BatchRequest
 
     request = BatchRequest(
-        sweep_id=sweep.id, refresh=bool(args.resume), options=common.worker_options(args)
+        sweep_id=sweep.id, refresh=bool(args.resume), options=spec_flags.worker_options(args)
     )
-    code = common.start_batch(request, args, err)
+    code = following.start_batch(request, args, err)
     if args.detach:
         return code
     records = sweep_module.records(sweep, history)
@@ -142,11 +143,11 @@ def run_preset(args: argparse.Namespace) -> int:
         for r in records
         if r.get("status") == RunStatus.FAILED
     }
-    tables = report.build(records, skipped=_skipped(sweep, failed), published=sweep.figures())
+    comparison = tables.compute(records, skipped=_skipped(sweep, failed), published=sweep.figures())
     if args.json:
         print(json.dumps({"sweep": sweep.id, "runs": records}, indent=2, default=str))
     elif not args.quiet:
-        common.render_report(common.console(), tables)
+        render.terminal(common.console(), comparison.tables())
     if show:
         err.print(
             f"sweep {sweep.id}: {len(records)} run(s) recorded, "
@@ -172,10 +173,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run = subparsers.add_parser(
         "run",
         help="run a benchmark headless",
-        epilog=common.EXAMPLES,
+        epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    common.add_spec_flags(run)
+    spec_flags.add_spec_flags(run)
     run.add_argument(
         "--preset",
         metavar="NAME|FILE",

@@ -10,7 +10,7 @@ import json
 
 from rich.table import Table
 
-from tui_bench.cli import common
+from tui_bench.cli import common, following
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import follow, supervisor
 from tui_bench.engine.runs.follow import left_running_hint
@@ -56,14 +56,14 @@ def cmd_attach(args: argparse.Namespace) -> int:
     err = common.console(stderr=True)
     state = supervisor.find(args.id)
     err.print(f"[bold]{state.id}[/bold]: {state.label} (Ctrl-C detaches; the run goes on)")
-    done, run_ids = common.follow_batch(state.id, err, show=True, cancels=False)
+    done, run_ids = following.follow_batch(state.id, err, show=True, cancels=False)
     if done is None:
         err.print(f"detached; {left_running_hint(state.id)}")
         return 0
-    records = common.records_of(run_ids)
+    records = following.records_of(run_ids)
     if records:
         common.console().print(common.summary_table(records))
-    return common.batch_exit_code(done, records)
+    return following.batch_exit_code(done, records)
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

@@ -55,10 +55,10 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
     framework's version only."""
     default = item.metric == trends_module.DEFAULT_METRIC
     shown = item.points[-limit:] if limit else item.points
-    framework = str(item.identity.facts.get("framework") or "")
+    framework = str(item.configuration.get("framework") or "")
     changed_at = {c.index for c in item.change_points}
     table = Table(
-        title=f"{item.identity.label}  [dim]{item.identity.key} · {len(item.points)} run(s)"
+        title=f"{item.configuration.name}  [dim]{item.configuration.id} · {len(item.points)} run(s)"
         + (f", {item.failed} failed" if item.failed else "")
         + "[/dim]",
         title_justify="left",
@@ -76,7 +76,7 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
         cells.append(_fmt(item.metric, point.value))
         if default:
             cells.append(_fmt(item.metric, point.iqr))
-        cells += [point.verdict or "—", str(versions(point.record).get(framework) or "?")]
+        cells += [point.verdict or "—", str(versions(point.run).get(framework) or "?")]
         table.add_row(*cells)
     lines = [c.describe(item.metric) for c in item.change_points] or ["no change point"]
     if offset:

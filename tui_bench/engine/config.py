@@ -9,13 +9,14 @@ cancel_run = "ctrl+x"                               # remap a TUI binding by its
 
 [ui]
 theme = "textual-dark"
-refresh_hz = 2                                      # live graphs' redraw rate, 0.2-4
+refresh_hz = 0.5                                    # live graphs' redraw rate, 0.2-4
 ```
 
-Every key the file accepts is declared once in ``SETTINGS``; a key not declared there, a value
-of the wrong type or a number out of its declared range (NaN and infinities included) is a
-one-line ``ConfigError`` that names the key. The file is read within the spec's bounds (size,
-nesting).
+Every key the file accepts is declared once in ``SETTINGS``, with its default; a key not declared
+there, a value of the wrong type or a number out of its declared range (NaN and infinities
+included) is a one-line ``ConfigError`` that names the key. The file is read within the spec's
+bounds (size, nesting). Readers take a value with ``setting_value``: what the file says (already
+checked) or the declared default, so no reader checks a setting again or keeps its own default.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Setting:
     names: Callable[[], Iterable[str]] | None = None
     # A number's range, declared as a spec field's is and checked by the same code.
     bounds: DeclaredField | None = None
+    default: Any = None  # what a reader gets when the file does not set it (else bounds')
 
 
 def runtime_names() -> list[str]:
@@ -70,16 +72,37 @@ SETTINGS: tuple[Setting, ...] = (
         "keys.*", str, "a key name", "remap a TUI binding by its id, e.g. cancel_run = 'ctrl+x'"
     ),
     Setting("ui.theme", str, "a theme name", "Textual theme; TUI_BENCH_THEME overrides it"),
+    # 0.5 Hz (every 2 s, like btop and nvitop) keeps the UI under 5 % of a core while a run
+    # streams; 1 Hz measured 8.8 %. More than 4 Hz: plotext redraws (5-20 ms each) would show in
+    # the run's own figures.
     Setting(
         "ui.refresh_hz",
         (int, float),
         "a number",
         "live graphs' redraw rate in Hz, 0.2-4",
         bounds=bounded_option(
-            "ui.refresh_hz", float, "live graphs' redraw rate in Hz", default=2.0, low=0.2, high=4.0
+            "ui.refresh_hz", float, "live graphs' redraw rate in Hz", default=0.5, low=0.2, high=4.0
         ),
     ),
 )
+
+
+def setting(key: str) -> Setting:
+    return next(s for s in SETTINGS if s.key == key)
+
+
+def setting_value(config: dict[str, Any], key: str) -> Any:
+    """A checked config's value for a dotted ``key`` (no ``*``), or the setting's declared
+    default when the file does not set it. ``config`` is what ``load_config`` returned (an
+    empty dict when there is no file or it was refused)."""
+    declared = setting(key)
+    default = declared.bounds.default if declared.bounds is not None else declared.default
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
 
 
 def _matches(pattern: str, parts: list[str]) -> bool:

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tui_bench.engine import catalog
-from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.machine import peaks as peaks_module
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.energy import Rapl
 from tui_bench.engine.paths import adapters_dir, cache_home
 from tui_bench.engine.results.history import History
+from tui_bench.engine.results.record import Run, runs_of
 
 MISSING = "—"
 PROBE_TIMEOUT_S = 180.0
@@ -112,18 +112,18 @@ def framework_runtimes(fw: catalog.Framework) -> dict[str, tuple[str, ...]]:
 
 
 # -- history facts ------------------------------------------------------------------------------
-def tested(records: list[dict[str, Any]], framework: str, field_name: str) -> str:
+def tested(records: Iterable[Run | dict[str, Any]], framework: str, field_name: str) -> str:
     """What finished here for this framework: ``model (devices, n runs, last date)`` per value."""
     seen: dict[Any, dict[str, Any]] = {}
-    for record in records:
-        spec = record.get("spec") or {}
-        if record.get("status") != RunStatus.FINISHED or spec.get("framework") != framework:
+    for run in runs_of(records):
+        spec = run.spec
+        if not run.finished or spec.get("framework") != framework:
             continue
         value = spec.get(field_name)
         entry = seen.setdefault(value, {"devices": set(), "runs": 0, "last": ""})
-        entry["devices"].add(spec.get("device", "?"))
+        entry["devices"].add(str(spec.get("device", "?")))
         entry["runs"] += 1
-        entry["last"] = max(entry["last"], record.get("finished_at") or "")
+        entry["last"] = max(entry["last"], run.ended_text)
     if not seen:
         return "none finished on this machine"
     parts = []
@@ -154,9 +154,7 @@ def framework_card(
         import socket
 
         host = socket.gethostname()
-    records = [
-        r for r in (history or History()).all() if (r.get("env") or {}).get("host", host) == host
-    ]
+    records = [r for r in runs_of((history or History()).all()) if (r.host or host) == host]
     cards = []
     for fw in catalog.FRAMEWORKS.values():
         core, interfaces = LANGUAGES.get(fw.name, (MISSING, MISSING))
@@ -247,17 +245,18 @@ def run_hardware_probe(device: str, threads: int, size: int = 1024, repeats: int
     return peaks_module.run_probe(device, threads, size, repeats)
 
 
-def _on_device(record: dict[str, Any], kind: str, name: str) -> bool:
+def _on_device(run: Run, kind: str, name: str) -> bool:
     """Did this finished run happen on this device (by kind and model name)?"""
-    spec, env = record.get("spec") or {}, record.get("env") or {}
-    device = str(spec.get("device", ""))
+    device = str(run.spec.get("device", ""))
     if kind == "cpu":
-        return device == "cpu" and env.get("cpu_model") == name
+        return device == "cpu" and run.env.get("cpu_model") == name
     if not device.startswith("gpu"):
         return False
-    index = int(device.split(":")[1]) if ":" in device else 0
-    gpus = env.get("gpus") or []
-    return index < len(gpus) and gpus[index].get("name") == name
+    index = int(device[4:]) if device[4:].isdigit() else 0  # gpu:N
+    gpus = run.env.get("gpus")
+    gpus = gpus if isinstance(gpus, list) else []
+    gpu = gpus[index] if index < len(gpus) else None
+    return isinstance(gpu, dict) and gpu.get("name") == name
 
 
 def hardware_card(
@@ -268,7 +267,7 @@ def hardware_card(
     """One card per device of ``machine`` (a ``sysinfo.machine_fingerprint()``). ``measure(device,
     threads)`` runs the probe (default: in the torch runtime); pass ``None`` results through."""
     measure = measure or (lambda device, threads: run_hardware_probe(device, threads))
-    records = [r for r in (history or History()).all() if r.get("status") == RunStatus.FINISHED]
+    records = [r for r in runs_of((history or History()).all()) if r.finished]
     devices = [("cpu", "cpu", machine.get("cpu_model") or MISSING, machine.get("logical_cores"))]
     for gpu in machine.get("gpus") or []:
         devices.append(("gpu", f"gpu:{gpu['index']}", gpu.get("name") or MISSING, None))
@@ -306,30 +305,24 @@ def hardware_card(
                 "before the probe; other work slows every figure above)"
             )
         mine = [r for r in records if _on_device(r, kind, name)]
-        joules = [
-            (r["metrics"]["samples_per_joule"], r)
-            for r in mine
-            if (r.get("metrics") or {}).get("samples_per_joule")
-        ]
+        joules = [(value, r) for r in mine if (value := r.metric("samples_per_joule"))]
         if joules:
-            best = max(joules, key=lambda pair: pair[0])
-            spec = best[1]["spec"]
+            best, best_run = max(joules, key=lambda pair: pair[0])
+            spec = best_run.spec
             card.cells["energy efficiency"] = (
-                f"{best[0]:.1f} samples/J best of {len(joules)} runs with NVML energy "
-                f"({spec['framework']}/{spec['api']} {spec['model']} {spec['dataset']})"
+                f"{best:.1f} samples/J best of {len(joules)} runs with NVML energy "
+                f"({spec.get('framework')}/{spec.get('api')} {spec.get('model')} "
+                f"{spec.get('dataset')})"
             )
         elif kind == "cpu":
-            cpu_joules = [
-                (r["metrics"]["cpu_samples_per_joule"], r)
-                for r in mine
-                if (r.get("metrics") or {}).get("cpu_samples_per_joule")
-            ]
+            cpu_joules = [(v, r) for r in mine if (v := r.metric("cpu_samples_per_joule"))]
             if cpu_joules:
-                best = max(cpu_joules, key=lambda pair: pair[0])
-                spec = best[1]["spec"]
+                best, best_run = max(cpu_joules, key=lambda pair: pair[0])
+                spec = best_run.spec
                 card.cells["energy efficiency"] = (
-                    f"{best[0]:.1f} samples/J best of {len(cpu_joules)} runs with RAPL package "
-                    f"energy ({spec['framework']}/{spec['api']} {spec['model']} {spec['dataset']})"
+                    f"{best:.1f} samples/J best of {len(cpu_joules)} runs with RAPL package "
+                    f"energy ({spec.get('framework')}/{spec.get('api')} {spec.get('model')} "
+                    f"{spec.get('dataset')})"
                 )
             else:
                 why = Rapl().problem or "no finished run with RAPL energy on this CPU yet"
@@ -337,8 +330,8 @@ def hardware_card(
         else:
             card.cells["energy efficiency"] = "no finished run with NVML energy on this GPU yet"
         combos: dict[str, int] = {}
-        for record in mine:
-            key = f"{record['spec']['framework']}/{record['spec']['api']}"
+        for run in mine:
+            key = f"{run.spec.get('framework', '?')}/{run.spec.get('api', '?')}"
             combos[key] = combos.get(key, 0) + 1
         card.cells["compatibility"] = (
             ", ".join(f"{k} ({n} run{'s' if n != 1 else ''})" for k, n in sorted(combos.items()))

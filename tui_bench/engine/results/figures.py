@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.errors import TuiBenchError, UsageError
-from tui_bench.engine.results import report, stats
+from tui_bench.engine.results import stats
+from tui_bench.engine.results.identity import group_by_configuration, short_value, varying_fields
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.trends import Trend
 
 FORMATS = (".svg", ".png")
@@ -74,20 +76,24 @@ def trends_figure(found: Sequence[Trend], path: str | Path) -> Path:
                 fontsize=7,
                 color="tab:red",
             )
-        ax.set_title(item.identity.label, fontsize=9, loc="left")
+        ax.set_title(item.configuration.name, fontsize=9, loc="left")
         ax.set_ylabel(f"{item.metric}{unit}", fontsize=8)
         ax.tick_params(labelsize=7)
     return _save(fig, target)
 
 
-def compare_figure(records: Sequence[dict[str, Any]], metric: str, path: str | Path) -> Path:
+def compare_figure(records: Sequence[Run | dict[str, Any]], metric: str, path: str | Path) -> Path:
     """Bars per configuration (median of per-run values, IQR as error bars); beside them, when
     the runs vary in threads, the thread-scaling lines (median against threads)."""
     target = _check_path(path)
     figure = _figure_class()
-    groups, varying = report.split_by_host(*report.group_runs(records))
-    rows = [(g, g.values(metric)) for g in groups]
-    rows = [(g, v) for g, v in rows if v]
+    groups = group_by_configuration(records)
+    varying = varying_fields(list(groups))
+    rows = []
+    for config, runs in groups.items():
+        values = [v for r in runs if r.finished and (v := r.metric(metric)) is not None]
+        if values:
+            rows.append((config, values))
     if not rows:
         raise UsageError(f"nothing to draw: no finished run has {metric}")
     scale, unit = _scale(metric)
@@ -108,12 +114,12 @@ def compare_figure(records: Sequence[dict[str, Any]], metric: str, path: str | P
     bars.set_ylabel(f"{metric}{unit}, median of runs (IQR bars)", fontsize=8)
     if scaling:
         lines: dict[str, list[tuple[int, float]]] = {}
-        for (group, _values), summary in zip(rows, summaries, strict=True):
-            others = (
-                " ".join(f"{f}={group.spec.get(f)}" for f in varying if f != "threads") or "all"
-            )
-            lines.setdefault(others, []).append(
-                (int(group.spec.get("threads") or 0), summary.median * scale)
+        for (config, _values), summary in zip(rows, summaries, strict=True):
+            others = [f for f in varying if f != "threads"]
+            name = " · ".join(short_value(f, config.get(f)) for f in others) or "all"
+            threads = config.get("threads")
+            lines.setdefault(name, []).append(
+                (threads if isinstance(threads, int) else 0, summary.median * scale)
             )
         ax = axes[1]
         for name, points in lines.items():

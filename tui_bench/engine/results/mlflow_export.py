@@ -2,7 +2,7 @@
 
 - one MLflow run per tui-bench run, named by its id and tagged ``tui_bench.run_id``: exporting
   again skips the runs already there, so nothing is duplicated;
-- one experiment per configuration (``identity``), or per preset for runs of a preset sweep;
+- one experiment per configuration (``identity.configuration_of``), or per preset for runs of a preset sweep;
 - params: the spec's fields and the configuration key; metrics: the run's numeric summary
   figures; series: the training loss per global step (from the ``steps`` events) and the median
   step time of each epoch (step = epoch: the worker streams per-epoch figures, not each step's
@@ -15,7 +15,6 @@ in the data home (MLflow's plain file store is deprecated).
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import Any
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results.history import History
-from tui_bench.engine.results.identity import identity, versions
+from tui_bench.engine.results.identity import configuration_of, versions
+from tui_bench.engine.results.record import Run, number
 
 INSTALL_HINT = "pip install 'tui-bench[mlflow]'"
 RUN_ID_TAG = "tui_bench.run_id"
@@ -60,25 +60,16 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def experiment_name(record: dict[str, Any], by: str = "configuration") -> str:
-    if by == "preset" and record.get("preset"):
-        return f"tui-bench preset {record['preset']}"
-    ident = identity(record)
-    return f"tui-bench {ident.label} [{ident.key}]"
+def experiment_name(run: Run | dict[str, Any], by: str = "configuration") -> str:
+    run = Run.from_record(run)
+    if by == "preset" and run.preset:
+        return f"tui-bench preset {run.preset}"
+    config = configuration_of(run)
+    return f"tui-bench {config.name} [{config.id}]"
 
 
-def _ms(text: Any) -> int | None:
-    try:
-        when = dt.datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-    return int(when.timestamp() * 1000)
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+def _ms(when: dt.datetime | None) -> int | None:
+    return None if when is None else int(when.timestamp() * 1000)
 
 
 def _tag_key(name: str) -> str:
@@ -98,32 +89,32 @@ def series_points(events: Sequence[dict[str, Any]]) -> Iterator[tuple[str, float
         elif kind == "steps":
             first = int(event.get("first_step") or 0)
             for i, loss in enumerate(event.get("losses") or []):
-                value = _number(loss)
+                value = number(loss)
                 if value is not None:
                     yield "loss", value, offset + first + i
         elif kind == "epoch_finished":
-            value = _number(event.get("step_median_s"))
+            value = number(event.get("step_median_s"))
             if value is not None:
                 yield "epoch_step_median_s", value, int(event.get("epoch") or 0)
 
 
-def _tags(record: dict[str, Any]) -> dict[str, str]:
-    ident = identity(record)
+def _tags(run: Run) -> dict[str, str]:
+    config = configuration_of(run)
     tags = {
-        RUN_ID_TAG: str(record["id"]),
-        "mlflow.runName": str(record["id"]),
-        "tui_bench.configuration": ident.key,
-        "tui_bench.label": ident.label,
-        "tui_bench.status": str(record.get("status")),
-        "tui_bench.host": str((record.get("env") or {}).get("host")),
+        RUN_ID_TAG: run.id,
+        "mlflow.runName": run.id,
+        "tui_bench.configuration": config.id,
+        "tui_bench.label": config.name,
+        "tui_bench.status": run.status,
+        "tui_bench.host": str(run.host),
     }
-    verdict = (record.get("stability") or {}).get("verdict")
-    if verdict:
-        tags["tui_bench.verdict"] = str(verdict)
+    if run.verdict:
+        tags["tui_bench.verdict"] = run.verdict
     for key in ("preset", "group", "batch", "reason"):
-        if record.get(key):
-            tags[f"tui_bench.{key}"] = str(record[key])[:5000]
-    for name, value in versions(record).items():
+        value = run.text_field(key)
+        if value:
+            tags[f"tui_bench.{key}"] = value[:5000]
+    for name, value in versions(run).items():
         if value is not None:
             tags[f"tui_bench.version.{_tag_key(name)}"] = str(value)
     return tags
@@ -141,7 +132,7 @@ def _existing_ids(client: Any, experiment_id: str) -> set[str]:
 
 
 def export(
-    records: Sequence[dict[str, Any]],
+    records: Sequence[Run | dict[str, Any]],
     history: History,
     uri: str,
     by: str = "configuration",
@@ -154,41 +145,40 @@ def export(
     existing: dict[str, set[str]] = {}
     created = skipped = 0
     for record in records:
-        if record.get("status") not in MLFLOW_STATUS:
+        run = Run.from_record(record)
+        if run.status not in MLFLOW_STATUS:
             continue
-        name = experiment_name(record, by)
+        name = experiment_name(run, by)
         if name not in experiments:
             found = client.get_experiment_by_name(name)
             experiments[name] = (
                 found.experiment_id if found is not None else client.create_experiment(name)
             )
             existing[name] = _existing_ids(client, experiments[name])
-        if record["id"] in existing[name]:
+        if run.id in existing[name]:
             skipped += 1
             continue
-        start = _ms(record.get("started_at"))
-        run = client.create_run(experiments[name], start_time=start, tags=_tags(record))
-        run_id = run.info.run_id
-        spec = record.get("spec") or {}
-        params = [Param(k, str(v)[:6000]) for k, v in sorted(spec.items())]
-        params.append(Param("configuration", identity(record).key))
+        start = _ms(run.started)
+        created_run = client.create_run(experiments[name], start_time=start, tags=_tags(run))
+        run_id = created_run.info.run_id
+        params = [Param(k, str(v)[:6000]) for k, v in sorted(run.spec.items())]
+        params.append(Param("configuration", configuration_of(run).id))
         stamp = start or 0
         metrics = [
-            Metric(k, number, stamp, 0)
-            for k, raw in sorted((record.get("metrics") or {}).items())
-            if (number := _number(raw)) is not None
+            Metric(k, value, stamp, 0)
+            for k in sorted(run.metric_names())
+            if (value := run.metric(k)) is not None
         ]
         metrics += [
-            Metric(k, v, stamp, step)
-            for k, v, step in series_points(history.read_series(record["id"]))
+            Metric(k, v, stamp, step) for k, v, step in series_points(history.read_series(run.id))
         ]
         for i in range(0, max(len(params), 1), MAX_PARAMS):
             client.log_batch(run_id, params=params[i : i + MAX_PARAMS])
         for i in range(0, len(metrics), BATCH):
             client.log_batch(run_id, metrics=metrics[i : i + BATCH])
         client.set_terminated(
-            run_id, status=MLFLOW_STATUS[record["status"]], end_time=_ms(record.get("finished_at"))
+            run_id, status=MLFLOW_STATUS[RunStatus(run.status)], end_time=_ms(run.ended)
         )
-        existing[name].add(record["id"])
+        existing[name].add(run.id)
         created += 1
     return Exported(created, skipped, len(experiments))

@@ -16,16 +16,18 @@ A time depends on the machine it was measured on, so a published time is only ev
 ratio between two configurations measured on one machine: an absolute time is refused. Figures
 that do not depend on the machine (accuracy, lines of code) may be absolute.
 
-This module only declares and checks the figures; ``report.published_table`` computes ours.
+This module only declares and checks the figures; ``tables.published_table`` computes ours.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
+
+from tui_bench.engine.results.identity import NOT_DECIDING
+from tui_bench.engine.results.record import Run, number
 
 # Far more than any study publishes, small enough to check against every configuration.
 MAX_FIGURES = 200
@@ -50,8 +52,6 @@ METRICS: dict[str, PublishedMetric] = {
 }
 KINDS = ("ratio", "absolute")
 FIELDS = ("source", "metric", "kind", "value", "where", "numerator", "denominator", "says")
-# Spec fields a figure may not name: they never tell configurations apart.
-NOT_CONFIGURATION = ("repeats", "seed")
 
 
 class FigureError(ValueError):
@@ -145,8 +145,8 @@ def _conditions(
     if required and not value:
         raise FigureError(f"{at}.{key}: must name at least one spec field")
     for name, item in value.items():
-        if name not in spec_keys or name in NOT_CONFIGURATION:
-            allowed = [k for k in spec_keys if k not in NOT_CONFIGURATION]
+        if name not in spec_keys or name in NOT_DECIDING:  # never tells configurations apart
+            allowed = [k for k in spec_keys if k not in NOT_DECIDING]
             raise FigureError(f"{at}.{key}: unknown spec field {name!r}{_suggest(name, allowed)}")
         if isinstance(item, (dict, list)) or item is None:
             raise FigureError(f"{at}.{key}.{name}: must be a single value, got {item!r:.80}")
@@ -178,7 +178,7 @@ def parse_figure(data: Any, at: str, spec_keys: Collection[str]) -> Figure:
     if kind not in KINDS:
         raise FigureError(f"{at}.kind: must be 'ratio' or 'absolute', got {kind!r:.80}")
     value = data["value"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if number(value) is None:
         raise FigureError(f"{at}.value: must be a number, got {value!r:.80}")
     if value <= 0:
         raise FigureError(f"{at}.value: must be above 0, got {value!r}")
@@ -250,13 +250,13 @@ def unmatched(
     return index, side, conditions
 
 
-def run_value(record: dict[str, Any], metric: str) -> float | None:
+def run_value(record: Run | dict[str, Any], metric: str) -> float | None:
     """A finished run's figure for a published metric, or None when it lacks one."""
+    run = Run.from_record(record)
     total = 0.0
-    metrics = record.get("metrics") or {}
     for key in METRICS[metric].keys:
-        value = metrics.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        value = run.metric(key)
+        if value is None:
             return None
-        total += float(value)
+        total += value
     return total

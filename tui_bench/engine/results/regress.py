@@ -27,9 +27,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui_bench.engine.errors import HistoryError, UsageError
-from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results import stats
-from tui_bench.engine.results.identity import Identity, changes, group_by_configuration, versions
+from tui_bench.engine.results.identity import (
+    Configuration,
+    LegacyIdentity,
+    changes,
+    group_by_configuration,
+    legacy,
+    versions,
+)
+from tui_bench.engine.results.record import Run, runs_of
 
 DEFAULT_METRIC = "step_median_s"
 DEFAULT_THRESHOLD = 0.10
@@ -73,72 +80,73 @@ def parse_when(text: str, now: dt.datetime | None = None) -> dt.datetime:
     return when if when.tzinfo else when.astimezone()
 
 
-def started(record: dict[str, Any]) -> dt.datetime | None:
-    try:
-        when = dt.datetime.fromisoformat(str(record.get("started_at", "")))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.astimezone()
-
-
-def in_window(record: dict[str, Any], since: dt.datetime | None, until: dt.datetime | None) -> bool:
-    when = started(record)
+def in_window(run: Run, since: dt.datetime | None, until: dt.datetime | None) -> bool:
+    when = run.started
     if when is None:
         return since is None and until is None
     return (since is None or when >= since) and (until is None or when < until)
 
 
 # -- choosing the runs of a side ----------------------------------------------------------------
-def select(tokens: Sequence[str], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def select(tokens: Sequence[str], records: Iterable[Run | dict[str, Any]]) -> list[Run]:
     """The records a side names: each token a preset name, a sweep or batch id, or a run id (ids
     may be unique prefixes). Raises HistoryError for a token that matches nothing."""
-    chosen: dict[str, dict[str, Any]] = {}
+    runs = runs_of(records)
+    chosen: dict[str, Run] = {}
     for token in tokens:
-        matched = _match(token, records)
+        matched = _match(token, runs)
         if not matched:
             raise HistoryError(f"{token!r} names no run, batch, sweep or preset in this history")
-        chosen.update((r["id"], r) for r in matched)
-    return sorted(chosen.values(), key=lambda r: (r.get("started_at", ""), r["id"]))
+        chosen.update((r.id, r) for r in matched)
+    return sorted(chosen.values(), key=_time_order)
 
 
-def _match(token: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _time_order(run: Run) -> tuple[str, str]:
+    return run.started_text, run.id
+
+
+def _tag(run: Run, key: str) -> str | None:
+    return run.id if key == "id" else run.text_field(key)
+
+
+def _match(token: str, runs: list[Run]) -> list[Run]:
     for key in ("preset", "group", "batch", "id"):
-        exact = [r for r in records if r.get(key) == token]
+        exact = [r for r in runs if _tag(r, key) == token]
         if exact:
             return exact
     for key in ("group", "batch", "id"):
-        values = {r.get(key) for r in records if str(r.get(key) or "").startswith(token)}
+        values = {_tag(r, key) for r in runs if (_tag(r, key) or "").startswith(token)}
         values.discard(None)
         if len(values) > 1:
             raise HistoryError(
                 f"{token!r} is the start of {len(values)} {key} ids; give more of it"
             )
         if values:
-            return [r for r in records if r.get(key) in values]
+            return [r for r in runs if _tag(r, key) in values]
     return []
 
 
-def finished(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def finished(records: Iterable[Run | dict[str, Any]]) -> list[Run]:
     """Runs that measured something or failed trying. A run in progress belongs to neither side
     yet; a cancelled or interrupted one was stopped from outside and says nothing either way."""
-    return [r for r in records if r.get("status") in (RunStatus.FINISHED, RunStatus.FAILED)]
+    return [r for r in runs_of(records) if r.finished or r.failed]
 
 
-def newest_per_configuration(records: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+def newest_per_configuration(runs: list[Run], n: int) -> list[Run]:
     kept = []
-    for _ident, runs in group_by_configuration(records).values():
-        kept += runs[-n:]
+    for group in group_by_configuration(runs).values():
+        kept += group[-n:]
     return kept
 
 
 def sides(
-    records: list[dict[str, Any]],
+    records: Iterable[Run | dict[str, Any]],
     baseline_tokens: Sequence[str] = (),
     candidate_tokens: Sequence[str] = (),
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
     last: int | None = None,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[Run], list[Run]]:
     """The baseline and candidate runs, oldest first.
 
     Each side starts from what its tokens name (every run when none are given). With ``since``,
@@ -146,11 +154,11 @@ def sides(
     started before it. ``last`` keeps the newest N runs per configuration on each side. With no
     tokens and no ``since``, ``last`` splits each configuration's history: its newest N runs are
     the candidate, the N before them the baseline."""
-    records = sorted(finished(records), key=lambda r: (r.get("started_at", ""), r["id"]))
+    runs = sorted(finished(records), key=_time_order)
     if bool(baseline_tokens) != bool(candidate_tokens):
         raise UsageError("give both BASELINE and CANDIDATE, or neither")
-    baseline = select(baseline_tokens, records) if baseline_tokens else records
-    candidate = select(candidate_tokens, records) if candidate_tokens else records
+    baseline = select(baseline_tokens, runs) if baseline_tokens else runs
+    candidate = select(candidate_tokens, runs) if candidate_tokens else runs
     if since is not None or until is not None:
         candidate = [r for r in candidate if in_window(r, since, until)]
         if since is not None:
@@ -162,13 +170,13 @@ def sides(
                 "after it) or --last N (each configuration's newest N runs against the N before)"
             )
         candidate, baseline = [], []
-        for _ident, runs in group_by_configuration(records).values():
-            candidate += runs[-last:]
-            baseline += runs[-2 * last : -last]
+        for group in group_by_configuration(runs).values():
+            candidate += group[-last:]
+            baseline += group[-2 * last : -last]
     if last:
         baseline = newest_per_configuration(baseline, last)
         candidate = newest_per_configuration(candidate, last)
-    overlap = {r["id"] for r in baseline} & {r["id"] for r in candidate}
+    overlap = {r.id for r in baseline} & {r.id for r in candidate}
     if overlap:
         raise UsageError(
             f"{len(overlap)} run(s) are on both sides (e.g. {sorted(overlap)[0]}): the baseline "
@@ -197,7 +205,7 @@ class Side:
 
 @dataclass
 class Row:
-    identity: Identity
+    configuration: Configuration
     baseline: Side
     candidate: Side
     ratio: float | None  # candidate median / baseline median
@@ -206,10 +214,14 @@ class Row:
     mark: str
     note: str
 
+    @property
+    def identity(self) -> LegacyIdentity:  # transition only (see identity.legacy)
+        return legacy(self.configuration)
+
     def as_dict(self) -> dict[str, Any]:
         return {
-            "configuration": self.identity.key,
-            "label": self.identity.label,
+            "configuration": self.configuration.id,
+            "label": self.configuration.name,
             "mark": self.mark,
             "baseline_median": self.baseline.median,
             "candidate_median": self.candidate.median,
@@ -261,26 +273,25 @@ class Report:
         }
 
 
-def _side(runs: list[dict[str, Any]], metric: str) -> Side:
+def _side(runs: list[Run], metric: str) -> Side:
     side = Side()
-    for record in runs:
-        side.runs.append(record["id"])
-        side.versions = versions(record)
-        verdict = (record.get("stability") or {}).get("verdict")
-        if verdict:
-            side.verdicts.append(str(verdict))
-        if record.get("status") != RunStatus.FINISHED:
+    for run in runs:
+        side.runs.append(run.id)
+        side.versions = versions(run)
+        if run.verdict:
+            side.verdicts.append(run.verdict)
+        if not run.finished:
             side.failed += 1
             continue
-        value = (record.get("metrics") or {}).get(metric)
-        if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
-            side.values.append(float(value))
+        value = run.metric(metric)
+        if value is not None:
+            side.values.append(value)
     return side
 
 
 def compare(
-    baseline: list[dict[str, Any]],
-    candidate: list[dict[str, Any]],
+    baseline: Sequence[Run | dict[str, Any]],
+    candidate: Sequence[Run | dict[str, Any]],
     metric: str = DEFAULT_METRIC,
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
@@ -291,39 +302,32 @@ def compare(
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {alpha:g}")
     up = higher_is_better(metric)
-    base_groups = group_by_configuration(baseline)
-    cand_groups = group_by_configuration(candidate)
+    base_runs, cand_runs = runs_of(baseline), runs_of(candidate)
+    base_groups = group_by_configuration(base_runs)
+    cand_groups = group_by_configuration(cand_runs)
     rows = []
-    for key in dict.fromkeys([*base_groups, *cand_groups]):
-        ident = (base_groups.get(key) or cand_groups[key])[0]
-        b = _side(base_groups[key][1] if key in base_groups else [], metric)
-        c = _side(cand_groups[key][1] if key in cand_groups else [], metric)
-        rows.append(_row(ident, b, c, up, threshold, alpha, metric))
+    for config in dict.fromkeys([*base_groups, *cand_groups]):
+        b = _side(base_groups.get(config, []), metric)
+        c = _side(cand_groups.get(config, []), metric)
+        rows.append(_row(config, b, c, up, threshold, alpha, metric))
     if rows and not any(r.baseline.n or r.candidate.n for r in rows):
         # a misspelt --metric must not pass a CI gate by finding nothing to compare
-        known = sorted(
-            {
-                k
-                for r in [*baseline, *candidate]
-                for k, v in (r.get("metrics") or {}).items()
-                if isinstance(v, int | float) and not isinstance(v, bool)
-            }
-        )
+        known = sorted({k for r in [*base_runs, *cand_runs] for k in r.metric_names()})
         if known:
             raise UsageError(
                 f"no run has the metric {metric!r} (these runs have: {', '.join(known[:12])}"
                 + (", …)" if len(known) > 12 else ")")
             )
     order = {WORSE: 0, FAILED: 1, UNSTABLE: 2, BETTER: 3, MISSING: 4, SAME: 5}
-    rows.sort(key=lambda r: (order[r.mark], r.identity.label))
+    rows.sort(key=lambda r: (order[r.mark], r.configuration.name))
     return Report(metric, up, threshold, alpha, rows)
 
 
 def _row(
-    ident: Identity, b: Side, c: Side, up: bool, threshold: float, alpha: float, metric: str
+    config: Configuration, b: Side, c: Side, up: bool, threshold: float, alpha: float, metric: str
 ) -> Row:
     def row(mark: str, note: str, ratio=None, change=None, p=None) -> Row:
-        return Row(ident, b, c, ratio, change, p, mark, note)
+        return Row(config, b, c, ratio, change, p, mark, note)
 
     if not b.runs or not c.runs:
         return row(MISSING, f"no runs on the {'baseline' if not b.runs else 'candidate'} side")

@@ -11,10 +11,12 @@ A reason is ``{rule, value, threshold, message, level}``; the verdict is the wor
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui_bench.engine.results import changepoints
+from tui_bench.engine.results.record import Run, number
 from tui_bench.engine.results.stats import quantile
 
 STABLE, NOISY, UNRELIABLE = "stable", "noisy", "unreliable"
@@ -93,14 +95,6 @@ class Verdict:
             "steady_state": self.steady_state,
         }
 
-    def line(self) -> str:
-        """One line for a terminal: the verdict and its first reason (or what was checked)."""
-        if not self.reasons:
-            return f"{self.verdict}: {len(self.checked)} rules checked ({', '.join(self.checked)})"
-        worst = sorted(self.reasons, key=lambda r: -_RANK[r.level])
-        more = f" (+{len(worst) - 1} more)" if len(worst) > 1 else ""
-        return f"{self.verdict}: {worst[0].message}{more}"
-
 
 def _round(value: float | None) -> float | None:
     return round(value, 4) if isinstance(value, float) else value
@@ -143,49 +137,15 @@ def modality(values: Sequence[float]) -> float:
     return max(mvalue(values), mvalue(values, offset=0.5))
 
 
-def _noise_sigma(series: Sequence[float]) -> float:
-    """Noise level that level shifts do not inflate: the median absolute successive difference,
-    scaled to a normal standard deviation (MAD / 0.6745, differences have variance 2 sigma^2)."""
-    diffs = sorted(abs(series[i] - series[i - 1]) for i in range(1, len(series)))
-    return quantile(diffs, 0.5) / (0.6745 * math.sqrt(2)) if diffs else 0.0
-
-
 def change_points(series: Sequence[float], min_size: int | None = None) -> list[int]:
-    """Indices where the mean level of ``series`` changes: binary segmentation with a squared
-    error cost and a BIC-like penalty (2 sigma^2 log n per change, sigma from successive
-    differences) — ruptures' ``Binseg(model="l2")`` with ``pen``, in a few lines of stdlib."""
+    """Indices where the mean level of a run's step times changes: ``changepoints`` binary
+    segmentation (ruptures' ``Binseg(model="l2")`` with ``pen``), σ floored at 0.1 % of the
+    mean so that a perfectly flat series gets no free splits."""
     n = len(series)
     min_size = min_size or max(3, n // 20)
-    sigma = _noise_sigma(series)
     mean = sum(series) / n if n else 0.0
-    sigma = max(sigma, 1e-3 * abs(mean), 1e-12)  # a perfectly flat series: no free splits
-    penalty = 2.0 * sigma**2 * math.log(max(n, 2)) * 2.0
-    prefix = [0.0]
-    prefix_sq = [0.0]
-    for v in series:
-        prefix.append(prefix[-1] + v)
-        prefix_sq.append(prefix_sq[-1] + v * v)
-
-    def cost(a: int, b: int) -> float:
-        total = prefix[b] - prefix[a]
-        return (prefix_sq[b] - prefix_sq[a]) - total * total / (b - a)
-
-    found: list[int] = []
-    pending = [(0, n)]
-    while pending:
-        a, b = pending.pop()
-        if b - a < 2 * min_size:
-            continue
-        whole = cost(a, b)
-        best, best_gain = None, penalty
-        for k in range(a + min_size, b - min_size + 1):
-            gain = whole - cost(a, k) - cost(k, b)
-            if gain > best_gain:
-                best, best_gain = k, gain
-        if best is not None:
-            found.append(best)
-            pending += [(a, best), (best, b)]
-    return sorted(found)
+    sigma = changepoints.noise_sigma(series, floor=max(1e-3 * abs(mean), 1e-12))
+    return changepoints.binary_segmentation(series, changepoints.penalty(n, sigma), min_size)
 
 
 def classify_steady_state(series: Sequence[float]) -> tuple[str, list[int]]:
@@ -194,16 +154,9 @@ def classify_steady_state(series: Sequence[float]) -> tuple[str, list[int]]:
     (the last level is too short to be one). Shifts under 5 % of the mean are merged."""
     if len(series) < MIN_CLASSIFY_STEPS:
         return "flat", []
-    points = change_points(series)
-    bounds = [0, *points, len(series)]
-    segments = [series[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
-    levels = [quantile(s, 0.5) for s in segments]
-    # merge neighbours whose levels are within SHIFT_FRACTION: equivalent segments (Krun)
-    kept_points, kept_levels = [], [levels[0]]
-    for point, level in zip(points, levels[1:], strict=True):
-        if abs(level - kept_levels[-1]) > SHIFT_FRACTION * kept_levels[-1]:
-            kept_points.append(point)
-            kept_levels.append(level)
+    # neighbours whose levels are within SHIFT_FRACTION are one level: equivalent segments (Krun)
+    kept_points = changepoints.merge_small_steps(series, change_points(series), SHIFT_FRACTION)
+    kept_levels = changepoints.levels(series, kept_points)
     if not kept_points:
         return "flat", []
     last_start = kept_points[-1]
@@ -220,35 +173,23 @@ def steps_needed(rel_std: float, target: float = CI_TARGET) -> int:
     return math.ceil(4 * Z95**2 * rel_std**2 / target**2)
 
 
-def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
-    """Distribution-free confidence interval of the median from order statistics (the binomial
-    normal approximation, as pyperf and Le Boudec's "Performance Evaluation" give it); None when
-    there are too few values (under 6) for a 95 % interval."""
+def median_ci(values: Sequence[float]) -> tuple[float, float] | None:
+    """Distribution-free 95 % confidence interval of the median from order statistics (the
+    binomial normal approximation, as pyperf and Le Boudec's "Performance Evaluation" give it);
+    None when there are too few values (under 6)."""
     n = len(values)
     if n < 6:
         return None
-    z = Z95 if confidence == 0.95 else _z(confidence)
+    z = Z95
     ordered = sorted(values)
     lo = max(0, math.floor((n - z * math.sqrt(n)) / 2) - 1)
     hi = min(n - 1, math.ceil(1 + (n + z * math.sqrt(n)) / 2) - 1)
     return ordered[lo], ordered[hi]
 
 
-def _z(confidence: float) -> float:
-    # inverse normal by bisection on erf: only used for non-default confidences
-    lo, hi = 0.0, 10.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if math.erf(mid / math.sqrt(2)) < confidence:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
 def repeat_spread(medians: Sequence[float]) -> float | None:
     """TorchBench's stableness figure: (max - min) / min over repeats' medians."""
-    known = [m for m in medians if isinstance(m, (int, float)) and m > 0]
+    known = [m for m in map(number, medians) if m is not None and m > 0]
     if len(known) < 2:
         return None
     return (max(known) - min(known)) / min(known)
@@ -524,27 +465,26 @@ def window_means(times: Sequence[float]) -> list[float]:
 
 
 def assess_record(
-    record: dict[str, Any], repeat_medians: Sequence[float] | None = None
+    record: Run | dict[str, Any], repeat_medians: Sequence[float] | None = None
 ) -> Verdict | None:
     """The verdict for a history record, from what it stores; None for a run with no figures
     (failed before its steady phase, or recorded before step times were kept)."""
-    metrics = record.get("metrics") or {}
-    times = metrics.get("steady_step_times")
-    if not isinstance(times, list):
+    run = Run.from_record(record)
+    times = run.step_times
+    if times is None:
         return None
-    spec = record.get("spec") or {}
-    threads = spec.get("threads") if isinstance(spec.get("threads"), int) else None
-    workers = spec.get("workers") if isinstance(spec.get("workers"), int) else 1
-    if str(metrics.get("step_source", "")).startswith("windows of"):
-        times = window_means(times)
-    resources = {k[4:]: v for k, v in metrics.items() if k.startswith("res_")}
-    load = record.get("load_at_start") or {}
-    resources.setdefault("logical_cores", load.get("logical_cores"))
+    threads, workers = run.spec.get("threads"), run.spec.get("workers")
+    threads = threads if isinstance(threads, int) and not isinstance(threads, bool) else None
+    workers = workers if isinstance(workers, int) and not isinstance(workers, bool) else 1
+    if run.windowed:
+        times = tuple(window_means(times))
+    resources = run.resources()
+    resources.setdefault("logical_cores", run.load.get("logical_cores"))
     return assess(
         times,
         resources,
         threads=threads * workers if threads else None,
-        timing=metrics.get("timing") or "synced",
+        timing=run.timing,
         repeat_medians=repeat_medians,
     )
 
@@ -557,56 +497,56 @@ def forming(step_times: Sequence[float], warmed_up: bool = True) -> Verdict | No
     return assess(step_times)
 
 
-def verdict_of(record: dict[str, Any]) -> str | None:
+def verdict_of(record: Run | dict[str, Any]) -> str | None:
     """A record's stored verdict (``stable``/``noisy``/``unreliable``) or None."""
-    stab = record.get("stability")
-    return stab.get("verdict") if isinstance(stab, dict) else None
+    return Run.from_record(record).verdict
 
 
-def state_of(record: dict[str, Any]) -> str:
-    """One word for lists with room for one: a finished run's verdict (it says more than
-    'finished'), else the run's status."""
-    status = str(record.get("status") or "")
-    return (verdict_of(record) or status) if status == "finished" else status
+def state_of(record: Run | dict[str, Any]) -> str:
+    """One word for lists with room for one (``Run.state``)."""
+    return Run.from_record(record).state
 
 
-def reasons_text(record: dict[str, Any]) -> str:
+def reasons_text(record: Run | dict[str, Any]) -> str:
     """A record's reasons as one line ("; "-joined messages), for CSV and tables."""
-    stab = record.get("stability")
-    if not isinstance(stab, dict):
-        return ""
-    return "; ".join(r.get("message", "") for r in stab.get("reasons") or [] if isinstance(r, dict))
+    return "; ".join(r.message for r in Run.from_record(record).reasons)
 
 
-def repeat_medians_for(record: dict[str, Any], records: Sequence[dict[str, Any]]) -> list[float]:
+def repeat_medians_for(
+    record: Run | dict[str, Any], records: Sequence[Run | dict[str, Any]]
+) -> list[float]:
     """Step medians of the finished repeats of this record's configuration (same group and
     configuration key), the record's own included; empty for a run that has no repeats."""
-    group, config = record.get("group"), record.get("config")
+    run = Run.from_record(record)
+    group, config = run.group, run.config
     if group is None or config is None:
         return []
-    return [
-        float((r.get("metrics") or {})["step_median_s"])
-        for r in records
-        if r.get("group") == group
-        and r.get("config") == config
-        and r.get("status") == "finished"
-        and isinstance((r.get("metrics") or {}).get("step_median_s"), (int, float))
-    ]
+    out = []
+    for other in map(Run.from_record, records):
+        if other.group == group and other.config == config and other.finished:
+            value = other.metric("step_median_s")
+            if value is not None:
+                out.append(value)
+    return out
 
 
 EXIT_UNRELIABLE = 3  # `run --require-stable`: the run finished but its verdict is unreliable
 
 
-def verdict_line(record: dict[str, Any]) -> str | None:
+def verdict_line(record: Run | dict[str, Any]) -> str | None:
     """``<id>: <verdict>: <first reason>`` for the end of `tui-bench run`; None without one."""
-    text = stored_line(record.get("stability"))
-    return f"{record.get('id')}: {text}" if text else None
+    run = Run.from_record(record)
+    text = stored_line(run.stability)
+    return f"{run.id}: {text}" if text else None
 
 
-def stored_line(stab: Any) -> str | None:
-    """``<verdict>: <first reason> (+n more)`` of a stored verdict (a record's ``stability``,
-    a live view's ``verdict`` slot), or ``<verdict> (n rules checked)``; None without one."""
-    if not isinstance(stab, dict) or not stab.get("verdict"):
+def stored_line(stab: Verdict | Mapping[str, Any] | None) -> str | None:
+    """THE verdict sentence: ``<verdict>: <worst reason> (+n more)``, or ``<verdict> (n rules
+    checked)`` when no rule was broken; None without a verdict. For a verdict just made, a stored
+    one (a record's ``stability``) or a live view's ``verdict`` slot."""
+    if isinstance(stab, Verdict):
+        stab = stab.as_dict()
+    if not isinstance(stab, Mapping) or not stab.get("verdict"):
         return None
     reasons = [r for r in stab.get("reasons") or [] if isinstance(r, dict)]
     reasons.sort(key=lambda r: -_RANK.get(r.get("level", NOISY), 1))
@@ -617,29 +557,29 @@ def stored_line(stab: Any) -> str | None:
     return f"{stab['verdict']}: {reasons[0].get('message')}{more}"
 
 
-def relative_noise(records: Sequence[dict[str, Any]], values: Sequence[float]) -> float | None:
+def relative_noise(
+    records: Sequence[Run | dict[str, Any]], values: Sequence[float]
+) -> float | None:
     """How far apart numbers of one configuration fall by chance: the repeats' (max-min)/min
     when there are several, else the single run's step-time CV; None when unknown."""
     spread = repeat_spread(values)
     if spread is not None:
         return spread
-    for record in records:
-        times = (record.get("metrics") or {}).get("steady_step_times")
-        if isinstance(times, list) and len(times) >= 2:
-            clean = [float(t) for t in times if isinstance(t, (int, float)) and t > 0]
-            if len(clean) >= 2:
-                mean, std = _mean_std(clean)
-                return std / mean if mean else None
+    for run in map(Run.from_record, records):
+        clean = [t for t in run.step_times or () if t > 0]
+        if len(clean) >= 2:
+            mean, std = _mean_std(clean)
+            return std / mean if mean else None
     return None
 
 
-def stability_note(records: Sequence[dict[str, Any]], unjudged: bool = True) -> str:
+def stability_note(records: Sequence[Run | dict[str, Any]], unjudged: bool = True) -> str:
     """ "" when every finished run is stable, else e.g. "not stable: 1 unreliable, 2 noisy of 4"
     (runs recorded without a verdict count as "not judged")."""
-    finished = [r for r in records if r.get("status") == "finished"]
+    finished = [r for r in map(Run.from_record, records) if r.finished]
     counts: dict[str, int] = {}
     for r in finished:
-        key = verdict_of(r) or "not judged"
+        key = r.verdict or "not judged"
         counts[key] = counts.get(key, 0) + 1
     not_judged = counts.pop("not judged", 0)
     bad = {k: v for k, v in counts.items() if k != STABLE}
@@ -665,7 +605,7 @@ def enough_repeats(
     """Should a configuration's repeats stop? True with why (the CI reached the target, or the
     maximum was reached), or False with where it stands. The interval is the distribution-free
     95 % CI of the median of the repeats' medians, as a share of that median."""
-    known = [float(m) for m in medians if isinstance(m, (int, float)) and m > 0]
+    known = [m for m in map(number, medians) if m is not None and m > 0]
     n = len(known)
     ci = median_ci(known)
     width = None
@@ -692,17 +632,17 @@ def recheck(history: Any, run_ids: Sequence[str] = ()) -> tuple[list[dict[str, A
     """Judge finished runs again from their stored step times (all, or ``run_ids``), with their
     configuration's repeats, and store the new verdicts. Returns ``[{id, before, stability}]``
     and how many runs had no step times to judge (recorded before they were kept)."""
-    records = history.all()
-    chosen = [history.get(i) for i in run_ids] if run_ids else records
+    records = [Run.from_record(r) for r in history.all()]
+    chosen = [Run.from_record(history.get(i)) for i in run_ids] if run_ids else records
     out, skipped = [], 0
-    for record in chosen:
-        if record.get("status") != "finished":
+    for run in chosen:
+        if not run.finished:
             continue
-        verdict = assess_record(record, repeat_medians=repeat_medians_for(record, records))
+        verdict = assess_record(run, repeat_medians=repeat_medians_for(run, records))
         if verdict is None:
             skipped += 1
             continue
         stored = verdict.as_dict()
-        history.update(record["id"], stability=stored)
-        out.append({"id": record["id"], "before": verdict_of(record), "stability": stored})
+        history.update(run.id, stability=stored)
+        out.append({"id": run.id, "before": run.verdict, "stability": stored})
     return out, skipped

@@ -245,18 +245,6 @@ def compare_pair(label_a: str, a: Sequence[float], label_b: str, b: Sequence[flo
     )
 
 
-def compare(groups: dict[str, Sequence[float]], baseline: str | None = None) -> list[Comparison]:
-    """Every group against a baseline (the first group unless named): rows for a table or the TUI.
-    Empty groups are left out; they have no median."""
-    present = {k: v for k, v in groups.items() if len(v)}
-    if not present:
-        return []
-    base = baseline if baseline is not None else next(iter(present))
-    if base not in present:
-        raise KeyError(f"baseline {base!r} has no values")
-    return [compare_pair(k, v, base, present[base]) for k, v in present.items() if k != base]
-
-
 @dataclass(frozen=True)
 class ScalingRow:
     threads: int

@@ -3,10 +3,10 @@
 One value per run (its own median step time, or another metric): the run is the unit of
 repetition, steps are never pooled across runs.
 
-Change points: an exact penalised least-squares segmentation (optimal partitioning with PELT
-pruning, Killick et al. 2012; the same problem ``ruptures.Pelt(model="l2")`` solves, and the
-family asv's step detection belongs to), written out here in pure Python like ``stats``: the app
-stays free of numpy/scipy and the series are short (one point per run).
+Change points: an exact penalised least-squares segmentation (``changepoints.pelt``: optimal
+partitioning with PELT pruning, the same problem ``ruptures.Pelt(model="l2")`` solves, and the
+family asv's step detection belongs to), with the cost, noise estimate, penalty and merge rule
+``changepoints`` shares with the in-run step detection of ``stability``. Here:
 
 - The fit is on log values, so a step is a ratio: +18 % weighs the same at 20 ms and at 200 ms.
 - Penalty per change point: ``4 · ln(n) · σ²``, twice BIC's ``2 · ln(n) · σ²`` for a mean shift
@@ -32,13 +32,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import stats
-from tui_bench.engine.results.identity import Identity, changes, group_by_configuration, versions
-from tui_bench.engine.results.stability import UNRELIABLE, verdict_of
+from tui_bench.engine.results import changepoints, stats
+from tui_bench.engine.results.identity import (
+    Configuration,
+    LegacyIdentity,
+    changes,
+    group_by_configuration,
+    legacy,
+    versions,
+)
+from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.stability import UNRELIABLE
 
 MIN_SEGMENT = 2
-PENALTY_PER_LN_N = 4.0
 SIGMA_FLOOR = 0.015  # in log units: about 1.5 %
 MIN_STEP = 0.05  # smaller steps between levels are merged away
 # PELT is quadratic when a series has few change points: 0.2 s at 1,000 runs, 23 s at 10,000
@@ -49,13 +55,8 @@ DEFAULT_METRIC = "step_median_s"
 
 # -- segmentation -------------------------------------------------------------------------------
 def robust_sigma(values: Sequence[float]) -> float:
-    """Noise of a series from its successive differences, robust to a few steps in it."""
-    if len(values) < 3:
-        return SIGMA_FLOOR
-    diffs = [b - a for a, b in zip(values, values[1:], strict=False)]
-    mid = stats.median(diffs)
-    mad = stats.median([abs(d - mid) for d in diffs])
-    return max(mad / 0.6745 / math.sqrt(2), SIGMA_FLOOR)
+    """Noise of a series of log values, floored at ``SIGMA_FLOOR`` (``changepoints``)."""
+    return changepoints.noise_sigma(values, floor=SIGMA_FLOOR)
 
 
 def change_points(
@@ -63,46 +64,12 @@ def change_points(
     penalty: float | None = None,
     min_segment: int = MIN_SEGMENT,
 ) -> list[int]:
-    """Indexes where a new level starts (0 < i < n), by penalised least squares on ``values``.
-
-    ``penalty`` defaults to ``4 · ln(n) · σ²`` with σ from ``robust_sigma``."""
-    n = len(values)
-    if n < 2 * min_segment:
-        return []
+    """Indexes where a new level starts (0 < i < n), by penalised least squares on ``values``
+    (``changepoints.pelt``). ``penalty`` defaults to ``changepoints.penalty`` with σ from
+    ``robust_sigma``."""
     if penalty is None:
-        penalty = PENALTY_PER_LN_N * math.log(n) * robust_sigma(values) ** 2
-    prefix = [0.0]
-    prefix_sq = [0.0]
-    for v in values:
-        prefix.append(prefix[-1] + v)
-        prefix_sq.append(prefix_sq[-1] + v * v)
-
-    def cost(start: int, end: int) -> float:  # squared error of values[start:end] about its mean
-        total = prefix[end] - prefix[start]
-        return prefix_sq[end] - prefix_sq[start] - total * total / (end - start)
-
-    best = [0.0] * (n + 1)  # best[t]: optimal penalised cost of values[:t]
-    best[0] = -penalty
-    last_start = [0] * (n + 1)
-    candidates = [0]
-    for t in range(1, n + 1):
-        scored = [(best[s] + cost(s, t) + penalty, s) for s in candidates if t - s >= min_segment]
-        if not scored:
-            best[t] = math.inf
-        else:
-            best[t], last_start[t] = min(scored)
-        # PELT: a start that cannot beat the best now never will (the cost is additive).
-        candidates = [
-            s for s in candidates if t - s < min_segment or best[s] + cost(s, t) <= best[t]
-        ]
-        candidates.append(t)
-    points = []
-    t = n
-    while t > 0:
-        t = last_start[t]
-        if t > 0:
-            points.append(t)
-    return sorted(points)
+        penalty = changepoints.penalty(len(values), robust_sigma(values))
+    return changepoints.pelt(values, penalty, min_segment)
 
 
 def running_median3(values: Sequence[float]) -> list[float]:
@@ -126,38 +93,36 @@ def steps(log_values: Sequence[float], min_step: float = MIN_STEP) -> list[int]:
     """Change points of a series of log values: segmented after a running median of 3 (least
     squares alone would give one wild run a level of its own), with the penalty from the raw
     series' noise, and steps under ``min_step`` merged away (the smallest first)."""
-    n = len(log_values)
-    penalty = PENALTY_PER_LN_N * math.log(max(n, 2)) * robust_sigma(log_values) ** 2
+    penalty = changepoints.penalty(len(log_values), robust_sigma(log_values))
     points = change_points(running_median3(log_values), penalty=penalty)
-    while points:
-        bounds = [0, *points, len(log_values)]
-        levels = [stats.median(log_values[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
-        sizes = [abs(math.expm1(b - a)) for a, b in zip(levels, levels[1:], strict=False)]
-        smallest = min(range(len(sizes)), key=sizes.__getitem__)
-        if sizes[smallest] >= min_step:
-            break
-        del points[smallest]
-    return points
+    return changepoints.merge_small_steps(log_values, points, min_step, changepoints.log_step)
 
 
 # -- trends -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Point:
-    record: dict[str, Any]
+    run: Run
     value: float
-    when: dt.datetime | None
 
     @property
     def run_id(self) -> str:
-        return str(self.record.get("id"))
+        return self.run.id
+
+    @property
+    def when(self) -> dt.datetime | None:
+        return self.run.started
+
+    @property
+    def record(self) -> dict[str, Any]:  # transition only: the stored dict (use ``run``)
+        return dict(self.run.raw)
 
     @property
     def iqr(self) -> float | None:
-        return (self.record.get("metrics") or {}).get("step_iqr_s")
+        return self.run.metric("step_iqr_s")
 
     @property
     def verdict(self) -> str | None:
-        return (self.record.get("stability") or {}).get("verdict")
+        return self.run.verdict
 
 
 @dataclass(frozen=True)
@@ -182,11 +147,15 @@ class ChangePoint:
 
 @dataclass
 class Trend:
-    identity: Identity
+    configuration: Configuration
     metric: str
     points: list[Point]
     change_points: list[ChangePoint] = field(default_factory=list)
     failed: int = 0
+
+    @property
+    def identity(self) -> LegacyIdentity:  # transition only (see identity.legacy)
+        return legacy(self.configuration)
 
     @property
     def last(self) -> Point | None:
@@ -198,18 +167,18 @@ class Trend:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "configuration": self.identity.key,
-            "label": self.identity.label,
+            "configuration": self.configuration.id,
+            "label": self.configuration.name,
             "metric": self.metric,
             "failed_runs": self.failed,
             "runs": [
                 {
                     "id": p.run_id,
-                    "started_at": p.record.get("started_at"),
+                    "started_at": p.run.raw.get("started_at"),
                     "value": p.value,
                     "step_iqr_s": p.iqr,
                     "verdict": p.verdict,
-                    "versions": versions(p.record),
+                    "versions": versions(p.run),
                 }
                 for p in self.points
             ],
@@ -217,7 +186,7 @@ class Trend:
                 {
                     "index": c.index,
                     "run": self.points[c.index].run_id,
-                    "started_at": self.points[c.index].record.get("started_at"),
+                    "started_at": self.points[c.index].run.raw.get("started_at"),
                     "before": c.before,
                     "after": c.after,
                     "change": c.change,
@@ -229,38 +198,23 @@ class Trend:
         }
 
 
-def _when(record: dict[str, Any]) -> dt.datetime | None:
-    try:
-        return dt.datetime.fromisoformat(str(record.get("started_at", "")))
-    except ValueError:
-        return None
-
-
-def _value(record: dict[str, Any], metric: str) -> float | None:
-    value = (record.get("metrics") or {}).get(metric)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
+def _value(run: Run, metric: str) -> float | None:
+    value = run.metric(metric)
     # log needs a positive value; zero or negative figures (a loss can be 0) are left out
-    return float(value) if value > 0 and math.isfinite(value) else None
+    return value if value is not None and value > 0 else None
 
 
-def what_changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+def what_changed(before: Run, after: Run) -> list[str]:
     """Versions that differ between two runs, the machine's load when it did, and the runs'
     stability verdicts when they differ (with the rules the later run broke: a step that came
     with 'cpu_stolen' is other work on the machine, not the framework)."""
     out = changes(versions(before), versions(after))
-    busy_before = bool((before.get("load_at_start") or {}).get("busy"))
-    busy_after = bool((after.get("load_at_start") or {}).get("busy"))
-    if busy_before != busy_after:
-        load = (after.get("load_at_start") or {}).get("loadavg_1m")
-        out.append(f"machine {'busy' if busy_after else 'quiet'} (load {load})")
-    verdict_before, verdict_after = verdict_of(before), verdict_of(after)
+    if before.busy != after.busy:
+        load = after.load.get("loadavg_1m")
+        out.append(f"machine {'busy' if after.busy else 'quiet'} (load {load})")
+    verdict_before, verdict_after = before.verdict, after.verdict
     if verdict_before and verdict_after and verdict_before != verdict_after:
-        broken = [
-            str(r.get("rule"))
-            for r in (after.get("stability") or {}).get("reasons") or []
-            if isinstance(r, dict) and r.get("level", UNRELIABLE) == UNRELIABLE
-        ]
+        broken = [r.rule for r in after.reasons if r.level == UNRELIABLE]
         out.append(
             f"verdict {verdict_before} → {verdict_after}"
             + (f" ({', '.join(dict.fromkeys(broken))})" if broken else "")
@@ -268,19 +222,19 @@ def what_changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return out
 
 
-def trend(identity: Identity, records: Sequence[dict[str, Any]], metric: str) -> Trend:
-    """One configuration's series (records in time order) and its change points."""
+def trend(configuration: Configuration, runs: Sequence[Run], metric: str) -> Trend:
+    """One configuration's series (runs in time order) and its change points."""
     points = []
     failed = 0
-    for record in records:
-        if record.get("status") == RunStatus.FAILED:
+    for run in runs:
+        if run.failed:
             failed += 1
-        if record.get("status") != RunStatus.FINISHED:
+        if not run.finished:
             continue
-        value = _value(record, metric)
+        value = _value(run, metric)
         if value is not None:
-            points.append(Point(record, value, _when(record)))
-    out = Trend(identity, metric, points, failed=failed)
+            points.append(Point(run, value))
+    out = Trend(configuration, metric, points, failed=failed)
     skip = max(0, len(points) - MAX_SEGMENTED)
     logs = [math.log(p.value) for p in points[skip:]]
     bounds = [0, *(skip + i for i in steps(logs)), len(points)]
@@ -296,31 +250,29 @@ def trend(identity: Identity, records: Sequence[dict[str, Any]], metric: str) ->
                 before=stats.median(before),
                 after=stats.median(after),
                 when=points[i].when,
-                what_changed=what_changed(points[i - 1].record, points[i].record),
+                what_changed=what_changed(points[i - 1].run, points[i].run),
             )
         )
     return out
 
 
-def matches(identity: Identity, words: Sequence[str]) -> bool:
-    """Every word of the filter appears in the configuration's label or starts its key."""
-    text = identity.label.lower()
-    return all(w.lower() in text or identity.key.startswith(w.lower()) for w in words)
+def matches(configuration: Configuration, words: Sequence[str]) -> bool:
+    """Every word of the filter appears in the configuration's name or starts its id."""
+    text = configuration.name.lower()
+    return all(w.lower() in text or configuration.id.startswith(w.lower()) for w in words)
 
 
 def trends(
-    records: Iterable[dict[str, Any]],
+    records: Iterable[Run | dict[str, Any]],
     words: Sequence[str] = (),
     metric: str = DEFAULT_METRIC,
 ) -> list[Trend]:
     """A trend per configuration matching the filter, those with the newest run first."""
-    ordered = sorted(records, key=lambda r: (str(r.get("started_at", "")), str(r.get("id"))))
+    ordered = sorted(runs_of(records), key=lambda r: (r.started_text, r.id))
     out = [
-        trend(ident, runs, metric)
-        for ident, runs in group_by_configuration(ordered).values()
-        if matches(ident, words)
+        trend(config, runs, metric)
+        for config, runs in group_by_configuration(ordered).items()
+        if matches(config, words)
     ]
     out = [t for t in out if t.points or t.failed]
-    return sorted(
-        out, key=lambda t: str(t.last.record.get("started_at", "")) if t.last else "", reverse=True
-    )
+    return sorted(out, key=lambda t: t.last.run.started_text if t.last else "", reverse=True)

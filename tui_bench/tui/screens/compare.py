@@ -1,4 +1,4 @@
-"""Compare: the statistics of ``tui_bench.engine.results.report`` over runs, groups or a sweep — median,
+"""Compare: the statistics of ``tui_bench.engine.results.tables`` over runs, groups or a sweep — median,
 IQR and n per configuration, ratios of medians with the Mann-Whitney verdict (or why there is
 none), speed-ups, thread scaling and data-parallel (workers) scaling with efficiency, the
 study-shaped table, the study's published figures beside ours, the fairness card (the
@@ -19,32 +19,32 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import report
+from tui_bench.engine.results import render, tables
 from tui_bench.engine.results.published import Figure
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
-TAB_NAMES = {  # report table name -> tab label
+TAB_NAMES = {  # table name -> tab label
     "summary": "summary",
     "comparisons": "ratios",
     "scaling": "threads",
-    "workers": "workers",  # engine.report.worker_scaling_table: data-parallel throughput
+    "workers": "workers",  # tables.worker_scaling_table: data-parallel throughput
     "study": "study",
-    "published": "published",  # engine.report.published_table: the study's figures beside ours
-    "fairness": "fairness",  # engine.report.fairness_card: only the settings that differ
+    "published": "published",  # tables.published_table: the study's figures beside ours
+    "fairness": "fairness",  # tables.fairness_card: only the settings that differ
     "skipped": "skipped",
 }
-METRIC_ORDER = list(report.METRICS)
+METRIC_ORDER = list(tables.METRICS)
 SCALE_MS = {"step_median_s"}  # shown in ms on the bar plot, where seconds read as 0.0x
 
 
-def table_cells(table: report.Table) -> tuple[list[str], list[list[Text]]]:
-    """A report table's terminal columns and its cells, numbers right-aligned; the summary's
-    rows are numbered so the bar plot's #k labels point at them."""
-    columns, rows = table.view()
+def table_cells(table: tables.Table) -> tuple[list[str], list[list[Text]]]:
+    """A table's shown columns and its cells as ``render`` writes them, numbers right-aligned;
+    the summary's rows are numbered so the bar plot's #k labels point at them."""
+    columns, rows = render.shown_rows(table)
     cells = []
     for index, row in enumerate(rows, 1):
-        line = [Text(report.cell_text(v), justify="right" if _numeric(v) else "left") for v in row]
+        line = [Text(text, justify="right" if numeric else "left") for text, numeric in row]
         if table.name == "summary":
             line.insert(0, Text(f"#{index}", justify="right"))
         cells.append(line)
@@ -58,19 +58,17 @@ def _numeric(value: Any) -> bool:
 
 
 def scaling_line(
-    table: report.Table, x_column: str = "threads"
+    table: tables.Table, x_column: str = "threads"
 ) -> tuple[str, list[float], list[float]] | None:
     """(context, threads or workers, speed-ups) of a scaling table's first family."""
     if not table.rows:
         return None
-    with_ = table.columns.index("with")
-    threads = table.columns.index(x_column)
-    speedup = table.columns.index("speed-up")
-    context = table.rows[0][with_]
+    rows = table.records()
+    context = rows[0]["with"]
     points = [
-        (float(row[threads]), float(row[speedup]))
-        for row in table.rows
-        if row[with_] == context and _numeric(row[speedup])
+        (float(row[x_column]), float(row["speed-up"]))  # type: ignore[arg-type]
+        for row in rows
+        if row["with"] == context and _numeric(row["speed-up"]) and _numeric(row[x_column])
     ]
     if len(points) < 2:
         return None
@@ -92,7 +90,7 @@ class CompareScreen(Screen):
         self.skipped: list[tuple[str, str]] = []
         self.published: list[Figure] = []
         self.source = ""
-        self.tables: list[report.Table] = []
+        self.tables: list[tables.Table] = []
 
     def compose(self) -> ComposeResult:
         yield ModeBar("compare")
@@ -179,14 +177,17 @@ class CompareScreen(Screen):
             self.notify(f"metric: {self.metric}")
 
     def _rebuild(self) -> None:
-        self.tables = report.build(
+        comparison = tables.compute(
             self.records, metric=self.metric, skipped=self.skipped, published=self.published
         )
-        label, _lower = report.METRICS[self.metric]
+        self.tables = comparison.tables()
+        label = comparison.metric.label
         finished = sum(r.get("status") == RunStatus.FINISHED for r in self.records)
-        card = next((t for t in self.tables if t.name == "fairness"), None)
+        card = comparison.table("fairness")
         differs = (
-            " · [!] also differs: " + ", ".join(row[0] for row in card.rows) + " (fairness tab)"
+            " · [!] also differs: "
+            + ", ".join(dict.fromkeys(str(s) for s in card.values("setting")))
+            + " (fairness tab)"
             if card is not None
             else ""
         )
@@ -215,13 +216,12 @@ class CompareScreen(Screen):
 
     def _plot(self) -> None:
         summary = next(t for t in self.tables if t.name == "summary")
-        median = summary.columns.index("median")
         scale = 1000.0 if self.metric in SCALE_MS else 1.0
         unit = "ms" if scale != 1.0 else self.metric.rsplit("_", 1)[-1]
         bars = [
-            (f"#{i}", row[median] * scale)
-            for i, row in enumerate(summary.rows, 1)
-            if _numeric(row[median])
+            (f"#{i}", median * scale)
+            for i, median in enumerate(summary.values("median"), 1)
+            if isinstance(median, (int, float)) and not isinstance(median, bool)
         ]
         self.query_one(BarPlot).set_bars(
             [b[0] for b in bars], [b[1] for b in bars], title=f"median {self.metric} ({unit})"

@@ -18,8 +18,8 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
-from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History, HistoryError
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.spec import RunSpec, SpecError
 from tui_bench.tui.messages import CompareRequested, Notice, SpecLoaded
 from tui_bench.tui.screens.dialogs import ConfirmScreen, PromptScreen
@@ -67,36 +67,37 @@ def _short_date(started_at: str) -> str:
     return started_at[11:16] if started_at[:10] == today else started_at[5:10]
 
 
-def row_values(record: dict[str, Any]) -> dict[str, Any]:
+def row_values(record: Run | dict[str, Any]) -> dict[str, Any]:
     """Sortable values of a record; None where unknown."""
-    spec = record.get("spec") or {}
-    m = record.get("metrics") or {}
-    acc = m.get("test_accuracy", m.get("val_accuracy"))
+    run = Run.from_record(record)
+    spec = run.spec
+    acc = run.metric("test_accuracy")
     threads = spec.get("threads")
     device = spec.get("device")
+    step = run.metric("step_median_s")
     return {
-        "short_date": _short_date(record.get("started_at") or ""),
+        "short_date": _short_date(run.started_text),
         "run": f"{spec.get('framework')}/{spec.get('api')} {spec.get('model')}",
         "data": str(spec.get("dataset", "")).replace("synthetic-", "syn-"),
         "where": f"{device}×{threads}" if device == "cpu" else device,
-        "date": (record.get("started_at") or "")[:16].replace("T", " "),
+        "date": run.started_text[:16].replace("T", " "),
         "framework": spec.get("framework"),
         "api": spec.get("api"),
         "model": spec.get("model"),
         "dataset": spec.get("dataset"),
         "device": spec.get("device"),
         "threads": spec.get("threads"),
-        "train_s": m.get("train_wall_s"),
-        "step_ms": m["step_median_s"] * 1000 if m.get("step_median_s") is not None else None,
-        "samples_s": m.get("samples_per_s"),
+        "train_s": run.metric("train_wall_s"),
+        "step_ms": step * 1000 if step is not None else None,
+        "samples_s": run.metric("samples_per_s"),
         # of the measured peak; above 1 the count or the peak is wrong: said, never a number
-        "mfu": "error" if m.get("mfu_error") == MFU_ABOVE_ONE else m.get("mfu"),
-        "accuracy": acc,
-        "status": record.get("status"),
+        "mfu": "error" if run.metric_text("mfu_error") == MFU_ABOVE_ONE else run.metric("mfu"),
+        "accuracy": acc if acc is not None else run.metric("val_accuracy"),
+        "status": run.status or None,
         # its own column, so "unreliable" filters and sorts like any other value
-        "verdict": stability.verdict_of(record),
+        "verdict": run.verdict,
         # 80 columns hold one of the two: a finished run's verdict says more than "finished"
-        "state": stability.state_of(record),
+        "state": run.state,
     }
 
 
@@ -408,7 +409,7 @@ class HistoryScreen(Screen):
             )
             return
         try:
-            spec = RunSpec.from_dict(chosen[0].get("spec") or {})
+            spec = RunSpec.from_dict(dict(Run.from_record(chosen[0]).spec))
         except SpecError as exc:
             self.notify(f"this run's spec is no longer valid: {exc}", severity="error")
             return

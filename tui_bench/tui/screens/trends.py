@@ -133,7 +133,7 @@ class TrendsScreen(Screen):
     @on(Loaded)
     def _loaded(self, message: Loaded) -> None:
         message.stop()
-        keep = self.selected.identity.key if self.selected else None
+        keep = self.selected.configuration.id if self.selected else None
         self.found = [t for t in message.found if t.points]
         table = self.query_one("#trends-configs", DataTable)
         table.clear()
@@ -144,15 +144,15 @@ class TrendsScreen(Screen):
                 last_change_text(item),
                 (last.verdict if last else None) or "—",
                 str(len(item.points)),
-                item.identity.label,
-                key=item.identity.key,
+                item.configuration.name,
+                key=item.configuration.id,
             )
         status = self.query_one("#trends-status", Static)
         if not self.found:
             status.update("no finished runs yet: run a benchmark, then its trend shows here")
             self._select(None)
             return
-        row = next((i for i, t in enumerate(self.found) if t.identity.key == keep), 0)
+        row = next((i for i, t in enumerate(self.found) if t.configuration.id == keep), 0)
         table.move_cursor(row=row)
         self._select(self.found[row])
 
@@ -170,7 +170,7 @@ class TrendsScreen(Screen):
         if item is None:
             return
         changed_at = {c.index for c in item.change_points}
-        framework = str(item.identity.facts.get("framework") or "")
+        framework = str(item.configuration.get("framework") or "")
         for i, point in enumerate(item.points):
             runs.add_row(
                 f"{'▶' if i in changed_at else ' '}{i + 1}",
@@ -178,12 +178,12 @@ class TrendsScreen(Screen):
                 _ms(point.value),
                 _ms(point.iqr),
                 point.verdict or "—",
-                f"{framework} {versions(point.record).get(framework) or '?'}",
+                f"{framework} {versions(point.run).get(framework) or '?'}",
                 key=point.run_id,
             )
         runs.move_cursor(row=len(item.points) - 1)  # the newest run
         described = [c.describe(item.metric) for c in item.change_points]
-        status.update(described[-1] if described else f"{item.identity.key}: no change point")
+        status.update(described[-1] if described else f"{item.configuration.id}: no change point")
 
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:

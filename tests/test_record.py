@@ -1,0 +1,239 @@
+"""The run record (``results/record.Run``) and configuration identity (``results/identity``):
+the one rule for a usable number, damaged records, and compare/trends/regress agreeing on which
+runs are one configuration."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+
+from tests.histories import record
+from tui_bench.engine.results import regress, trends
+from tui_bench.engine.results.identity import (
+    NOT_DECIDING,
+    Configuration,
+    configuration_of,
+    deciding_fields,
+    group_by_configuration,
+    label_fields,
+    varying_fields,
+)
+from tui_bench.engine.results.record import Run, number, runs_of
+
+
+# -- the one rule for a number ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1, 1.0),
+        (0.25, 0.25),
+        (0, 0.0),
+        (-2.5, -2.5),
+        (True, None),
+        (False, None),
+        (math.nan, None),
+        (math.inf, None),
+        (-math.inf, None),
+        ("0.1", None),
+        (None, None),
+        ([0.1], None),
+        ({"x": 1}, None),
+    ],
+)
+def test_number_is_a_finite_int_or_float_and_never_a_bool(value, expected):
+    assert number(value) == expected
+
+
+def test_metric_reads_usable_numbers_only():
+    run = Run.from_record(
+        {"id": "r", "status": "finished", "metrics": {"a": 0.5, "b": True, "c": "x", "d": math.nan}}
+    )
+    assert run.metric("a") == 0.5
+    assert [run.metric(k) for k in "bcde"] == [None] * 4
+    assert run.metric_names() == ["a"]
+    assert run.finished and not run.failed
+
+
+# -- damage: a record read from a file may be anything ------------------------------------------
+DAMAGED = [
+    None,
+    "text",
+    42,
+    [],
+    {},
+    {"id": None, "status": 3},
+    {"id": "x", "spec": "torch", "metrics": [1, 2], "env": 5, "worker": "w", "stability": []},
+    {"id": "x", "started_at": "not a date", "finished_at": 17, "load_at_start": "busy"},
+    {"id": "x", "stability": {"verdict": 3, "reasons": ["bad", {"rule": None, "value": "x"}]}},
+    {"id": "x", "metrics": {"steady_step_times": "0.1", "step_source": 5}},
+    {"id": "x", "metrics": {"steady_step_times": [0.1, "x", None, math.nan, 0.2]}},
+    {"id": "x", "spec": {"threads": [1, 2], "framework": {"a": 1}}, "repeat": True},
+]
+
+
+@pytest.mark.parametrize("raw", DAMAGED)
+def test_a_damaged_record_is_a_run_with_nothing_recorded_where_it_is_damaged(raw):
+    run = Run.from_record(raw)
+    # every accessor answers; none raises
+    assert isinstance(run.id, str) and isinstance(run.status, str)
+    assert run.metric("step_median_s") is None
+    read = [
+        *(run.spec, run.env, run.worker, run.settings, run.load, run.resources()),
+        *(run.label, run.host, run.device_model, run.started, run.ended, run.started_text),
+        *(run.verdict, run.reasons, run.state, run.step_times, run.windowed, run.timing),
+        *(run.framework_version, run.backend_version, run.busy, run.oversubscribed),
+        *(run.group, run.preset, run.config, run.repeat),
+    ]
+    assert len(read) == 26
+    config = configuration_of(raw)
+    assert config.id and config.name
+    hash(config)  # a key of hashable pairs even when a spec value is a list or a dict
+
+
+def test_damaged_parts_read_as_not_recorded():
+    run = Run.from_record(DAMAGED[10])
+    assert run.step_times == (0.1, 0.2)
+    assert Run.from_record(DAMAGED[9]).step_times is None
+    reasons = Run.from_record(DAMAGED[8]).reasons
+    assert len(reasons) == 1 and reasons[0].rule == "?" and reasons[0].value is None
+    assert Run.from_record(DAMAGED[8]).verdict is None
+    assert Run.from_record(DAMAGED[11]).repeat is None
+
+
+def test_a_run_reads_what_the_runner_wrote():
+    raw = record(0, 40, stability={"verdict": "noisy", "reasons": [{"rule": "cv", "message": "m"}]})
+    run = Run.from_record(raw)
+    assert run.raw is raw and Run.from_record(run) is run
+    assert run.spec["threads"] == 2 and run.host == "box-a"
+    assert run.started == dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.UTC)
+    assert run.verdict == "noisy" and run.state == "noisy" and run.reasons[0].rule == "cv"
+    assert run.framework_version == "2.12.1"
+    with pytest.raises(TypeError):
+        run.spec["threads"] = 4  # read-only
+    with pytest.raises(AttributeError):
+        run.id = "other"  # frozen
+    assert [r.id for r in runs_of([raw, run])] == [run.id, run.id]
+
+
+def test_a_fleet_run_is_measured_on_its_node():
+    raw = record(0, 40, host="head")
+    raw["host"] = "node-2"
+    assert Run.from_record(raw).host == "node-2"
+    assert configuration_of(raw) != configuration_of(record(0, 40, host="head"))
+
+
+# -- which fields decide a number ---------------------------------------------------------------
+def test_seed_repeats_and_data_dir_do_not_decide_a_number():
+    assert {"seed", "repeats", "data_dir"} == NOT_DECIDING
+    assert not NOT_DECIDING & set(deciding_fields())
+    assert {"framework", "api", "threads", "batch_size", "host", "device_model"} <= set(
+        deciding_fields()
+    )
+    a = record(0, 40)
+    b = record(1, 40, version="9.9")  # another seed, another version
+    b["spec"] = {**b["spec"], "data_dir": "/elsewhere", "repeats": 5}
+    assert configuration_of(a) == configuration_of(b)
+    assert configuration_of(a).id == configuration_of(b).id
+    assert configuration_of(a) != configuration_of(record(0, 40, threads=1))
+
+
+def test_configuration_key_is_structured_pairs():
+    config = configuration_of(record(0, 40))
+    assert isinstance(config.key, tuple)
+    assert all(isinstance(pair, tuple) and len(pair) == 2 for pair in config.key)
+    assert config.get("framework") == "torch" and config.get("host") == "box-a"
+    assert [name for name, _ in config.key] == list(deciding_fields())
+
+
+# -- short labels ---------------------------------------------------------------------------------
+def test_labels_name_the_fewest_fields_that_tell_configurations_apart():
+    runs = [
+        record(0, 40, framework="torch", api="eager", threads=1),
+        record(1, 40, framework="torch", api="eager", threads=2),
+        record(2, 40, framework="tensorflow", api="keras", threads=1),
+        record(3, 40, framework="tensorflow", api="keras", threads=2),
+    ]
+    groups = group_by_configuration(runs)
+    assert varying_fields(runs) == ["framework", "api", "threads"]
+    assert [c.label for c in groups] == [
+        "torch · 1 thr",
+        "torch · 2 thr",
+        "tensorflow · 1 thr",
+        "tensorflow · 2 thr",
+    ]
+
+
+def test_an_api_is_named_with_its_framework():
+    runs = [
+        record(0, 40, framework="tensorflow", api="keras"),
+        record(1, 40, framework="tensorflow", api="eager"),
+        record(2, 40, framework="torch", api="eager"),
+    ]
+    configs = list(group_by_configuration(runs))
+    assert label_fields(configs) == ["framework", "api"]
+    assert configs[0].label == "tensorflow · keras"
+
+
+def test_a_lone_configuration_keeps_its_run_label():
+    (config,) = group_by_configuration([record(0, 40), record(1, 41)])
+    assert config.label == "torch/eager cnn synthetic-mnist cpu×2"
+
+
+def test_labels_stay_short_when_a_sweep_varies_many_fields_together():
+    runs = []
+    for i, (fw, api, batch) in enumerate([("torch", "eager", 64), ("keras", "tensorflow", 80)]):
+        r = record(i, 40, framework=fw, api=api)
+        r["spec"] = {**r["spec"], "batch_size": batch, "lr": 0.01 * (i + 1), "epochs": 3 + i}
+        runs.append(r)
+    configs = list(group_by_configuration(runs))
+    assert len(varying_fields(runs)) == 5
+    assert [c.label for c in configs] == ["torch", "keras"]
+
+
+# -- compare, trends and regress agree ------------------------------------------------------------
+def test_compare_trends_and_regress_agree_on_configurations():
+    """Two runs that differ only in where the dataset lives are one configuration for all three;
+    another thread count or host is another."""
+    runs = []
+    for i in range(12):
+        r = record(
+            i, 40 + (i % 3), threads=1 + i % 2, host="box-a" if (i // 2) % 2 == 0 else "box-b"
+        )
+        if i % 3 == 0:
+            r["spec"] = {**r["spec"], "data_dir": f"/data/{i}"}
+        runs.append(r)
+    expected = {configuration_of(r).id: set() for r in runs}
+    for r in runs:
+        expected[configuration_of(r).id].add(r["id"])
+    assert len(expected) == 4
+
+    grouped = {c.id: {r.id for r in rs} for c, rs in group_by_configuration(runs).items()}
+    from_trends = {t.configuration.id: {p.run_id for p in t.points} for t in trends.trends(runs)}
+    report = regress.compare(runs[:6], runs[6:])
+    from_regress = {
+        row.configuration.id: set(row.baseline.runs) | set(row.candidate.runs)
+        for row in report.rows
+    }
+    assert grouped == from_trends == from_regress == expected
+
+
+def test_configurations_are_equal_by_key_whatever_their_labels():
+    a = configuration_of(record(0, 40))
+    assert a == Configuration(a.key, "another name", "another label")
+    assert len({a, Configuration(a.key, "x", "y")}) == 1
+
+
+def test_the_transition_names_still_answer_as_before():
+    """identity(record).key/.label, Trend.identity, Row.identity and Point.record: kept only until
+    the branches written against them move to Configuration (identity.legacy)."""
+    from tui_bench.engine.results.identity import identity
+
+    runs = [record(i, 40) for i in range(4)]
+    config = configuration_of(runs[0])
+    assert identity(runs[0]).key == config.id and identity(runs[0]).label == config.name
+    (item,) = trends.trends(runs)
+    assert item.identity.key == config.id and item.points[0].record == runs[0]
+    (row,) = regress.compare(runs[:2], runs[2:]).rows
+    assert row.identity.label == config.name
