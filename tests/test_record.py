@@ -237,3 +237,6 @@ def test_the_transition_names_still_answer_as_before():
     assert item.identity.key == config.id and item.points[0].record == runs[0]
     (row,) = regress.compare(runs[:2], runs[2:]).rows
     assert row.identity.label == config.name
+    assert regress.newest_per_configuration(runs, 2) == runs[2:]  # dicts in, dicts out
+    assert [r.id for r in regress.newest_per_configuration(runs_of(runs), 1)] == [runs[3]["id"]]
+    assert regress.started(runs[0]) == Run.from_record(runs[0]).started

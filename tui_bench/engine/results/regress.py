@@ -132,11 +132,20 @@ def finished(records: Iterable[Run | dict[str, Any]]) -> list[Run]:
     return [r for r in runs_of(records) if r.finished or r.failed]
 
 
-def newest_per_configuration(runs: list[Run], n: int) -> list[Run]:
-    kept = []
+def newest_per_configuration(runs: Sequence[Run | dict[str, Any]], n: int) -> list[Any]:
+    """The newest ``n`` runs of each configuration (``runs`` in time order), as Runs; records
+    given as dicts come back as dicts (transition: ``sweep.collect`` on the html branch)."""
+    kept: list[Run] = []
     for group in group_by_configuration(runs).values():
         kept += group[-n:]
+    if runs and not isinstance(runs[0], Run):
+        return [r.raw for r in kept]
     return kept
+
+
+def started(record: Run | dict[str, Any]) -> dt.datetime | None:
+    """Transition only (the html branch): ``Run.started``."""
+    return Run.from_record(record).started
 
 
 def sides(

@@ -30,7 +30,6 @@ from tui_bench.engine.results.history import (
     now_iso,
 )
 from tui_bench.engine.results.published import Figure, parse_figures
-from tui_bench.engine.results.record import Run
 from tui_bench.engine.runs import presets as presets_module
 from tui_bench.engine.runs import runner
 from tui_bench.engine.runs.presets import SPEC_KEYS, Preset, SweepConfig
@@ -272,13 +271,12 @@ def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str |
     else None."""
     if not sweep.auto_repeats:
         return None
-    runs = [Run.from_record(r) for r in records(sweep, history)]
     medians = [
-        value
-        for r in runs
-        if r.config == config_key
-        and r.finished
-        and (value := r.metric("step_median_s")) is not None
+        r["metrics"]["step_median_s"]
+        for r in records(sweep, history)
+        if r.get("config") == config_key
+        and r.get("status") == RunStatus.FINISHED
+        and isinstance((r.get("metrics") or {}).get("step_median_s"), (int, float))
     ]
     stop, why = stability.enough_repeats(
         medians,
