@@ -8,6 +8,9 @@ Where the two count differently, and why:
   arithmetic is the same.
 - the LSTM's backward: torch skips the gradient of the initial hidden state (zeros, no
   gradient), one recurrent product of 200; the count here keeps every step (0.08 % more).
+- attention: torch 2.13's CPU flash-attention kernel (``scaled_dot_product_attention`` without
+  dropout) has no formula either (it counts 0 for QKᵀ and AV); the test selects the math
+  kernel, whose two batched products torch counts.
 - the transformer: where the torch adapter does not define it yet, a reference built from the
   catalog's description (nn.TransformerEncoderLayer, post-norm, GELU) stands in.
 Everything else agrees exactly: both count matrix products only (no biases, activations,
@@ -114,7 +117,11 @@ def test_count_agrees_with_torch_flop_counter(model, adapters_on_path):
         x = torch.randint(0, vocab, (batch, *shape))
     else:
         x = torch.rand(batch, shape[2], shape[0], shape[1])  # the adapter's NCHW
-    with torch.backends.mkldnn.flags(enabled=False):  # LSTM: per-step products torch counts
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    # LSTM: oneDNN off, so torch runs (and counts) its per-step products; attention: the math
+    # kernel, whose two batched products torch counts (its CPU flash kernel counts 0).
+    with torch.backends.mkldnn.flags(enabled=False), sdpa_kernel(SDPBackend.MATH):
         with FlopCounterMode(display=False) as counter:
             net(x)
         forward = counter.get_total_flops() / batch
