@@ -20,6 +20,7 @@ from tui_bench.cli import (
     history,
     presets,
     regress,
+    report,
     run,
     runs,
     runtime,
@@ -32,7 +33,19 @@ from tui_bench.engine.paths import usable_home
 
 # Order is the order of `tui-bench --help`.
 # trends adds an action to history's parser: it comes after it.
-COMMAND_GROUPS = (run, history, trends, regress, cards, data, presets, runtime, runs, doctor)
+COMMAND_GROUPS = (
+    run,
+    history,
+    trends,
+    regress,
+    cards,
+    data,
+    presets,
+    report,
+    runtime,
+    runs,
+    doctor,
+)
 
 
 class _Parser(argparse.ArgumentParser):
