@@ -474,7 +474,8 @@ class TheanoBackend(Backend):
         )
         self.x_var = T.tensor4("x") if shape.kind == "image" else T.imatrix("x")
         self.y_var = T.vector("y") if self.binary else T.lvector("y")
-        self._compile(hyper)
+        if not getattr(self, "build_only", False):  # the worker's build-only mode: no training
+            self._compile(hyper)
 
     # tui-bench:begin step theano
     def _loss(self, logits):
@@ -698,7 +699,8 @@ class Keras2Backend(TheanoBackend):
         self.model = build_keras2_model(
             hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
         )
-        self._compile(hyper)
+        if not getattr(self, "build_only", False):  # the worker's build-only mode: no training
+            self._compile(hyper)
 
     # tui-bench:begin step keras2
     def _compile(self, hyper: Hyper) -> None:

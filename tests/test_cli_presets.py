@@ -143,14 +143,18 @@ def test_target_accuracy_is_reported_in_the_sweep(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", QUICK)
 def test_quick_preset_runs(name, capsys):
-    """Each shipped quick preset, every configuration as shipped: what this installation can run
-    finishes; the rest is skipped with a reason, never an abort. One repeat each: repeats
-    (interleaving, seeds, groups, resume) are tests/test_sweep.py's, and the preset's own three
-    repeats made shatnawi-2018-quick alone 463 s of the suite's critical path."""
-    configs = presets.expand(presets.load(presets.find(name)))
+    """Each shipped quick preset, every configuration as shipped (framework, API, model, data,
+    device, threads, workers): what this installation can run finishes; the rest is skipped with
+    a reason, never an abort. One repeat of three steps each (one warm-up, two timed): that proves
+    the wiring; repeats (interleaving, seeds, groups, resume) are tests/test_sweep.py's, and the
+    shipped repeats and steps made shatnawi-2018-quick alone 381-463 s of the suite's critical
+    path on a fresh machine."""
+    fewest = {"steps_per_epoch": 3, "warmup_steps": 1}  # a configuration's key follows them
+    configs = presets.expand(presets.load(presets.find(name)), fewest)
     runnable = [c for c in configs if c.skip_reason is None]
     assert runnable, "a quick preset must run something with only PyTorch installed"
-    code = cli.main(["run", "--preset", name, "--repeats", "1", "--json"])
+    flags = ["--steps-per-epoch", "3", "--warmup-steps", "1"]
+    code = cli.main(["run", "--preset", name, "--repeats", "1", *flags, "--json"])
     result = json.loads(capsys.readouterr().out)
     statuses = [(r["config"], r["status"], r.get("reason")) for r in result["runs"]]
     assert code == 0, statuses
