@@ -28,6 +28,15 @@ MAX_SHIFT = 4
 NOISE = 0.6  # as in the studies: the last 20 % of the training split validates
 
 
+# Models with one logit under sigmoid cross-entropy on a two-class dataset (the IMDb models);
+# every adapter asks ``binary_head`` instead of naming them.
+BINARY_MODELS = ("lstm", "transformer")
+
+
+def binary_head(model: str, num_classes: int) -> bool:
+    return num_classes == 2 and model in BINARY_MODELS
+
+
 @dataclass(frozen=True)
 class Shape:
     kind: str  # "image" or "sequence"

@@ -11,6 +11,7 @@ effective count is read back from the OpenMP runtime MXNet loaded.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 from typing import Any
 
@@ -19,6 +20,7 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 from mxnet.gluon import nn, rnn
 
+from adapters.data import binary_head
 from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, logits_loss_correct
 
 APIS = ("gluon", "hybrid", "module")
@@ -77,8 +79,99 @@ class _LastStep(gluon.HybridBlock):
 # tui-bench:end model
 
 
+# tui-bench:begin model gluon hybrid transformer
+class _SelfAttention(gluon.HybridBlock):
+    """Multi-head self-attention written from Dense and batch_dot (MXNet 1.9 has no attention
+    layer): four 128×128 projections with biases, scaled dot product, softmax, dropout."""
+
+    def __init__(self, width: int, heads: int, dropout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.width, self.heads = width, heads
+        with self.name_scope():
+            self.query = nn.Dense(width, flatten=False, in_units=width)
+            self.key = nn.Dense(width, flatten=False, in_units=width)
+            self.value = nn.Dense(width, flatten=False, in_units=width)
+            self.out = nn.Dense(width, flatten=False, in_units=width)
+            self.drop = nn.Dropout(dropout)
+
+    def hybrid_forward(self, F, x):  # noqa: N803 - Gluon's signature
+        def split(t):  # (batch, time, width) → (batch·heads, time, width / heads)
+            t = F.transpose(F.reshape(t, shape=(0, 0, self.heads, -1)), axes=(0, 2, 1, 3))
+            return F.reshape(t, shape=(-3, 0, 0))
+
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        scores = F.batch_dot(q, k, transpose_b=True) / math.sqrt(self.width // self.heads)
+        h = F.batch_dot(self.drop(F.softmax(scores, axis=-1)), v)
+        h = F.transpose(F.reshape(h, shape=(-4, -1, self.heads, 0, 0)), axes=(0, 2, 1, 3))
+        return self.out(F.reshape(h, shape=(0, 0, -3)))
+
+
+class _EncoderBlock(gluon.HybridBlock):
+    def __init__(self, dropout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.attention = _SelfAttention(128, 4, dropout)
+            self.norm1 = nn.LayerNorm(epsilon=1e-6, in_channels=128)
+            self.hidden = nn.Dense(512, flatten=False, in_units=128)
+            self.back = nn.Dense(128, flatten=False, in_units=512)
+            self.norm2 = nn.LayerNorm(epsilon=1e-6, in_channels=128)
+            self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def hybrid_forward(self, F, x):  # noqa: N803 - Gluon's signature
+        x = self.norm1(x + self.drop1(self.attention(x)))
+        f = self.back(F.LeakyReLU(self.hidden(x), act_type="gelu"))  # GELU, erf form
+        return self.norm2(x + self.drop2(f))
+
+
+class _Transformer(gluon.HybridBlock):
+    def __init__(self, vocab: int, length: int, dropout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.tokens = nn.Embedding(vocab, 128, weight_initializer=EMBEDDING_UNIFORM)
+            self.positions = self.params.get(
+                "positions_weight", shape=(1, length, 128), init=EMBEDDING_UNIFORM
+            )
+            self.blocks = nn.HybridSequential()
+            self.blocks.add(*(_EncoderBlock(dropout) for _ in range(2)))
+            self.head = nn.Dense(1, in_units=128)
+
+    def hybrid_forward(self, F, ids, positions):  # noqa: N803 - Gluon's signature
+        h = self.blocks(F.broadcast_add(self.tokens(ids), positions))
+        return self.head(F.mean(h, axis=1))
+
+
+# tui-bench:end model
+
+
+# tui-bench:begin model module transformer
+def _encoder_symbol(x: mx.sym.Symbol, dropout: float, name: str) -> mx.sym.Symbol:
+    def dense(t, units, label):
+        return mx.sym.FullyConnected(t, num_hidden=units, flatten=False, name=name + label)
+
+    def split(t):  # (batch, time, 128) → (batch·4, time, 32)
+        t = mx.sym.transpose(mx.sym.reshape(t, shape=(0, 0, 4, -1)), axes=(0, 2, 1, 3))
+        return mx.sym.reshape(t, shape=(-3, 0, 0))
+
+    q, k, v = (split(dense(x, 128, label)) for label in ("query", "key", "value"))
+    scores = mx.sym.batch_dot(q, k, transpose_b=True) / math.sqrt(32)
+    weights = mx.sym.Dropout(mx.sym.softmax(scores, axis=-1), p=dropout)
+    h = mx.sym.reshape(mx.sym.batch_dot(weights, v), shape=(-4, -1, 4, 0, 0))
+    h = dense(mx.sym.reshape(mx.sym.transpose(h, axes=(0, 2, 1, 3)), shape=(0, 0, -3)), 128, "out")
+    x = mx.sym.LayerNorm(x + mx.sym.Dropout(h, p=dropout), eps=1e-6, name=name + "norm1")
+    f = dense(mx.sym.LeakyReLU(dense(x, 512, "hidden"), act_type="gelu"), 128, "back")
+    return mx.sym.LayerNorm(x + mx.sym.Dropout(f, p=dropout), eps=1e-6, name=name + "norm2")
+
+
+# tui-bench:end model
+
+# How the transformer's attention is computed here (recorded with the run's settings).
+ATTENTION = "written out: Dense projections, batch_dot + softmax + Dropout (no fused kernel)"
+
+
 # tui-bench:begin model gluon hybrid
-def build_net(model: str, classes: int, dropout: float, vocab: int) -> gluon.HybridBlock:
+def build_net(
+    model: str, classes: int, dropout: float, vocab: int, length: int = 0
+) -> gluon.HybridBlock:
     net = nn.HybridSequential()
     # tui-bench:end model
     if model == "cnn":
@@ -128,6 +221,10 @@ def build_net(model: str, classes: int, dropout: float, vocab: int) -> gluon.Hyb
             _LastStep(),
             nn.Dense(1),
         )
+        # tui-bench:end model
+    elif model == "transformer":
+        # tui-bench:begin model gluon hybrid transformer
+        return _Transformer(vocab, length, dropout)
         # tui-bench:end model
     else:
         raise ValueError(f"model {model!r} is not defined for mxnet")
@@ -181,6 +278,15 @@ def build_symbol(
         outputs, _ = cell.unroll(seq_len, inputs=x, layout="NTC", merge_outputs=False)
         return mx.sym.FullyConnected(outputs[-1], num_hidden=1, name="fc")
         # tui-bench:end model
+    if model == "transformer":
+        # tui-bench:begin model module transformer
+        h = mx.sym.Embedding(x, input_dim=vocab, output_dim=128, name="embed")
+        positions = mx.sym.Variable("pos_embed_weight", shape=(1, seq_len, 128))
+        h = mx.sym.broadcast_add(h, positions)
+        for block in range(2):
+            h = _encoder_symbol(h, dropout, f"block{block}_")
+        return mx.sym.FullyConnected(mx.sym.mean(h, axis=1), num_hidden=1, name="fc")
+        # tui-bench:end model
     raise ValueError(f"model {model!r} is not defined for mxnet")
 
 
@@ -194,6 +300,7 @@ class GluonBackend(Backend):
         self.kvstore = "device"  # Gluon's default; one context: no reduction happens
         self.binary = False
         self.amp = False
+        self.applied: dict[str, Any] = {}
 
     def setup_parallel(self, parallel: Parallel) -> dict[str, Any]:
         """Data parallelism inside one process: N contexts (CPU ids or GPUs), each batch split
@@ -225,7 +332,7 @@ class GluonBackend(Backend):
             "hybrid": "graph (hybridize static_alloc/static_shape)",
             "module": "graph (symbolic Module)",
         }[self.api]
-        return {
+        self.applied = {
             "precision": settings.precision,
             # TF32 in cuBLAS/cuDNN follows NVIDIA_TF32_OVERRIDE (set to 0 for strict fp32)
             "tf32": None if not gpu else os.environ.get("NVIDIA_TF32_OVERRIDE") != "0",
@@ -237,6 +344,7 @@ class GluonBackend(Backend):
             "timing": settings.timing,
             "compile": compiles,
         }
+        return self.applied
 
     def to_device(self, x: np.ndarray, y: np.ndarray) -> tuple[nd.NDArray, nd.NDArray]:
         return self._arrays(x, y)
@@ -292,14 +400,19 @@ class GluonBackend(Backend):
         np.random.seed(hyper.seed)  # mx.init.Orthogonal draws from numpy
         shape = dataset.shape
         self.hyper = hyper
-        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.binary = binary_head(hyper.model, shape.num_classes)
         self.images = shape.kind == "image"
+        if hyper.model == "transformer":
+            self.applied["attention"] = ATTENTION
         self.sample = (dataset.x_train[: hyper.batch_size], dataset.y_train[: hyper.batch_size])
 
     def build(self, hyper: Hyper, dataset) -> None:
         self._shape_setup(hyper, dataset)
         shape = dataset.shape
-        self.net = build_net(hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size)
+        length = shape.input_shape[0] if shape.kind == "sequence" else 0
+        self.net = build_net(
+            hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size, length
+        )
         self.net.initialize(GLOROT_UNIFORM, ctx=self.ctxs)
         if hyper.model == "lstm":
             # Keras has one bias per gate, MXNet two: the second stays zero and frozen so the

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from adapters.data import binary_head
 from adapters.loop import (
     Backend,
     DeviceError,
@@ -33,6 +34,7 @@ from adapters.loop import (
     StepClock,
     logits_loss_correct,
 )
+from adapters.precision import bf16_settings
 
 APIS = ("keras", "eager", "graph", "xla", "estimator")
 
@@ -108,6 +110,58 @@ def resolve_device(device: str) -> str:
     return f"/GPU:{index}"
 
 
+# tui-bench:begin model transformer
+# Glorot-uniform's limit for one 128×128 projection: Keras' MultiHeadAttention holds its kernels as
+# (128, 4, 32) and (4, 32, 128), whose fans Glorot would compute differently.
+PROJECTION_LIMIT = math.sqrt(6.0 / (128 + 128))
+
+
+def transformer(keras: Any, vocab: int, length: int, dropout: float) -> Any:
+    layers = keras.layers
+
+    class AddPositions(layers.Layer):
+        """Adds a learned position embedding (length × width, uniform ±0.05)."""
+
+        def build(self, input_shape: Any) -> None:
+            uniform = keras.initializers.RandomUniform(-0.05, 0.05)
+            self.table = self.add_weight(
+                name="positions", shape=tuple(input_shape[1:]), initializer=uniform
+            )
+
+        def call(self, x: Any) -> Any:
+            return x + self.table
+
+    ids = keras.Input((length,))
+    h = AddPositions()(layers.Embedding(vocab, 128)(ids))
+    for _ in range(2):
+        projection = keras.initializers.RandomUniform(-PROJECTION_LIMIT, PROJECTION_LIMIT)
+        mha = layers.MultiHeadAttention(4, 32, dropout=dropout, kernel_initializer=projection)
+        h = layers.Add()([h, layers.Dropout(dropout)(mha(h, h))])
+        h = layers.LayerNormalization(epsilon=1e-6)(h)
+        f = layers.Dense(128)(layers.Dense(512, activation="gelu")(h))
+        h = layers.LayerNormalization(epsilon=1e-6)(layers.Add()([h, layers.Dropout(dropout)(f)]))
+    return keras.Model(ids, layers.Dense(1)(layers.GlobalAveragePooling1D()(h)))
+
+
+# tui-bench:end model
+
+
+def attention_kernel(model: Any, xla: bool) -> str:
+    """How Keras' MultiHeadAttention computes the attention of this built model: its
+    ``flash_attention`` flag as resolved, and whether dropout on the weights makes it take the
+    explicit einsum + softmax path (Keras calls ``ops.dot_product_attention`` only without it)."""
+    mha = [layer for layer in model.layers if layer.__class__.__name__ == "MultiHeadAttention"]
+    if not mha:
+        return "no attention layer"
+    layer = mha[0]
+    flash = getattr(layer, "_flash_attention", "not a setting in this Keras")
+    if float(getattr(layer, "_dropout", 0.0)) > 0.0 or not hasattr(layer, "_flash_attention"):
+        path = "MultiHeadAttention einsum + softmax + dropout"
+    else:
+        path = "MultiHeadAttention ops.dot_product_attention (the backend's fused kernel)"
+    return f"{path}, flash_attention={flash}; XLA {'on' if xla else 'off'}"
+
+
 # tui-bench:begin model
 def build_model(
     model: str, input_shape: tuple[int, ...], classes: int, dropout: float, vocab: int
@@ -156,6 +210,10 @@ def build_model(
     elif model == "lstm":
         # tui-bench:begin model lstm
         stack = [layers.Embedding(vocab, 128), layers.LSTM(128), layers.Dense(1)]
+        # tui-bench:end model
+    elif model == "transformer":
+        # tui-bench:begin model transformer
+        return transformer(tf.keras, vocab, input_shape[0], dropout)
         # tui-bench:end model
     else:
         raise ValueError(f"model {model!r} is not defined for tensorflow")
@@ -217,6 +275,7 @@ class TensorFlowBackend(Backend):
         self.settings = Settings()
         self.parallel = Parallel()
         self.strategy: Any = None
+        self.applied: dict[str, Any] = {}
 
     def setup_parallel(self, parallel: Parallel) -> dict[str, Any]:
         """One MultiWorkerMirroredStrategy over the ranks in TF_CONFIG (the worker set it before
@@ -265,14 +324,17 @@ class TensorFlowBackend(Backend):
             "graph": "graph (tf.function), XLA off",
             "xla": "XLA (tf.function(jit_compile=True))",
         }[self.api]
-        return {
+        # Recorded in run_started after build, which adds the attention kernel.
+        self.applied = {
             **apply_precision(settings),
             "autotune": autotune_readback(self.device.startswith("/GPU")),
             "input": settings.input,
             "timing": settings.timing,
             "compile": compiles,
             "tf_data_threads": self.threads if self.api == "keras" else None,
+            **bf16_settings(settings.precision, "gpu" if self.device.startswith("/GPU") else "cpu"),
         }
+        return self.applied
 
     def to_device(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
         with tf.device(self.device):
@@ -325,7 +387,7 @@ class TensorFlowBackend(Backend):
         tf.keras.utils.set_random_seed(hyper.seed)
         shape = dataset.shape
         self.hyper = hyper
-        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.binary = binary_head(hyper.model, shape.num_classes)
         with self._scope():
             self.model = build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
@@ -359,6 +421,8 @@ class TensorFlowBackend(Backend):
             self.step = tf.function(self._step, jit_compile=True)
             # tui-bench:end step
         self.forward = self.model if self.api == "eager" else tf.function(self.model)
+        if hyper.model == "transformer":
+            self.applied["attention"] = attention_kernel(self.model, self.api == "xla")
 
     def param_count(self) -> int:
         return int(sum(math.prod(v.shape) for v in self.model.trainable_variables))
@@ -473,9 +537,10 @@ class EstimatorBackend(Backend):
         self.model_dir: str | None = None
         self.session_overhead_s = 0.0
         self.sessions = 0
+        self.applied: dict[str, Any] = {}
 
     def apply_settings(self, settings: Settings) -> dict[str, Any]:
-        return {
+        self.applied = {
             **apply_precision(settings),
             "autotune": autotune_readback(self.device.startswith("/GPU")),
             "input": settings.input,
@@ -483,6 +548,7 @@ class EstimatorBackend(Backend):
             "compile": "graph (TF1 session), XLA off",
             "tf_data_threads": self.threads,
         }
+        return self.applied  # build adds the attention kernel before run_started records it
 
     def run_facts(self) -> dict[str, Any]:
         """Each ``train()`` rebuilds the graph, restores and writes a checkpoint: that time is
@@ -512,7 +578,7 @@ class EstimatorBackend(Backend):
         shape = dataset.shape
         self.hyper = hyper
         self.shape = shape
-        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.binary = binary_head(hyper.model, shape.num_classes)
         self.model_dir = tempfile.mkdtemp(prefix="tui-bench-estimator-")
         config = tf.estimator.RunConfig(
             model_dir=self.model_dir,
@@ -534,6 +600,8 @@ class EstimatorBackend(Backend):
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
             self._params = int(sum(math.prod(v.shape) for v in counted.trainable_variables))
+            if hyper.model == "transformer":
+                self.applied["attention"] = attention_kernel(counted, xla=False)
 
     def param_count(self) -> int:
         return self._params

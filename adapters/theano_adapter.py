@@ -112,6 +112,7 @@ from theano.sandbox.rng_mrg import MRG_RandomStreams  # noqa: E402
 from theano.tensor.nnet import conv2d  # noqa: E402
 from theano.tensor.signal.pool import pool_2d  # noqa: E402
 
+from adapters.data import binary_head  # noqa: E402
 from adapters.loop import (  # noqa: E402
     Backend,
     DeviceError,
@@ -241,6 +242,15 @@ class Net:
             self.layers += [("embed", (table,)), ("lstm", (kernel, recurrent, self._shared(bias)))]
             self._dense(128, 1)
             # tui-bench:end model
+        elif model == "transformer":
+            # tui-bench:begin model theano transformer
+            tokens = self._uniform((vocab, 128))
+            self.layers.append(("embed", (tokens, self._uniform((input_shape[0], 128)))))
+            for _ in range(2):
+                self.layers.append(("encoder", self._encoder_params()))
+            self.layers.append(("mean", ()))
+            self._dense(128, 1)
+            # tui-bench:end model
         else:
             raise ValueError(f"model {model!r} is not defined for theano")
 
@@ -294,15 +304,27 @@ class Net:
                 h = h * mask / np.float32(keep)
                 # tui-bench:end model
             elif kind == "embed":
-                # tui-bench:begin model theano lstm
+                # tui-bench:begin model theano lstm transformer
                 h = args[0][h]  # (batch, time, 128)
+                # tui-bench:end model
+                if len(args) > 1:
+                    # tui-bench:begin model theano transformer
+                    h = h + args[1]  # learned positions, broadcast over the batch
+                    # tui-bench:end model
+            elif kind == "encoder":
+                # tui-bench:begin model theano transformer
+                h = self._encoder(h, train, *args)
+                # tui-bench:end model
+            elif kind == "mean":
+                # tui-bench:begin model theano transformer
+                h = h.mean(axis=1)
                 # tui-bench:end model
             elif kind == "lstm":
                 # tui-bench:begin model theano lstm
                 h = self._lstm(h, *args)
                 # tui-bench:end model
         # tui-bench:begin model theano
-        return h.flatten() if self.model == "lstm" else h
+        return h.flatten() if self.model in ("lstm", "transformer") else h
 
     # tui-bench:end model
     # tui-bench:begin model theano lstm
@@ -322,8 +344,63 @@ class Net:
         (hs, _), _ = theano.scan(step, sequences=inputs, outputs_info=[zeros, zeros])
         return hs[-1]
 
+    # tui-bench:end model
+    # tui-bench:begin model theano transformer
+    def _uniform(self, shape: tuple[int, int]):
+        return self._shared(self.rng.uniform(-0.05, 0.05, shape).astype(FLOATX))
+
+    def _encoder_params(self) -> tuple[Any, ...]:
+        """q, k, v, out (128×128 + bias), LayerNorm, Dense 512, Dense 128, LayerNorm."""
+
+        def dense(fan_in: int, fan_out: int) -> list[Any]:
+            kernel = self._shared(glorot_uniform(self.rng, (fan_in, fan_out)))
+            return [kernel, self._shared(np.zeros(fan_out, FLOATX))]
+
+        def norm() -> list[Any]:
+            return [self._shared(np.ones(128, FLOATX)), self._shared(np.zeros(128, FLOATX))]
+
+        projections = dense(128, 128) + dense(128, 128) + dense(128, 128) + dense(128, 128)
+        return tuple(projections + norm() + dense(128, 512) + dense(512, 128) + norm())
+
+    def _drop(self, h, train: bool):
+        if not train or self.dropout <= 0:
+            return h
+        keep = 1.0 - self.dropout
+        return h * self.noise.binomial(h.shape, p=keep, dtype="float32") / np.float32(keep)
+
+    @staticmethod
+    def _layer_norm(x, gamma, beta):
+        mean = x.mean(axis=-1, keepdims=True)
+        var = T.sqr(x - mean).mean(axis=-1, keepdims=True)
+        return (x - mean) / T.sqrt(var + np.float32(1e-6)) * gamma + beta
+
+    def _encoder(self, x, train, wq, bq, wk, bk, wv, bv, wo, bo, g1, b1, w1, c1, w2, c2, g2, b2):
+        """Multi-head self-attention from dot and batched_dot (Theano has no attention op)."""
+        batch, time = x.shape[0], x.shape[1]
+
+        def split(t):  # (batch, time, 128) → (batch·4, time, 32)
+            return t.reshape((batch, time, 4, 32)).dimshuffle(0, 2, 1, 3).reshape((-1, time, 32))
+
+        q, k, v = (split(T.dot(x, w) + b) for w, b in ((wq, bq), (wk, bk), (wv, bv)))
+        scores = T.batched_dot(q, k.dimshuffle(0, 2, 1)) / np.float32(np.sqrt(32.0))
+        weights = T.nnet.softmax(scores.reshape((-1, time))).reshape(scores.shape)
+        h = T.batched_dot(self._drop(weights, train), v)
+        h = h.reshape((batch, 4, time, 32)).dimshuffle(0, 2, 1, 3).reshape((batch, time, 128))
+        x = self._layer_norm(x + self._drop(T.dot(h, wo) + bo, train), g1, b1)
+        f = T.dot(x, w1) + c1
+        f = np.float32(0.5) * f * (np.float32(1.0) + T.erf(f / np.float32(np.sqrt(2.0))))
+        f = T.dot(f, w2) + c2
+        return self._layer_norm(x + self._drop(f, train), g2, b2)
+
 
 # tui-bench:end model
+
+# How the transformer's attention is computed here (recorded with the run's settings).
+ATTENTION = {
+    "theano": "written out: T.dot projections, T.batched_dot + softmax + dropout (no fused kernel)",
+    "keras2": "written out: Keras 2 layers over K.dot, K.batch_dot + softmax + dropout "
+    "(Keras 2.3.1 has no attention layer)",
+}
 
 
 # How each API compiles, as the catalog states it (the worker records this value).
@@ -341,6 +418,7 @@ class TheanoBackend(Backend):
         self.device = resolve_device(device)
         self.threads = threads
         self.binary = False
+        self.applied: dict[str, Any] = {}
 
     def describe(self) -> dict[str, Any]:
         omp = openmp_threads() if theano.config.openmp else None
@@ -370,7 +448,8 @@ class TheanoBackend(Backend):
     def apply_settings(self, settings: Settings) -> dict[str, Any]:
         """fp32 and host input only (the catalog refuses the rest before a worker starts); the
         compilation is stated like every API's: theano.function compiles the graph to C."""
-        return {**default_settings(self, settings), "compile": COMPILES[self.api]}
+        self.applied = {**default_settings(self, settings), "compile": COMPILES[self.api]}
+        return self.applied  # build adds the attention kernel before run_started records it
 
     def _inputs(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return x, (y.astype(FLOATX) if self.binary else y)
@@ -382,7 +461,9 @@ class TheanoBackend(Backend):
 
     def build(self, hyper: Hyper, dataset) -> None:
         shape = dataset.shape
-        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.binary = binary_head(hyper.model, shape.num_classes)
+        if hyper.model == "transformer":
+            self.applied["attention"] = ATTENTION[self.api]
         self.net = Net(
             hyper.model,
             shape.input_shape,
@@ -393,7 +474,8 @@ class TheanoBackend(Backend):
         )
         self.x_var = T.tensor4("x") if shape.kind == "image" else T.imatrix("x")
         self.y_var = T.vector("y") if self.binary else T.lvector("y")
-        self._compile(hyper)
+        if not getattr(self, "build_only", False):  # the worker's build-only mode: no training
+            self._compile(hyper)
 
     # tui-bench:begin step theano
     def _loss(self, logits):
@@ -437,6 +519,83 @@ class TheanoBackend(Backend):
             return logits_loss_correct(self.logits_fn(xb), yb, self.binary)
 
         return evaluate_in_batches(predict, x, y, batch_size)
+
+
+# tui-bench:begin model keras2 transformer
+# Keras 2.3.1 has no attention, LayerNormalization or GELU: written as layers over Theano ops.
+_Keras2Layer = keras.layers.Layer if keras else object
+
+
+class Keras2Positions(_Keras2Layer):
+    def build(self, input_shape: Any) -> None:
+        uniform = keras.initializers.RandomUniform(-0.05, 0.05)
+        self.table = self.add_weight(name="positions", shape=input_shape[1:], initializer=uniform)
+        super().build(input_shape)
+
+    def call(self, x: Any) -> Any:
+        return x + self.table
+
+
+class Keras2LayerNorm(_Keras2Layer):
+    def build(self, input_shape: Any) -> None:
+        self.gamma = self.add_weight(name="gamma", shape=input_shape[-1:], initializer="ones")
+        self.beta = self.add_weight(name="beta", shape=input_shape[-1:], initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, x: Any) -> Any:
+        return Net._layer_norm(x, self.gamma, self.beta)
+
+
+class Keras2SelfAttention(_Keras2Layer):
+    def __init__(self, dropout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dropout = dropout
+
+    def build(self, input_shape: Any) -> None:
+        self.projections = [
+            (
+                self.add_weight(name=f"{n}_kernel", shape=(128, 128), initializer="glorot_uniform"),
+                self.add_weight(name=f"{n}_bias", shape=(128,), initializer="zeros"),
+            )
+            for n in ("query", "key", "value", "out")
+        ]
+        super().build(input_shape)
+
+    def call(self, x: Any, training: Any = None) -> Any:
+        batch, time = x.shape[0], x.shape[1]
+
+        def split(t):  # (batch, time, 128) → (batch·4, time, 32)
+            return t.reshape((batch, time, 4, 32)).dimshuffle(0, 2, 1, 3).reshape((-1, time, 32))
+
+        (wq, bq), (wk, bk), (wv, bv), (wo, bo) = self.projections
+        q, k, v = (split(T.dot(x, w) + b) for w, b in ((wq, bq), (wk, bk), (wv, bv)))
+        scores = T.batched_dot(q, k.dimshuffle(0, 2, 1)) / np.float32(np.sqrt(32.0))
+        weights = T.nnet.softmax(scores.reshape((-1, time))).reshape(scores.shape)
+        if self.dropout > 0:
+            dropped = keras.backend.dropout(weights, self.dropout)
+            weights = keras.backend.in_train_phase(dropped, weights, training=training)
+        h = T.batched_dot(weights, v)
+        h = h.reshape((batch, 4, time, 32)).dimshuffle(0, 2, 1, 3).reshape((batch, time, 128))
+        return T.dot(h, wo) + bo
+
+
+def gelu(x: Any) -> Any:
+    return np.float32(0.5) * x * (np.float32(1.0) + T.erf(x / np.float32(np.sqrt(2.0))))
+
+
+def keras2_transformer(vocab: int, length: int, dropout: float) -> Any:
+    layers = keras.layers
+    ids = layers.Input((length,))
+    h = Keras2Positions()(layers.Embedding(vocab, 128)(ids))
+    for _ in range(2):
+        a = Keras2SelfAttention(dropout)(h)
+        h = Keras2LayerNorm()(layers.Add()([h, layers.Dropout(dropout)(a)]))
+        f = layers.Dense(128)(layers.Dense(512, activation=gelu)(h))
+        h = Keras2LayerNorm()(layers.Add()([h, layers.Dropout(dropout)(f)]))
+    return keras.models.Model(ids, layers.Dense(1)(layers.GlobalAveragePooling1D()(h)))
+
+
+# tui-bench:end model
 
 
 # tui-bench:begin model keras2
@@ -486,6 +645,10 @@ def build_keras2_model(model: str, input_shape, classes: int, dropout: float, vo
         # tui-bench:begin model keras2 lstm
         stack = [layers.Embedding(vocab, 128), layers.LSTM(128), layers.Dense(1)]
         # tui-bench:end model
+    elif model == "transformer":
+        # tui-bench:begin model keras2 transformer
+        return keras2_transformer(vocab, input_shape[0], dropout)
+        # tui-bench:end model
     else:
         raise ValueError(f"model {model!r} is not defined for keras2")
     # tui-bench:begin model keras2
@@ -530,11 +693,14 @@ class Keras2Backend(TheanoBackend):
         keras.backend.set_image_data_format("channels_last")
         shape = dataset.shape
         self.hyper = hyper
-        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.binary = binary_head(hyper.model, shape.num_classes)
+        if hyper.model == "transformer":
+            self.applied["attention"] = ATTENTION[self.api]
         self.model = build_keras2_model(
             hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
         )
-        self._compile(hyper)
+        if not getattr(self, "build_only", False):  # the worker's build-only mode: no training
+            self._compile(hyper)
 
     # tui-bench:begin step keras2
     def _compile(self, hyper: Hyper) -> None:

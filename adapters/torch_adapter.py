@@ -16,7 +16,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from adapters.data import binary_head
 from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, evaluate_in_batches
+from adapters.precision import bf16_settings
 
 APIS = ("eager", "compile")
 
@@ -55,6 +57,78 @@ class _LastStep(nn.Module):
 
 
 # tui-bench:end model
+
+
+# tui-bench:begin model transformer
+class _SelfAttention(nn.Module):
+    """Multi-head self-attention: four 128×128 projections with biases, the scaled dot product
+    in torch's fused ``scaled_dot_product_attention`` (dropout on the attention weights)."""
+
+    def __init__(self, width: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads, self.dropout = heads, dropout
+        self.query, self.key, self.value, self.out = (nn.Linear(width, width) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, time, width = x.shape
+
+        def split(t: torch.Tensor) -> torch.Tensor:  # (batch, heads, time, width / heads)
+            return t.view(batch, time, self.heads, width // self.heads).transpose(1, 2)
+
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        drop = self.dropout if self.training else 0.0
+        h = nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=drop)
+        return self.out(h.transpose(1, 2).reshape(batch, time, width))
+
+
+class _EncoderBlock(nn.Module):
+    def __init__(self, width: int, heads: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.attention = _SelfAttention(width, heads, dropout)
+        self.norm1 = nn.LayerNorm(width, eps=1e-6)
+        self.feed = nn.Sequential(
+            nn.Linear(width, hidden), nn.GELU(approximate="none"), nn.Linear(hidden, width)
+        )
+        self.norm2 = nn.LayerNorm(width, eps=1e-6)
+        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.drop1(self.attention(x)))
+        return self.norm2(x + self.drop2(self.feed(x)))
+
+
+class _Transformer(nn.Module):
+    def __init__(self, vocab: int, length: int, dropout: float) -> None:
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(vocab, 128), nn.Embedding(length, 128)
+        self.blocks = nn.Sequential(*(_EncoderBlock(128, 4, 512, dropout) for _ in range(2)))
+        self.head = nn.Linear(128, 1)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        where = torch.arange(ids.shape[1], device=ids.device)
+        h = self.blocks(self.tokens(ids) + self.positions(where))
+        return self.head(h.mean(dim=1))
+
+
+# tui-bench:end model
+
+
+def sdpa_backend(
+    batch: int, length: int, dropout: float, dtype: torch.dtype, device: torch.device
+) -> str:
+    """The kernel torch's own selector picks for this model's attention (heads 4 × 32) at this
+    batch, dtype and dropout: what ``scaled_dot_product_attention`` dispatches to."""
+    from torch.nn.attention import SDPBackend
+
+    q = torch.zeros(batch, 4, length, 32, dtype=dtype, device=device)
+    names = {
+        SDPBackend.MATH: "math",
+        SDPBackend.FLASH_ATTENTION: "flash",
+        SDPBackend.EFFICIENT_ATTENTION: "memory-efficient",
+        SDPBackend.CUDNN_ATTENTION: "cuDNN",
+    }
+    choice = SDPBackend(torch._fused_sdp_choice(q, q, q, None, dropout, False))
+    return names.get(choice, str(choice).rsplit(".", 1)[-1].lower())
 
 
 # tui-bench:begin model
@@ -121,6 +195,10 @@ def build_model(
             nn.Linear(128, 1),
         )
         # tui-bench:end model
+    if model == "transformer":
+        # tui-bench:begin model transformer
+        return _Transformer(vocab, input_shape[0], dropout)
+        # tui-bench:end model
     raise ValueError(f"model {model!r} is not defined for torch")
 
 
@@ -182,6 +260,7 @@ class TorchBackend(Backend):
         self.autocast_dtype: torch.dtype | None = None
         self.scaler: Any = None
         self.parallel = Parallel()
+        self.settings_applied: dict[str, Any] = {}
 
     def setup_parallel(self, parallel: Parallel) -> dict[str, Any]:
         """Join the process group torch.distributed.run set up (MASTER_ADDR/PORT, RANK,
@@ -238,7 +317,7 @@ class TorchBackend(Backend):
         elif settings.precision == "bf16":
             self.autocast_dtype = torch.bfloat16
         torch.backends.cudnn.benchmark = cuda and settings.autotune == "on"
-        return {
+        self.settings_applied = {
             "precision": settings.precision,
             "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
             "cudnn_tf32": torch.backends.cudnn.allow_tf32,
@@ -253,7 +332,10 @@ class TorchBackend(Backend):
             "input": settings.input,
             "timing": settings.timing,
             "compile": "yes (torch.compile, inductor)" if self.api == "compile" else "no (eager)",
+            **bf16_settings(settings.precision, self.device.type),
         }
+        # The same dict is recorded in run_started after build: build adds the attention kernel.
+        return self.settings_applied
 
     def _autocast(self) -> Any:
         if self.autocast_dtype is None:
@@ -301,13 +383,15 @@ class TorchBackend(Backend):
     def build(self, hyper: Hyper, dataset) -> None:
         torch.manual_seed(hyper.seed)
         shape = dataset.shape
-        self.binary = shape.num_classes == 2 and hyper.model == "lstm"
+        self.binary = binary_head(hyper.model, shape.num_classes)
         self.images = shape.kind == "image"
         model = build_model(
             hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
         )
         _init_like_keras(model)
         self.model = model.to(self.device)
+        if hyper.model == "transformer":
+            self.settings_applied["attention"] = self._attention_kernel(hyper, shape)
         self.train_model: nn.Module = self.model
         if self.parallel.workers > 1:
             self.train_model = nn.parallel.DistributedDataParallel(
@@ -330,6 +414,19 @@ class TorchBackend(Backend):
             self.forward = torch.compile(self.model)
             self.train_forward = torch.compile(self.train_model)
             # tui-bench:end step
+
+    def _attention_kernel(self, hyper: Hyper, shape) -> str:
+        dtype = self.autocast_dtype or torch.float32
+        length = shape.input_shape[0]
+        train = sdpa_backend(hyper.batch_size, length, hyper.dropout, dtype, self.device)
+        infer = sdpa_backend(hyper.batch_size, length, 0.0, dtype, self.device)
+        where = "CPU" if self.device.type == "cpu" else "CUDA"
+        text = (
+            f"SDPA {train} (training, dropout {hyper.dropout:g}), {infer} (evaluation) on {where}"
+        )
+        if self.api == "compile":
+            text += "; inside torch.compile (inductor may fuse or decompose it)"
+        return text
 
     def param_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)

@@ -271,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     spec = json.loads(args.spec_json)
+    # build_only: build the model and read the first batch, report them (run_started), and stop
+    # there: what the equity tests of parameter counts and first-batch bytes need, without the
+    # minutes Theano spends compiling a training function that would never run.
+    build_only = bool(spec.get("build_only"))
     workers = spec.get("workers", 1)
     peers = []
     if args.spawn_peers and "RANK" not in os.environ:
@@ -336,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             seed=spec["seed"],
         )
         t0 = time.perf_counter()
+        if build_only:  # adapters that compile a training function at build skip it (Theano)
+            backend.build_only = True
         backend.build(hyper, dataset)
         backend.sync()
         build_s = time.perf_counter() - t0
@@ -378,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
             data_parallel=engine or None,
             comm_setup_s=comm_setup_s,
         )
+        if build_only:
+            return 0  # what the model is and what it reads first: said; nothing is trained
         phase = "train"
         summary = loop.run_training(
             backend,

@@ -11,7 +11,8 @@ cut off leaves the steps it finished): ``device`` (nvidia-smi, NVML, torch's and
 bundle over the system's CUDA torch and JAX, in DIR/runtimes), ``pytest``
 (``pytest -m gpu`` with JUnit XML in DIR), ``figures`` (one ``tui-bench run --json`` per
 configuration: torch eager and compile, Keras on torch and on JAX; fp32, tf32, amp-fp16, bf16;
-synced vs pipelined; host vs device input; the reference CNN and VGG16).
+synced vs pipelined; host vs device input; the reference CNN, VGG16 and the transformer, whose
+record names the attention kernel that ran: torch's SDPA backend, Keras' path and XLA).
 
 A configuration that a runtime cannot run on the device it sees (no runtime, a CPU-only build,
 a setting the catalog refuses) is skipped before anything starts, with the reason. The whole
@@ -89,6 +90,11 @@ def planned_configs() -> list[Config]:
         Config("torch", "eager", model="vgg16", shows="VGG16"),
         Config("torch", "eager", model="vgg16", precision="amp-fp16", shows="VGG16, amp-fp16"),
         Config("keras", "jax", model="vgg16", shows="VGG16 on Keras/JAX"),
+        # Today's workload (issue 27): the SDPA backend that ran is read back (setting_attention).
+        Config("torch", "eager", model="transformer", shows="transformer, SDPA"),
+        Config("torch", "eager", model="transformer", precision="bf16", shows="transformer, bf16"),
+        Config("torch", "compile", model="transformer", precision="bf16", shows="compiled, bf16"),
+        Config("keras", "jax", model="transformer", precision="bf16", shows="Keras/JAX, bf16"),
     ]
 
 
@@ -343,11 +349,14 @@ def plan_figure(config: Config, device: str, dry_run: bool) -> str | None:
 
 
 def figure_args(config: Config, device: str, dry_run: bool) -> list[str]:
-    vgg = config.model == "vgg16"
-    batch, steps = (8, 3) if dry_run else ((64, 20) if vgg else (128, 30))
+    vgg, sequence = config.model == "vgg16", config.model == "transformer"
+    batch, steps = (8, 3) if dry_run else ((64, 20) if vgg or sequence else (128, 30))
+    dataset = {"vgg16": "synthetic-cifar10", "transformer": "synthetic-imdb"}.get(
+        config.model, "synthetic-mnist"
+    )
     return [
         *("--framework", config.framework, "--api", config.api, "--model", config.model),
-        *("--dataset", "synthetic-cifar10" if vgg else "synthetic-mnist", "--device", device),
+        *("--dataset", dataset, "--device", device),
         *("--precision", config.precision, "--timing", config.timing, "--input", config.input),
         *("--batch-size", str(batch), "--epochs", "1", "--steps-per-epoch", str(steps)),
         *("--warmup-steps", "1" if dry_run else "5", "--threads", "1" if dry_run else "4"),
@@ -392,6 +401,7 @@ def run_figure(
             "setting_timing",
             "setting_input",
             "setting_compile",
+            "setting_attention",
         )
     }
     energy, steps, batch = (

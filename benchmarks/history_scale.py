@@ -1,13 +1,19 @@
-"""How the history scales: 10, 1,000 and 10,000 runs side by side (targets at 10,000 runs:
-``history list`` < 0.5 s, ``history export --csv`` < 2 s, one run's history writes < 50 ms in
-total, the TUI History screen open < 1 s, memory < 300 MB).
+"""How the history scales: 10, 1,000 and 10,000 runs side by side. Targets at 10,000 runs (issue
+28): a whole ``tui-bench run`` process costs at most 100 ms more than at 10 runs, ``history list``
+< 0.5 s, ``history export --csv`` < 2 s and < 300 MB, ``history export --jsonl`` < 5 s, the TUI
+History screen painted < 1 s, and the first read of a schema-1 history migrated in < 3 s with a
+progress line.
 
 Every run is a copy of one real record (``history_record.json``: a torch CNN run recorded on this
-project's VM, 4.8 kB), under its own id, with a small series file, as the issue measured it. The
-commands run as a user runs them: a fresh ``tui-bench`` process each, wall time from launch to
-exit, best of ``--repeats``; memory is the peak RSS of that process.
+project's VM) completed as runs write them now: its steady step times and its stability verdict
+(about 5.7 kB a record), under its own id, with a small series file. The commands run as a user
+runs them: a fresh ``tui-bench`` process each, wall time from launch to exit, best of
+``--repeats``; memory is the peak RSS of that process. The run cost is a real 20-step torch CNN
+``tui-bench run`` (supervisor, worker and all) in a 10-run and a 10,000-run history, alternated
+A B A B so drift on a shared machine falls on both; its figure is the difference of the medians.
 
-    python benchmarks/history_scale.py [--sizes 10 1000 10000] [--repeats 3] [--no-tui]
+    python benchmarks/history_scale.py [--sizes 10 1000 10000] [--repeats 3] [--run-rounds 4]
+                                       [--no-tui] [--no-run] [--no-migrate]
 """
 
 from __future__ import annotations
@@ -26,10 +32,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tui_bench.engine.results import store  # noqa: E402
+from tui_bench.engine.results import stability, store  # noqa: E402
 from tui_bench.engine.results.history import History  # noqa: E402
 
-TEMPLATE = json.loads((Path(__file__).with_name("history_record.json")).read_text())
+STEADY_STEPS = 110  # a record with these steady step times and its verdict is about 5.7 kB
+
+
+def full_template() -> dict:
+    """The recorded run as a run writes it now: every steady step time (4 significant digits,
+    as the worker sends them) and the stability verdict judged from them."""
+    record = json.loads((Path(__file__).with_name("history_record.json")).read_text())
+    median = record["metrics"]["step_median_s"]
+    wobble = [((i * 7919) % 101 - 50) / 50 * 0.03 for i in range(STEADY_STEPS)]  # ±3 %, fixed
+    metrics = record["metrics"]
+    metrics["steady_step_times"] = stability.compact_times([median * (1 + w) for w in wobble])
+    metrics["steady_steps"] = STEADY_STEPS
+    verdict = stability.assess_record(record)
+    record["stability"] = verdict.as_dict() if verdict is not None else None
+    return record
+
+
+TEMPLATE = full_template()
 CLI = [sys.executable, "-c", "import sys; from tui_bench.cli import main; sys.exit(main())"]
 
 TUI_CHILD = r"""
@@ -121,11 +144,77 @@ def run_writes(home: Path, runs: int = 5) -> tuple[float, float]:
     return statistics.median(totals), max(totals)
 
 
+def build_legacy(home: Path, runs: int) -> None:
+    """A schema-1 history (``history.json``, tinydb's one JSON document) of ``runs`` runs."""
+    table = {}
+    for i in range(runs):
+        record = copy.deepcopy(TEMPLATE)
+        record["id"] = f"20261101-{i // 3600 % 24:02d}{i // 60 % 60:02d}{i % 60:02d}-{i:08x}"
+        table[str(i + 1)] = record
+    home.joinpath(store.LEGACY_NAME).write_text(json.dumps({"_default": table}))
+
+
+def migration(tmp: Path, runs: int) -> tuple[float, float, str]:
+    """The first ``history list`` of a schema-1 history: wall s, CPU s, and what it said on
+    stderr (a progress line is expected: the wait is long enough to wonder)."""
+    home = tmp / "legacy"
+    home.mkdir()
+    build_legacy(home, runs)
+    env = {**os.environ, "TUI_BENCH_HOME": str(home), "TUI_BENCH_CONFIG": str(tmp / "none.toml")}
+    t0 = time.perf_counter()
+    child = subprocess.Popen(
+        [*CLI, "history", "list"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - t0
+    said = child.stderr.read().decode("utf-8", "replace").strip() if child.stderr else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"migrating a schema-1 history failed: {said[-300:]}")
+    return wall, usage.ru_utime + usage.ru_stime, said.splitlines()[0] if said else ""
+
+
+RUN = ["run", "--framework", "torch", "--epochs", "1", "--steps-per-epoch", "20", "--quiet"]
+
+
+def run_cost(tmp: Path, small: int, large: int, rounds: int) -> tuple[list[float], list[float]]:
+    """Whole ``tui-bench run`` processes (front end, supervisor, worker: 20 steps of the
+    default torch CNN) in a ``small`` and a ``large`` history, alternated A B A B: wall s each."""
+    homes = {}
+    for size in (small, large):
+        home = tmp / f"run-{size}"
+        home.mkdir()
+        build(home, size)
+        homes[size] = home
+    times: dict[int, list[float]] = {small: [], large: []}
+    for _ in range(rounds):
+        for size in (small, large):
+            env = {
+                **os.environ,
+                "TUI_BENCH_HOME": str(homes[size]),
+                "TUI_BENCH_CONFIG": str(tmp / "none.toml"),
+            }
+            t0 = time.perf_counter()
+            subprocess.run(
+                [*CLI, *RUN],
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            times[size].append(time.perf_counter() - t0)
+    return times[small], times[large]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1000, 10000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--run-rounds", type=int, default=4, help="A B pairs of whole runs (10 vs largest size)"
+    )
     parser.add_argument("--no-tui", action="store_true", help="skip the TUI History screen")
+    parser.add_argument("--no-run", action="store_true", help="skip the whole-run cost")
+    parser.add_argument("--no-migrate", action="store_true", help="skip the schema-1 migration")
     args = parser.parse_args()
     rows: dict[str, list[str]] = {}
 
@@ -154,6 +243,13 @@ def main() -> None:
             )
             put("export --csv s (cpu)", f"{export:.2f} ({export_cpu:.2f})")
             put("export peak MiB", f"{export_rss:.0f}")
+            jsonl, jsonl_cpu, jsonl_rss = timed(
+                [*CLI, "history", "export", "--jsonl", str(Path(tmp) / "runs.jsonl")],
+                env,
+                args.repeats,
+            )
+            put("export --jsonl s (cpu)", f"{jsonl:.2f} ({jsonl_cpu:.2f})")
+            put("export --jsonl peak MiB", f"{jsonl_rss:.0f}")
             startup, startup_cpu, _ = timed([*CLI, "--version"], env, args.repeats)
             put("(tui-bench --version s (cpu))", f"{startup:.2f} ({startup_cpu:.2f})")
             os.environ["TUI_BENCH_HOME"] = str(home)
@@ -175,6 +271,24 @@ def main() -> None:
     print(f"{'runs':<{width}}" + "".join(f"{s:>14,}" for s in args.sizes))
     for name, values in rows.items():
         print(f"{name:<{width}}" + "".join(f"{v:>14}" for v in values))
+    largest = max(args.sizes)
+    if not args.no_migrate:
+        with tempfile.TemporaryDirectory(prefix="tui-bench-scale-") as tmp:
+            wall, cpu, said = migration(Path(tmp), largest)
+        print(f"\nschema-1 history of {largest:,} runs, first read: {wall:.2f} s (cpu {cpu:.2f})")
+        print(f"  it said: {said or '(nothing: no progress line)'}")
+    if not args.no_run:
+        with tempfile.TemporaryDirectory(prefix="tui-bench-scale-") as tmp:
+            small, large = run_cost(Path(tmp), 10, largest, args.run_rounds)
+        diff = statistics.median(large) - statistics.median(small)
+        print(
+            f"\nwhole `tui-bench {' '.join(RUN)}`, alternated A B x{args.run_rounds} (wall s):\n"
+            f"  at 10 runs:      {' '.join(f'{t:.2f}' for t in small)}"
+            f"  median {statistics.median(small):.2f}\n"
+            f"  at {largest:,} runs: {' '.join(f'{t:.2f}' for t in large)}"
+            f"  median {statistics.median(large):.2f}\n"
+            f"  difference of the medians: {diff * 1000:+.0f} ms (target: at most +100 ms)"
+        )
     print(f"load average: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} logical cores")
 
 

@@ -160,3 +160,11 @@ def adapters_on_path(monkeypatch: pytest.MonkeyPatch):
     yield module
     for name in [n for n in sys.modules if n.startswith("adapters.")]:
         monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Real training first, quick tests after: the two test processes take the long tests at the
+    start and fill the end with short ones, so neither core idles while the other finishes a
+    minutes-long test (longest first: the classic way to balance jobs on a few machines). The
+    order within each kind is kept, so a module's cached runs are still shared in order."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -49,7 +49,14 @@ def test_cpu_dry_run_runs_every_step_and_skips_the_gpu_parts_with_reasons(tmp_pa
     ran = figures["torch/eager cnn fp32"]
     assert ran["status"] == "ok" and ran["metrics"]["step_median_s"] > 0
     assert ran["metrics"]["setting_precision"] == "fp32" and ran["run_id"]
-    for gpu_only in ("torch/eager cnn amp-fp16", "torch/eager cnn fp32 device"):
+    transformer = figures["torch/eager transformer fp32"]
+    assert transformer["status"] == "ok"
+    assert transformer["metrics"]["setting_attention"].startswith("SDPA ")
+    for gpu_only in (
+        "torch/eager cnn amp-fp16",
+        "torch/eager cnn fp32 device",
+        "torch/eager transformer bf16",
+    ):
         assert (
             figures[gpu_only]["status"] == "skipped" and "GPU mode" in figures[gpu_only]["reason"]
         )

@@ -71,9 +71,8 @@ def test_summaries_hold_what_lists_show_and_the_cache_follows_new_writes(isolate
     assert History().summaries()[0]["metrics"]["step_median_s"] == 5.0
     # A cache written for another journal (compacted, replaced) is not used.
     state = {"v": store._CACHE_VERSION, "journal": (0, 0), "end": 0, "lines": 0}
-    store._write_cache(
-        h.cache_path, {**state, "records": {}, "damage": store.Damage(), "deleted": set()}
-    )
+    head = {"damage": store.Damage(), "deleted": set(), "ids": set(), "running": {}, "groups": {}}
+    store._write_cache(h.cache_path, {**state, **head, "records": {}})
     assert len(History().summaries()) == 3
 
 
@@ -107,6 +106,13 @@ def test_a_cache_naming_anything_but_plain_data_is_ignored_never_run(isolated_ho
     marker = isolated_home / "ran"
     h.cache_path.write_bytes(pickle.dumps({"v": 4, "records": _Planted(marker)}))
     assert [r["label"] for r in History().summaries()] == ["run 1"]  # from the journal
+    assert not marker.exists()
+    # A sound head (the index a run's start reads) followed by planted summaries: refused too.
+    with open(h.cache_path, "rb") as handle:
+        head = pickle.load(handle)
+    h.cache_path.write_bytes(pickle.dumps(head) + pickle.dumps(_Planted(marker)))
+    assert History().mark_interrupted() == 0  # the head alone is plain data
+    assert [r["label"] for r in History().summaries()] == ["run 1"]
     assert not marker.exists()
 
 
@@ -151,6 +157,25 @@ def test_a_schema_1_history_json_migrates_and_is_kept(isolated_home):
     assert not (isolated_home / "history.json").exists()
     assert len(list(isolated_home.glob("history.v1-*.json"))) == 1
     assert len(History().all()) == 2
+
+
+def test_moving_a_schema_1_history_says_so_once_and_leaves_its_cache(isolated_home, capsys):
+    """The CLI says what the wait is (stderr), and the journal's summaries are cached from the
+    records in hand, not parsed again (issue 28: < 3 s at 10,000 runs)."""
+    legacy = {"_default": {str(i): record(i, id=f"run-{i}", group="g") for i in range(1, 4)}}
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    (isolated_home / "history.json").write_text(json.dumps(legacy))
+    assert main(["history", "list"]) == 0
+    said = capsys.readouterr().err
+    assert said.count("moving the history from") == 1 and "schema 1" in said
+    head = store.read_summaries(isolated_home / "history.jsonl", isolated_home / "history.cache")
+    assert head.state["end"] == (isolated_home / "history.jsonl").stat().st_size  # from cache
+    assert [head.records[f"run-{i}"]["label"] for i in (1, 2, 3)] == ["run 1", "run 2", "run 3"]
+    assert sorted(head.records) == ["run-1", "run-2", "run-3"] and head.groups == {
+        "g": {"run-1", "run-2", "run-3"}
+    }
+    assert main(["history", "list"]) == 0
+    assert "moving" not in capsys.readouterr().err
 
 
 def test_a_newer_journal_is_refused_not_rewritten(isolated_home):
@@ -336,3 +361,54 @@ def test_check_repair_compacts_a_journal_of_mostly_superseded_lines(isolated_hom
     assert "compacted the journal" in capsys.readouterr().out
     assert h.journal_path.read_bytes().count(b"\n") == 2
     assert History().get(run_id)["label"] == "relabelled 4"
+
+
+def test_a_run_s_start_reads_the_index_not_every_summary(isolated_home, monkeypatch):
+    """What starting a run reads (settling dead runs, a new batch's group, one run by id) comes
+    from the cache's small head and the lines since it: the summaries of every run are never
+    loaded, so a run costs the same at 10,000 runs as at 10 (issue 28)."""
+    monkeypatch.setattr(store, "_CACHE_REFRESH_BYTES", 1)
+    h = History()
+    done = [h.add(record(i, group="sweep-a" if i < 3 else None)) for i in range(1, 5)]
+    dead = h.add(record(5, status="running", recorder_pid=2**22 + 7, recorder_started=1.0))
+    me = procs.identity()
+    live = h.add(
+        record(6, status="running", recorder_pid=me["pid"], recorder_started=me["started"])
+    )
+    assert len(History().summaries()) == 6  # writes the cache
+    monkeypatch.setattr(store, "_CACHE_REFRESH_BYTES", 10**9)
+    full_reads = []
+    real = store.read_summaries
+
+    def counting(*args, **kwargs):
+        found = real(*args, **kwargs)
+        full_reads.extend([found] if found.full else [])
+        return found
+
+    monkeypatch.setattr(store, "read_summaries", counting)
+    fresh = History()
+    assert fresh.mark_interrupted() == 1  # the dead recorder's run, from the head's index
+    assert fresh.group_summaries("batch-new") == []  # a new batch: no group yet
+    assert fresh.get(done[3])["label"] == "run 4"  # a whole id: searched, not resolved
+    assert full_reads == []
+    assert [r["label"] for r in fresh.group_summaries("sweep-a")] == ["run 1", "run 2"]
+    assert History().get(dead)["status"] == "interrupted"
+    assert History().get(live)["status"] == "running"
+    h.update(live, status="finished")
+    assert History()._read_summaries(full=False).running == {}
+
+
+def test_one_run_s_lines_are_found_by_search(isolated_home):
+    h = History()
+    a = h.add(record(1, id="20261101-100001-aaaa"))
+    b = h.add(record(2, id="20261101-100001-aaaab"))  # a's id is a prefix of b's
+    h.update(a, reason="patched")
+    with open(h.journal_path, "ab") as handle:
+        handle.write(store.put_line(record(3, id=a))[:-9])  # a torn write of a's record
+    found = store.lines_of(h.journal_path, [a, b, "none"])
+    assert sorted(found) == [a, b] and len(found[a]) == 2 and len(found[b]) == 1
+    assert store.final_record(a, found[a])["reason"] == "patched"
+    assert History(repair=False).get(a)["label"] == "run 1"
+    assert store.lines_of(isolated_home / "missing.jsonl", [a]) == {}
+    (isolated_home / "empty.jsonl").write_bytes(b"")
+    assert store.lines_of(isolated_home / "empty.jsonl", [a]) == {}

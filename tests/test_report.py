@@ -244,6 +244,25 @@ def test_fairness_card_names_a_hidden_difference_and_the_thread_flag():
     assert "timing mode" not in {row[0] for row in named}
 
 
+def test_fairness_card_shows_the_attention_kernel_and_an_emulated_bf16_even_when_shared():
+    emulated = "bf16 emulated: CPU lacks avx512_bf16/amx_bf16"
+    a = with_worker(
+        runs("a", [1.0], framework="torch", api="eager", precision="bf16"),
+        attention="SDPA math (training, dropout 0.25), flash (evaluation) on CPU",
+        bf16_note=emulated,
+    )
+    b = with_worker(
+        runs("b", [2.0], framework="keras", api="jax", precision="bf16"),
+        attention="MultiHeadAttention einsum + softmax + dropout, flash_attention=None; XLA on",
+        bf16_note=emulated,
+    )
+    rows = [row.cells for row in table(build(a + b), "fairness").rows]
+    kernels = {row[2]: row[1] for row in rows if row[0] == "attention kernel"}
+    assert kernels["torch"].startswith("SDPA math") and kernels["keras"].endswith("XLA on")
+    # the same in both, shown all the same: an emulated bf16 number is not a bf16 one
+    assert ("bf16", emulated, "torch, keras") in rows
+
+
 def test_no_fairness_card_when_nothing_else_differs():
     records = runs("a", [1.0, 1.1], api="eager") + runs("b", [2.0, 2.1], api="compile")
     assert "fairness" not in [t.name for t in build(records)]

@@ -250,7 +250,10 @@ def test_every_field_is_declared_with_help_and_the_rules_it_is_checked_by():
         ({"lr": float("nan")}, "lr must be in (0.0, 10.0], got nan"),
         ({"target_accuracy": float("nan")}, "target_accuracy must be in (0.0, 1.0], got nan"),
         ({"dropout": float("inf")}, "dropout must be in [0.0, 1.0), got inf"),
-        ({"model": "a\nb"}, "model 'a\\nb' is not known (choose: cnn, mlp, vgg16, lstm)"),
+        (
+            {"model": "a\nb"},
+            "model 'a\\nb' is not known (choose: cnn, mlp, vgg16, lstm, transformer)",
+        ),
         ({"optimizer": ["adam"]}, "optimizer ['adam'] is not known (choose: adam, sgd)"),
         ({"api": 3}, "api must be text, got 3"),
         ({"device": None}, "device must be cpu, gpu or gpu:N, got None"),

@@ -20,6 +20,7 @@ from tui_bench.cli import (
     history,
     presets,
     regress,
+    report,
     run,
     runs,
     runtime,
@@ -32,7 +33,19 @@ from tui_bench.engine.paths import usable_home
 
 # Order is the order of `tui-bench --help`.
 # trends adds an action to history's parser: it comes after it.
-COMMAND_GROUPS = (run, history, trends, regress, cards, data, presets, runtime, runs, doctor)
+COMMAND_GROUPS = (
+    run,
+    history,
+    trends,
+    regress,
+    cards,
+    data,
+    presets,
+    report,
+    runtime,
+    runs,
+    doctor,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             from tui_bench.tui.app import run_app  # lazy: headless commands never load Textual
 
             return run_app()
+        from tui_bench.engine.results import history
+
+        history.report_progress_to(lambda line: print(line, file=sys.stderr, flush=True))
         return args.func(args)
     except TuiBenchError as exc:
         print(error_line(exc), file=sys.stderr)

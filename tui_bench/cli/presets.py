@@ -9,12 +9,11 @@ from pathlib import Path
 
 from rich.table import Table as RichTable
 
-from tui_bench.cli import common
+from tui_bench.cli import common, reporting
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.results import render, tables
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import presets
-from tui_bench.engine.runs import sweep as sweep_module
 from tui_bench.engine.runs.presets import PresetError
 
 
@@ -85,7 +84,9 @@ def cmd_presets(args: argparse.Namespace) -> int:
 # -- compare ------------------------------------------------------------------------------------
 def cmd_compare(args: argparse.Namespace) -> int:
     history = History()
-    records, skipped, published = sweep_module.collect(args.ids, history)
+    if args.html:
+        reporting.check_output(args.html, "--html")
+    records, skipped, published = reporting.collect_targets(args, history)
     if args.metric not in tables.METRICS:
         raise UsageError(
             f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
@@ -107,12 +108,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from tui_bench.engine.results import figures  # lazy: matplotlib is an optional extra
 
         figures.compare_figure(records, args.metric, args.figure)
+    if args.html:
+        reporting.write_html_report(args.html, records, comparison, history)
     if args.json:
         print(render.json_text(shown))
     else:
         render.terminal(common.console(), shown)
     err = common.console(stderr=True)
-    for path in (args.csv, args.markdown, args.figure):
+    for path in (args.csv, args.markdown, args.figure, args.html):
         if path:
             err.print(f"wrote {path}")
     return 0
@@ -131,9 +134,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare",
         help="statistics, ratios with significance, speed-ups over runs, groups or a sweep",
     )
-    c.add_argument(
-        "ids", nargs="*", help="run ids, group ids or sweep ids (prefixes ok; default: last sweep)"
-    )
+    reporting.add_target_arguments(c)
     c.add_argument(
         "--metric",
         default="step_median_s",
@@ -147,6 +148,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--csv", metavar="FILE", help="write every table to one CSV file")
     c.add_argument("--markdown", metavar="FILE", help="write every table as markdown")
     c.add_argument("--json", action="store_true", help="print the tables as JSON")
+    c.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the self-contained HTML report (tui-bench report)",
+    )
     c.add_argument(
         "--figure",
         metavar="FILE",

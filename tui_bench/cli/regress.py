@@ -9,7 +9,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from tui_bench.cli import common
+from tui_bench.cli import common, reporting
 from tui_bench.engine.errors import UsageError
 from tui_bench.engine.results import regress
 from tui_bench.engine.results.history import History
@@ -55,6 +55,8 @@ def cmd_regress(args: argparse.Namespace) -> int:
         raise UsageError("--until needs --since (or BASELINE and CANDIDATE)")
     since = regress.parse_when(args.since) if args.since else None
     until = regress.parse_when(args.until) if args.until else None
+    if args.html:
+        reporting.check_output(args.html, "--html")
     history = History()
     for warning in history.warnings:
         common.console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
@@ -71,6 +73,12 @@ def cmd_regress(args: argparse.Namespace) -> int:
     report = regress.compare(
         baseline, candidate, args.metric, threshold=args.threshold / 100, alpha=args.alpha
     )
+    if args.html:
+        records = [*baseline, *candidate]
+        reporting.write_html_report(
+            args.html, records, None, history, regress=report, metric=args.metric
+        )
+        common.console(stderr=True).print(f"wrote {args.html}")
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     elif args.markdown:
@@ -196,4 +204,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--markdown", action="store_true", help="a Markdown table (CI comments)")
     output.add_argument("--json", action="store_true", help="machine-readable")
+    parser.add_argument(
+        "--html", metavar="FILE", help="also write the gate as a self-contained HTML report"
+    )
     parser.set_defaults(func=cmd_regress)

@@ -82,6 +82,10 @@ _TF_MULTI_WORKER = "tf.distribute.MultiWorkerMirroredStrategy, one process per w
 _KERAS_DISTRIBUTION_JAX_ONLY = (
     "Keras 3's distribution API (keras.distribution) exists for the JAX backend only"
 )
+_THEANO_FP32 = (
+    "Theano 1.0 has no bfloat16 at all and float16 only on its GPU backend (pygpu), which no "
+    "runtime here installs; the adapter runs float32"
+)
 _BLAS_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 _TF_THREADS = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
 
@@ -290,13 +294,17 @@ FRAMEWORKS: dict[str, Framework] = {
         capabilities={
             "theano": Capabilities(
                 compiles="graph (theano.function, C code compiled at build)",
-                why_not={"workers": "Theano has no data-parallel engine (one process, one device)"},
+                why_not={
+                    "precision": _THEANO_FP32,
+                    "workers": "Theano has no data-parallel engine (one process, one device)",
+                },
             ),
             "keras2": Capabilities(
                 compiles="graph (Keras 2 builds a theano.function, C code compiled at build)",
                 why_not={
+                    "precision": _THEANO_FP32,
                     "workers": "Keras 2's multi_gpu_model is TensorFlow-only; on Theano it has "
-                    "no data-parallel engine"
+                    "no data-parallel engine",
                 },
             ),
         },
@@ -347,6 +355,17 @@ MODELS: dict[str, Model] = {
         },
     ),
     "lstm": Model("lstm", "LSTM", "sequence", "Embedding 5000×128 → LSTM128 → Dense1 (binary)"),
+    # Every adapter builds exactly this (docs/frameworks.md, "The transformer"): no padding mask,
+    # like the LSTM; Glorot-uniform kernels with each attention projection's fans those of a
+    # 128×128 dense, zero biases, LayerNorm γ=1 β=0, embeddings uniform ±0.05.
+    "transformer": Model(
+        "transformer",
+        "Transformer encoder",
+        "sequence",
+        "Embedding 5000×128 + learned positions 200×128 → 2 × [4-head self-attention (4×32) → "
+        "Dropout → +residual → LayerNorm → Dense512 GELU → Dense128 → Dropout → +residual → "
+        "LayerNorm] → mean over positions → Dense1 (binary; 1,062,273 parameters)",
+    ),
 }
 
 

@@ -6,6 +6,7 @@ matplotlib is imported inside the functions: nothing else in tui-bench needs it,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,15 +54,19 @@ def trends_figure(found: Sequence[Trend], path: str | Path) -> Path:
     """One panel per configuration: its per-run values over time, change points as dashed
     lines with the step written beside them."""
     target = _check_path(path)
-    figure = _figure_class()
     shown = [t for t in found if t.points]
     if not shown:
         raise UsageError("nothing to draw: no configuration has a run with this metric")
+    return _save(_draw_trends(_figure_class(), shown), target)
+
+
+def _draw_trends(figure: Any, shown: Sequence[Trend]) -> Any:
     fig = figure(figsize=(9, 2.6 * len(shown)))
     axes = fig.subplots(len(shown), 1, squeeze=False)[:, 0]
     for ax, item in zip(axes, shown, strict=True):
         scale, unit = _scale(item.metric)
-        xs = [p.when if p.when else i for i, p in enumerate(item.points)]
+        dated = all(p.when for p in item.points)  # one run without a date: run numbers
+        xs = [p.when for p in item.points] if dated else list(range(len(item.points)))
         ys = [p.value * scale for p in item.points]
         ax.plot(xs, ys, marker="o", markersize=3, linewidth=1)
         for change in item.change_points:
@@ -76,10 +81,17 @@ def trends_figure(found: Sequence[Trend], path: str | Path) -> Path:
                 fontsize=7,
                 color="tab:red",
             )
+        if dated:
+            from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+
+            locator = AutoDateLocator(maxticks=8)
+            ax.xaxis.set_major_locator(locator)
+            ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+            ax.xaxis.get_offset_text().set_fontsize(7)
         ax.set_title(item.configuration.name, fontsize=9, loc="left")
         ax.set_ylabel(f"{item.metric}{unit}", fontsize=8)
         ax.tick_params(labelsize=7)
-    return _save(fig, target)
+    return fig
 
 
 def compare_figure(records: Sequence[Run | dict[str, Any]], metric: str, path: str | Path) -> Path:
@@ -130,3 +142,195 @@ def compare_figure(records: Sequence[Run | dict[str, Any]], metric: str, path: s
         ax.set_title("thread scaling", fontsize=9)
         ax.legend(fontsize=6)
     return _save(fig, target)
+
+
+# -- the HTML report's figures: drawn from the computed tables, returned as SVG text -----------------
+MAX_TREND_PANELS = 12  # the report's trend figure: the configurations with the most runs
+VERDICT_COLOURS = {"stable": "tab:blue", "noisy": "tab:orange", "unreliable": "tab:red"}
+MIN_TREND_POINTS = 3  # fewer runs make no trend worth a panel (the table still lists them)
+
+
+def _svg_text(fig: Any) -> str:
+    """The figure as SVG text that follows the page's colours: text and axes are drawn in
+    ``currentColor`` (black in a light page, light grey in a dark one) on a transparent
+    background; text stays text (``svg.fonttype: none``), which keeps a report small."""
+    import io
+
+    from matplotlib import rc_context
+
+    buffer = io.StringIO()
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "tui-bench"}):
+        fig.tight_layout()
+        fig.savefig(buffer, format="svg", transparent=True, metadata={"Date": None})
+    return buffer.getvalue().replace("#000000", "currentColor")
+
+
+def _rows(table: Any) -> list[dict[str, Any]]:
+    return table.records() if table is not None else []
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _table(found: Sequence[Any], name: str) -> Any:
+    return next((t for t in found if t.name == name), None)
+
+
+def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
+    """Per configuration: the summary's median, quartiles and range as a box, each run's own
+    value as a dot (the run is the unit of repetition)."""
+    rows = [r for r in _rows(_table(page.tables, "summary")) if _num(r.get("median")) is not None]
+    if not rows:
+        return None
+    scale, unit = _scale(page.metric)
+    values: dict[str, list[tuple[float, str | None]]] = {}  # each run: value, its verdict
+    for run in page.records:
+        value = run.metric(page.metric)
+        name = page.labels.get(run.id)
+        if value is not None and name is not None and run.finished:
+            values.setdefault(name, []).append((value * scale, run.verdict))
+    boxes = [
+        {
+            "label": f"{r['configuration']} (n={r['n']})",
+            "med": r["median"] * scale,
+            "q1": (_num(r.get("q1")) or r["median"]) * scale,
+            "q3": (_num(r.get("q3")) or r["median"]) * scale,
+            "whislo": (_num(r.get("min")) or r["median"]) * scale,
+            "whishi": (_num(r.get("max")) or r["median"]) * scale,
+            "fliers": [],
+        }
+        for r in rows
+    ]
+    fig = figure(figsize=(9, 0.9 + 0.45 * len(rows)))
+    ax = fig.subplots()
+    ax.bxp(boxes, orientation="horizontal", showfliers=False, medianprops={"color": "black"})
+    for y, r in enumerate(rows, 1):
+        for x, verdict in values.get(str(r["configuration"]), []):
+            colour = VERDICT_COLOURS.get(verdict or "", "tab:gray")
+            ax.plot([x], [y], "o", color=colour, markersize=4, alpha=0.8)
+    ax.invert_yaxis()
+    low = min(b["whislo"] for b in boxes)
+    if low > 0 and max(b["whishi"] for b in boxes) / low > 20:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.set_xscale("log")  # 26 ms beside 11 s: on a linear axis the small ones vanish
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.set_xlabel(
+        f"{page.metric}{unit}: box = IQR, line = median, whiskers = min–max; dot = a run: "
+        "blue stable, orange noisy, red unreliable, grey not judged",
+        fontsize=8,
+    )
+    ax.tick_params(labelsize=7)
+    return f"{page.metric} per configuration: each run and the summary's median, IQR and range", fig
+
+
+def _speedups(figure: Any, page: Any) -> tuple[str, Any] | None:
+    """The ratios table's speed-ups against each baseline; a difference inside the noise (no
+    speed-up in the table) is a hollow mark at 1."""
+    rows = [
+        r for r in _rows(_table(page.tables, "comparisons")) if _num(r.get("ratio")) is not None
+    ]
+    if not rows:
+        return None
+    fig = figure(figsize=(9, 0.9 + 0.4 * len(rows)))
+    ax = fig.subplots()
+    labels = []
+    for y, r in enumerate(rows):
+        context = f" ({r['with']})" if r.get("with") not in (None, "", "—") else ""
+        labels.append(f"{r['configuration']} vs {r['baseline']}{context}")
+        speedup = _num(r.get("speed-up"))
+        if speedup is None:
+            ax.plot([1.0], [y], "o", markerfacecolor="none", color="tab:gray")
+            continue
+        # a ratio: on a log axis from 1, so 2× faster and 2× slower are bars of one length
+        p = _num(r.get("p"))
+        tested = p is not None and p < stats.ALPHA and not r.get("stability")
+        ax.barh(
+            [y],
+            [speedup - 1],
+            left=1,
+            color="tab:green" if speedup >= 1 else "tab:red",
+            alpha=1.0 if tested else 0.45,
+            hatch=None if tested else "//",
+        )
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xscale("log")
+    reach = max([abs(math.log(v)) for r in rows if (v := _num(r.get("speed-up")))] + [math.log(2)])
+    ax.set_xlim(math.exp(-reach) / 1.2, math.exp(reach) * 1.2)  # 1 in the middle
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}×"))
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(
+        "speed-up against the baseline (log scale; right of 1: faster)\nhatched: not "
+        "established (no test, not significant, or runs not stable); hollow: within the noise",
+        fontsize=8,
+    )
+    ax.tick_params(axis="x", labelsize=7)
+    return "speed-ups from the ratios table (1 = as fast as the baseline)", fig
+
+
+def _scaling(figure: Any, page: Any) -> tuple[str, Any] | None:
+    """Speed-up against threads (and workers) per family, with the ideal line."""
+    panels = [
+        (name, x_column)
+        for name, x_column in (("scaling", "threads"), ("workers", "workers"))
+        if _rows(_table(page.tables, name))
+    ]
+    if not panels:
+        return None
+    fig = figure(figsize=(9, 3.6))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (name, x_column) in zip(axes, panels, strict=True):
+        lines: dict[str, list[tuple[float, float]]] = {}
+        for r in _rows(_table(page.tables, name)):
+            x, y = _num(r.get(x_column)), _num(r.get("speed-up"))
+            if y is None and r.get("vs fewest threads") == "baseline":
+                y = 1.0
+            if x is not None and y is not None:
+                key = str(r.get("with") or "—") + (f" {r['scaling']}" if r.get("scaling") else "")
+                lines.setdefault(key, []).append((x, y))
+        top = 1.0
+        for key, points in lines.items():
+            points.sort()
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=key)
+            top = max(top, max(p[0] / points[0][0] for p in points))
+        ax.plot([1, top], [1, top], linestyle=":", color="tab:gray", label="ideal")
+        ax.set_xlabel(x_column, fontsize=8)
+        ax.set_ylabel("speed-up over the fewest", fontsize=8)
+        ax.legend(fontsize=7, frameon=False)  # no white box: the page may be dark
+        ax.tick_params(labelsize=7)
+    return "scaling from the scaling tables (dotted: perfect scaling)", fig
+
+
+def _trends_panels(figure: Any, page: Any) -> tuple[str, Any] | None:
+    shown = sorted(
+        (t for t in page.trends if len(t.points) >= MIN_TREND_POINTS),
+        key=lambda t: -len(t.points),
+    )[:MAX_TREND_PANELS]
+    if not shown:
+        return None
+    left = len([t for t in page.trends if len(t.points) >= MIN_TREND_POINTS]) - len(shown)
+    more = f"; {left} more configuration(s) in the trends table" if left > 0 else ""
+    title = (
+        f"each configuration over history, change points dashed (≥ {MIN_TREND_POINTS} runs{more})"
+    )
+    return title, _draw_trends(figure, shown)
+
+
+def report_svgs(page: Any) -> list[tuple[str, str]]:
+    """The HTML report's figures as (title, SVG text), drawn from ``page``'s computed tables,
+    its runs' own values and its trends (``html_report.Page``)."""
+    figure = _figure_class()
+    out = []
+    for draw in (_distributions, _speedups, _scaling, _trends_panels):
+        drawn = draw(figure, page)
+        if drawn is not None:
+            title, fig = drawn
+            out.append((title, _svg_text(fig)))
+    return out

@@ -25,7 +25,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,16 @@ from tui_bench.engine.results.export_safety import csv_cell
 from tui_bench.engine.results.store import atomic_write
 
 __all__ = ["History", "HistoryError", "atomic_write", "new_run_id", "now_iso", "read_jsonl"]
+
+
+_progress: Callable[[str], None] | None = None
+
+
+def report_progress_to(callback: Callable[[str], None] | None) -> None:
+    """Who hears about a long one-time wait (moving a schema-1 history to the journal): the
+    CLI prints it on stderr; the TUI, which draws on stderr, does not set one."""
+    global _progress
+    _progress = callback
 
 
 def now_iso() -> str:
@@ -71,13 +81,32 @@ class History:
         self.warnings: list[str] = []
         self._checked = False
         self._added: set[str] = set()  # ids this object added: updated without a lookup
+        self._known: store.Summaries | None = None  # the last read: the next reads what follows
 
     # -- reading --------------------------------------------------------------------------------
     def summaries(self) -> list[dict[str, Any]]:
         """Every run, oldest first, with the fields lists show (id, status, dates, label, group,
         batch, the main spec fields, a few metrics, env.host): fast at 10,000 runs."""
-        found = self._ensure_sound() or store.read_summaries(self.journal_path, self.cache_path)
+        self._ensure_sound()
+        found = self._read_summaries()
         return _ordered(settle(r) for r in found.records.values())
+
+    def group_summaries(self, group: str) -> list[dict[str, Any]]:
+        """The summaries of one group's runs (a sweep, a batch's repeats), oldest first. A group
+        with no run yet (every new batch) costs the index alone, not every run's summary."""
+        self._ensure_sound()
+        if group not in self._read_summaries(full=False).groups:
+            return []
+        return [r for r in self.summaries() if r.get("group") == group]
+
+    def _read_summaries(self, full: bool = True) -> store.Summaries:
+        """Summaries as the journal stands now: the first read loads the cache, later ones read
+        only what was appended since (a run's supervisor reads them several times). ``full=False``:
+        the index alone (ids, running runs, groups)."""
+        self._known = store.read_summaries(
+            self.journal_path, self.cache_path, self._known, full=full
+        )
+        return self._known
 
     def all(self) -> list[dict[str, Any]]:
         """Every run's full record, oldest first."""
@@ -90,7 +119,10 @@ class History:
         if ids is not None:
             wanted = set(ids)
             order = [run_id for run_id in order if run_id in wanted]
-        lines = store.lines_by_run(self.journal_path)
+        if len(order) <= _FEW_RUNS:  # a sweep's runs, a group: searched for, not split out
+            lines = store.lines_of(self.journal_path, order)
+        else:
+            lines = store.lines_by_run(self.journal_path)
         for run_id in order:
             record = store.final_record(run_id, lines.pop(run_id, []))
             if record is not None:
@@ -98,9 +130,14 @@ class History:
 
     def get(self, run_id: str) -> dict[str, Any]:
         """A run by id or unique id prefix."""
+        self._ensure_sound()
+        lines = store.lines_of(self.journal_path, [run_id]).get(run_id)
+        record = store.final_record(run_id, lines) if lines else None
+        if record is not None:  # a whole id: found without reading every run's summary
+            return settle(record)
         full_id = self.resolve(run_id)
-        found = store.scan(self.journal_path, only=store.id_prefix(full_id))
-        record = store.replay(found.entries).get(full_id)
+        lines = store.lines_of(self.journal_path, [full_id]).get(full_id, [])
+        record = store.final_record(full_id, lines)
         if record is None:  # deleted between the two reads
             raise HistoryError(f"no run with id {run_id!r}")
         return settle(record)
@@ -141,8 +178,8 @@ class History:
         with self.lock:
             self._ensure_sound(locked=True)
             if run_id not in self._added:  # the runner updates what it added: no lookup then
-                found = store.scan(self.journal_path, only=store.id_prefix(run_id))
-                if run_id not in store.replay(found.entries):
+                lines = store.lines_of(self.journal_path, [run_id]).get(run_id, [])
+                if store.final_record(run_id, lines) is None:
                     raise HistoryError(f"no run with id {run_id}")
             self._append([store.patch_line(run_id, fields)], "updating a run", locked=True)
 
@@ -182,9 +219,8 @@ class History:
         how many became interrupted."""
         interrupted = 0
         procs.clean_stale_temp()  # FIFOs and sockets of runners that died with their runs
-        self._ensure_sound()
-        stored = store.read_summaries(self.journal_path, self.cache_path).records
-        for run_id, record in list(stored.items()):
+        running = (self._ensure_sound() or self._read_summaries(full=False)).running
+        for run_id, record in list(running.items()):
             if record.get("status") != RunStatus.RUNNING or recorder_alive(record):
                 continue
             _header, result = series_ends(self.series_path(run_id))
@@ -228,7 +264,7 @@ class History:
         summaries it read when they are current (nothing needed repair)."""
         if self._checked:
             return None
-        found = store.read_summaries(self.journal_path, self.cache_path)
+        found = self._read_summaries(full=False)
         if found.damage.header and "newer tui-bench" in found.damage.header:
             # Not damage: a format this version cannot read, and must never rewrite.
             raise HistoryError(f"{self.journal_path} was {found.damage.header}")
@@ -241,6 +277,12 @@ class History:
         if not locked:
             with self.lock:
                 return self._ensure_sound(locked=True)
+        if self.legacy_path.exists() and _progress is not None:
+            size = self.legacy_path.stat().st_size / 1e6
+            _progress(
+                f"tui-bench: moving the history from {self.legacy_path} (schema 1, {size:.0f} MB) "
+                f"to {store.JOURNAL_NAME}; once, seconds at 10,000 runs"
+            )
         self.warnings.extend(self._rebuild())
         self._checked = True
         return None
@@ -270,7 +312,7 @@ class History:
         """Does a series file hold a run the journal lacks (a line damaged into another valid
         line, a journal restored from a backup)? Empty or just-created files are runs being
         started, not lost."""
-        missing = self._series_ids() - found.records.keys() - found.deleted
+        missing = self._series_ids() - found.ids - found.deleted
         now = time.time()
         for run_id in missing:
             try:
@@ -283,7 +325,8 @@ class History:
 
     def _series_ids(self) -> set[str]:
         try:
-            return {e.name[:-6] for e in os.scandir(self.runs_dir) if e.name.endswith(".jsonl")}
+            # listdir, not scandir: names alone, at 20,000 files twice as fast
+            return {name[:-6] for name in os.listdir(self.runs_dir) if name.endswith(".jsonl")}
         except OSError:
             return set()
 
@@ -319,6 +362,7 @@ class History:
         damaged = bool(problems) and self.journal_path.exists()
         try:
             kept = store.rewrite(self.journal_path, records, keep_as=stamp if damaged else None)
+            store.cache_records(self.journal_path, self.cache_path, records)  # not parsed again
             if self.legacy_path.exists():
                 legacy_kept = self.legacy_path.with_name(store.aside_name("history.v1", ".json"))
                 os.replace(self.legacy_path, legacy_kept)
@@ -376,6 +420,8 @@ class History:
         return len(rows)
 
 
+# Up to this many runs are read by searching the journal for each (History.records).
+_FEW_RUNS = 200
 # A series file younger than this that the journal lacks may be a run being added right now.
 _IN_FLIGHT_S = 10.0
 INTERRUPTED_REASON = "the run's supervisor stopped before the run ended"

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import mmap
 import os
 import pickle
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,12 @@ SUMMARY_METRICS = (
     "samples_per_s",
     "test_accuracy",
     "val_accuracy",
+    "mfu",
+    "mfu_error",
 )
 # A cache is rewritten once a reader replayed this many bytes past it.
 _CACHE_REFRESH_BYTES = 256 * 1024
-_CACHE_VERSION = 4  # 4: summaries carry the stability verdict
+_CACHE_VERSION = 6  # 4: summaries carry the stability verdict; 5: a head, then them; 6: and the MFU
 
 
 def header_line() -> bytes:
@@ -280,6 +283,48 @@ def lines_by_run(path: Path) -> dict[str, list[bytes]]:
     return groups
 
 
+def lines_of(path: Path, run_ids: Iterable[str]) -> dict[str, list[bytes]]:
+    """The journal lines that decide a few runs' records, in journal order, found by searching
+    the file backwards for each run's line prefix (as ``put_line``/``patch_line``/``delete_line``
+    write it) down to its last ``put`` or ``del`` (what came before is superseded), instead of
+    splitting every line: a recent run out of 10,000 costs a search of the journal's tail. A
+    line written otherwise is found by ``lines_by_run`` (a whole read)."""
+    found: dict[str, list[bytes]] = {}
+    try:
+        with open(path, "rb") as handle:
+            try:
+                data: Any = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            except ValueError:  # an empty file cannot be mapped
+                return found
+    except FileNotFoundError:
+        return found
+    with data:
+        complete = data.rfind(b"\n") + 1
+        for run_id in dict.fromkeys(run_ids):
+            prefix = id_prefix(run_id)
+            needle = b"\n" + prefix
+            ends = (prefix + b'"op":"put"', prefix + b'"op":"del"')
+            lines: list[bytes] = []
+            at = data.rfind(needle, 0, complete)
+            while at >= 0:
+                line = data[at + 1 : data.find(b"\n", at + 1, complete)]
+                lines.append(line)
+                if line.startswith(ends) or _ends_history(line):
+                    break
+                at = data.rfind(needle, 0, at)
+            if lines:
+                found[run_id] = lines[::-1]
+    return found
+
+
+def _ends_history(line: bytes) -> bool:
+    """Is this line a put or a delete, written otherwise than ours (keys in another order)?"""
+    if b'"op":"patch"' in line[:200]:
+        return False
+    entry, _ = _parse(line)
+    return entry is not None and entry["op"] in ("put", "del")
+
+
 def final_record(run_id: str, lines: list[bytes]) -> dict[str, Any] | None:
     """One run's record after its journal lines (from ``lines_by_run``); None if deleted."""
     records: dict[str, dict[str, Any]] = {}
@@ -302,7 +347,10 @@ def apply(records: dict[str, dict[str, Any]], entry: dict[str, Any], summary: bo
         current = records.get(run_id)
         if current is not None:  # a patch to a deleted run stays deleted
             fields = {k: v for k, v in entry["fields"].items() if k != "id"}
-            current.update(summarize(fields) if summary else fields)
+            if summary:  # a new dict: summaries handed out earlier stay as they were read
+                records[run_id] = {**current, **summarize(fields)}
+            else:
+                current.update(fields)
     else:
         records.pop(run_id, None)
 
@@ -317,11 +365,22 @@ def replay(entries: list[tuple[int, dict[str, Any]]], summary: bool = False) -> 
 # -- the summary cache ----------------------------------------------------------------------------
 @dataclass
 class Summaries:
+    """What a read of the history found. A *full* read holds every run's summary in ``records``;
+    a light one (``full=False``: what a run's start needs) leaves ``records`` empty and holds only
+    the index: which runs exist (``ids``), which are ``running``, and each group's runs."""
+
     records: dict[str, dict[str, Any]]
     damage: Damage
     lines: int  # journal lines (header included)
     torn: bool  # the journal ends in a partial line
     deleted: set[str]  # runs deleted on purpose: their leftover files are not lost runs
+    ids: set[str] = field(default_factory=set)  # every live run
+    running: dict[str, dict[str, Any]] = field(default_factory=dict)  # summaries of 'running' runs
+    groups: dict[str, set[str]] = field(
+        default_factory=dict
+    )  # group -> runs put in it (a superset)
+    full: bool = True
+    state: dict[str, Any] = field(default_factory=dict, repr=False)  # for the next read
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -344,52 +403,161 @@ class _CacheUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in the history cache")
 
 
-def read_summaries(journal: Path, cache: Path) -> Summaries:
+_HEAD_KEYS = frozenset(("damage", "deleted", "lines", "end", "ids", "running", "groups"))
+
+
+def read_summaries(
+    journal: Path, cache: Path, known: Summaries | None = None, full: bool = True
+) -> Summaries:
     """Summaries of every run: the cache, plus the journal lines appended since it was written.
-    A cache that is missing, damaged or for another journal (compacted, replaced) is ignored."""
+    A cache that is missing, damaged or for another journal (compacted, replaced) is ignored.
+    ``known``: what this process read before; then only the lines appended since are read
+    (the cache file is not loaded again), unless the journal was replaced meanwhile.
+    ``full=False``: the index alone (the cache's small first part), not every run's summary:
+    what starting a run reads, so its cost does not grow with the history."""
     ident = _identity(journal)
     state: dict[str, Any] | None = None
-    try:
-        with open(cache, "rb") as handle:
-            loaded = _CacheUnpickler(handle).load()
-        if (
-            isinstance(loaded, dict)
-            and loaded.get("v") == _CACHE_VERSION
-            and loaded.get("journal") == ident
-            and loaded.get("end", 0) <= journal.stat().st_size
-            and {"records", "damage", "deleted", "lines"} <= loaded.keys()
-        ):
-            state = loaded
-    except Exception:  # any unreadable cache is just a cold start: it is derived data
-        state = None
+    if (
+        known is not None
+        and ident is not None
+        and known.state.get("journal") == ident
+        and (known.full or not full)
+    ):
+        try:
+            if known.state["end"] <= journal.stat().st_size:
+                state = known.state
+        except OSError:
+            state = None
     if state is None:
-        state = {"v": _CACHE_VERSION, "journal": ident, "end": 0, "lines": 0}
-        state["records"], state["damage"], state["deleted"] = {}, Damage(), set()
-    records, deleted = state["records"], state["deleted"]
-
-    def take(entry: dict[str, Any]) -> None:
-        apply(records, entry, summary=True)
-        if entry["op"] == "del":
-            deleted.add(entry["id"])
-        elif entry["op"] == "put":
-            deleted.discard(entry["id"])
-
-    result = scan(journal, state["end"], state["lines"] + 1, each=take)
+        state = _load_cache(cache, journal, ident, full)
+    if state is None:  # a cold start reads every line: it is a full read
+        state = _fresh_state(ident)
+    elif not full and _tail_bytes(journal, state) >= _CACHE_REFRESH_BYTES:
+        return read_summaries(journal, cache, full=True)  # a long tail: read it once, cache it
+    records: dict[str, dict[str, Any]] | None = state.get("records")
+    result = scan(journal, state["end"], state["lines"] + 1, each=lambda e: _index(state, e))
     damage = Damage(state["damage"].lines + result.damage.lines, state["damage"].header)
     if state["end"] == 0:
         damage.header = result.damage.header
     replayed = result.end - state["end"]
     state.update(end=result.end, lines=result.lines, damage=damage)
-    if ident is not None and replayed >= _CACHE_REFRESH_BYTES:
+    if ident is not None and records is not None and replayed >= _CACHE_REFRESH_BYTES:
         _write_cache(cache, state)
-    return Summaries(records, damage, result.lines, result.torn, deleted)
+    return Summaries(
+        records if records is not None else {},
+        damage,
+        result.lines,
+        result.torn,
+        state["deleted"],
+        state["ids"],
+        state["running"],
+        state["groups"],
+        full=records is not None,
+        state=state,
+    )
+
+
+def _fresh_state(ident: tuple[int, int] | None) -> dict[str, Any]:
+    state: dict[str, Any] = {"v": _CACHE_VERSION, "journal": ident, "end": 0, "lines": 0}
+    state.update(records={}, damage=Damage(), deleted=set(), ids=set(), running={}, groups={})
+    return state
+
+
+def cache_records(journal: Path, cache: Path, records: list[dict[str, Any]]) -> None:
+    """The cache of a journal just written as one ``put`` per record (``rewrite``), made from
+    the records in hand: the next read loads it instead of parsing every line again."""
+    ident = _identity(journal)
+    if ident is None:
+        return
+    state = _fresh_state(ident)
+    for record in records:
+        _index(state, {"id": record["id"], "op": "put", "record": dict(record)})
+    state.update(end=journal.stat().st_size, lines=len(records) + 1)
+    _write_cache(cache, state)
+
+
+def _index(state: dict[str, Any], entry: dict[str, Any]) -> None:
+    """One journal entry into the summaries (when the state holds them) and the index: which
+    runs exist, which are running, and each group's runs."""
+    records = state.get("records")
+    ids, running, groups, deleted = (
+        state["ids"],
+        state["running"],
+        state["groups"],
+        state["deleted"],
+    )
+    run_id, op = entry["id"], entry["op"]
+    if records is not None:
+        apply(records, entry, summary=True)
+    if op == "put":
+        record = entry["record"]
+        record["id"] = run_id
+        ids.add(run_id)
+        deleted.discard(run_id)
+        if record.get("status") == "running":
+            running[run_id] = summarize(record)
+        else:
+            running.pop(run_id, None)
+        if isinstance(record.get("group"), str):
+            groups.setdefault(record["group"], set()).add(run_id)
+    elif op == "patch" and run_id in ids:
+        fields = entry["fields"]
+        if run_id in running or fields.get("status") == "running":
+            merged = {**running.get(run_id, {"id": run_id}), **summarize(fields)}
+            merged["id"] = run_id
+            running[run_id] = merged
+            if merged.get("status") != "running":
+                del running[run_id]
+        if isinstance(fields.get("group"), str):
+            groups.setdefault(fields["group"], set()).add(run_id)
+    elif op == "del":
+        ids.discard(run_id)
+        running.pop(run_id, None)
+        deleted.add(run_id)
+
+
+def _tail_bytes(journal: Path, state: dict[str, Any]) -> int:
+    try:
+        return journal.stat().st_size - state["end"]
+    except OSError:
+        return 0
+
+
+def _load_cache(
+    cache: Path, journal: Path, ident: tuple[int, int] | None, full: bool
+) -> dict[str, Any] | None:
+    """The cache's head (the index), and with ``full`` its second part (every summary)."""
+    try:
+        with open(cache, "rb") as handle:
+            unpickler = _CacheUnpickler(handle)
+            loaded = unpickler.load()
+            if not (
+                isinstance(loaded, dict)
+                and loaded.get("v") == _CACHE_VERSION
+                and loaded.get("journal") == ident
+                and loaded.get("end", 0) <= journal.stat().st_size
+                and loaded.keys() >= _HEAD_KEYS
+            ):
+                return None
+            if full:  # a new unpickler: each pickle numbers its shared objects from 0
+                records = _CacheUnpickler(handle).load()
+                if not isinstance(records, dict):
+                    return None
+                loaded["records"] = records
+            return loaded
+    except Exception:  # any unreadable cache is just a cold start: it is derived data
+        return None
 
 
 def _write_cache(cache: Path, state: dict[str, Any]) -> None:
+    """Two pickles in one file: the head (everything but the summaries), then the summaries, so
+    a light read stops after the first."""
     tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+    head = {k: v for k, v in state.items() if k != "records"}
     try:
         with open(tmp, "wb") as handle:
-            pickle.dump(state, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(head, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(state.get("records", {}), handle, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, cache)
     except OSError:  # a cache that cannot be written costs speed, never data
         tmp.unlink(missing_ok=True)

@@ -5,12 +5,14 @@ cancel all come back as a ``RunResult`` with a status and a one-line reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections import deque
@@ -23,7 +25,8 @@ import psutil
 
 from tui_bench.engine import catalog, datasets, protocol
 from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
-from tui_bench.engine.machine import doctor, procs, runtimes
+from tui_bench.engine.machine import doctor, peaks, procs, runtimes
+from tui_bench.engine.machine.energy import run_energy
 from tui_bench.engine.machine.sampler import ResourceSampler
 from tui_bench.engine.machine.sysinfo import machine_fingerprint
 from tui_bench.engine.paths import adapters_dir, cache_home
@@ -92,6 +95,22 @@ class RunResult:
         trained = (self.summary.get("steady_steps") or 0) * global_batch
         if energy and trained:
             m["samples_per_joule"] = trained / energy
+        # How good the number is: FLOPs, achieved FLOP/s and MFU against the named peaks,
+        # joules per step per device (docs/limits.md).
+        m.update(
+            peaks.run_figures(
+                self.spec.model,
+                self.spec.dataset,
+                global_batch,
+                self.summary.get("step_median_s"),
+                self.spec.device,
+                (self.started or {}).get("device_name"),
+                self.spec.threads,
+                self.spec.precision,
+                self.spec.workers,
+            )
+        )
+        m.update(run_energy(self.resources, self.summary.get("steady_steps") or 0, global_batch))
         m.update(thread_observation(self.spec.threads * self.spec.workers, self.resources))
         m.update(worker_threads(self.spec.workers, self.spec.threads))
         if self.started and isinstance(self.started.get("settings"), dict):
@@ -287,13 +306,19 @@ def worker_environment(spec: RunSpec) -> dict[str, str]:
 
 
 def worker_command(
-    spec: RunSpec, python: str, events_fd: int, events_path: str | None = None
+    spec: RunSpec,
+    python: str,
+    events_fd: int,
+    events_path: str | None = None,
+    build_only: bool = False,
 ) -> list[str]:
     """The worker's command line. ``workers`` > 1: torch's ranks under torch.distributed.run
     (rank 0 writes events to the named pipe ``events_path``), TensorFlow's rank 0 starting its
-    peers; every address is on 127.0.0.1."""
+    peers; every address is on 127.0.0.1. ``build_only``: see ``probe_build``."""
     fw = catalog.framework(spec.framework)
     payload = {**spec.to_dict(), "adapter": fw.adapter}
+    if build_only:
+        payload["build_only"] = True
     # Real datasets: the verified cache unless the user points the run elsewhere.
     payload["data_dir"] = spec.data_dir or str(datasets.cache_root())
     launch = DATA_PARALLEL_LAUNCH.get(spec.framework) if spec.workers > 1 else None
@@ -334,6 +359,52 @@ def worker_command(
         cpus = sorted(os.sched_getaffinity(0))[: spec.threads * (spec.workers if in_process else 1)]
         command += ["--affinity", ",".join(map(str, cpus))]
     return command
+
+
+def probe_build(
+    spec: RunSpec, runtime: runtimes.Runtime | None = None, timeout: float = 600.0
+) -> dict[str, Any]:
+    """What a worker says once it has built the model and read its first batch (its
+    ``run_started`` event: parameter count, first-batch digest, settings), with nothing trained
+    and no training function compiled: the equity tests of every model's parameter count and
+    bytes need that much, and Theano spends minutes compiling an LSTM's training step. Recorded
+    nowhere (not a run). Raises RuntimeError with the worker's reason and log tail."""
+    runtime = runtime or runtimes.resolve(spec.framework, spec.api)
+    read_fd, write_fd = os.pipe()
+    with tempfile.TemporaryFile() as log:
+        try:
+            process = subprocess.Popen(
+                worker_command(spec, runtime.python, write_fd, build_only=True),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                env=worker_environment(spec),
+            )
+        finally:
+            os.close(write_fd)
+        view = BatchView(spec=spec)
+        splitter = protocol.LineSplitter()
+        with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                for line in splitter.feed(chunk):
+                    with contextlib.suppress(protocol.DecodeError):
+                        view.apply(protocol.decode(line))
+        try:
+            returncode = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            returncode = process.wait()
+        if view.started is not None and returncode == 0:
+            return view.started
+        log.seek(0)
+        said = log.read().decode("utf-8", "replace")[-3000:]
+        error = view.final or {}
+        raise RuntimeError(
+            f"{spec.framework}/{spec.api} build probe: {error.get('error_type', 'no report')}: "
+            f"{error.get('message', f'exit status {returncode}')}\n{said}"
+        )
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

@@ -12,8 +12,9 @@ were when the sweep started, for ``compare`` to print beside this sweep's own.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from tui_bench.engine.results.history import (
     now_iso,
 )
 from tui_bench.engine.results.published import Figure, parse_figures
+from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.regress import newest_per_configuration
 from tui_bench.engine.runs import presets as presets_module
 from tui_bench.engine.runs import runner
 from tui_bench.engine.runs.presets import SPEC_KEYS, Preset, SweepConfig
@@ -243,13 +246,20 @@ def latest_unfinished(preset_name: str, history: History) -> Sweep | None:
 
 
 def records(sweep: Sweep, history: History) -> list[dict[str, Any]]:
-    return [r for r in history.all() if r.get("group") == sweep.id]
+    """The sweep's runs, full records, oldest first: found in the summaries, then read alone
+    (never every record of the history: a run's start must not cost more at 10,000 runs)."""
+    ids = [r["id"] for r in _summaries(sweep, history)]
+    return list(history.records(ids)) if ids else []
+
+
+def _summaries(sweep: Sweep, history: History) -> list[dict[str, Any]]:
+    return history.group_summaries(sweep.id)
 
 
 def finished_pairs(sweep: Sweep, history: History) -> set[tuple[Any, Any]]:
     return {
         (r.get("config"), r.get("repeat"))
-        for r in records(sweep, history)
+        for r in _summaries(sweep, history)  # status, config and repeat are summary fields
         if r.get("status") == RunStatus.FINISHED
     }
 
@@ -273,7 +283,7 @@ def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str |
         return None
     medians = [
         r["metrics"]["step_median_s"]
-        for r in records(sweep, history)
+        for r in _summaries(sweep, history)  # step_median_s is a summary metric
         if r.get("config") == config_key
         and r.get("status") == RunStatus.FINISHED
         and isinstance((r.get("metrics") or {}).get("step_median_s"), (int, float))
@@ -379,26 +389,36 @@ def run(
 
 
 def collect(
-    tokens: list[str], history: History
+    tokens: list[str],
+    history: History,
+    *,
+    last: int | None = None,
+    since: dt.datetime | None = None,
 ) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[Figure]]:
-    """What ``compare`` (and the TUI's compare view) works on: the records named by run ids,
-    group ids or sweep ids (prefixes ok; no tokens: the latest sweep), oldest first, the
-    configurations those sweeps skipped, and the figures their studies published. Raises
-    HistoryError for an id that matches nothing."""
+    """What ``compare`` (``report``, and the TUI's compare view) works on: the records named by
+    run ids, group ids, sweep ids (prefixes ok) or a preset's name (its latest sweep), oldest
+    first, the configurations those sweeps skipped, and the figures their studies published.
+    No tokens: the latest sweep, or with ``last``/``since`` the whole history. ``since`` keeps
+    the runs started then or later, ``last`` the newest N of each configuration of
+    what is left. Raises HistoryError
+    for an id that matches nothing, or a selection with no run."""
     records: dict[str, dict[str, Any]] = {}
     skipped: list[tuple[str, str]] = []
     figures: list[Figure] = []
     every = history.all()
-    if not tokens:
+    if not tokens and last is None and since is None:
         sweeps = all_sweeps()
         if not sweeps:
             raise HistoryError("nothing to compare: give run ids, a group id or a sweep id")
         tokens = [sweeps[-1].id]
+    if not tokens:
+        records.update((r["id"], r) for r in every)
     for token in tokens:
+        sweep: Sweep | None
         try:
             sweep = find(token)
         except HistoryError:
-            sweep = None
+            sweep = next((s for s in reversed(all_sweeps()) if s.preset == token), None)
         if sweep is not None:
             records.update((r["id"], r) for r in every if r.get("group") == sweep.id)
             skipped += sweep.skipped()
@@ -411,4 +431,26 @@ def collect(
         record = history.get(token)
         records[record["id"]] = record
     ordered = sorted(records.values(), key=lambda r: (r.get("started_at", ""), r["id"]))
+    if since is not None:
+        ordered = [
+            r for r in ordered if (when := Run.from_record(r).started) is not None and when >= since
+        ]
+    if last is not None:  # as `regress --last`: the newest N of each configuration
+        newest = newest_per_configuration(runs_of(ordered), last) if last > 0 else []
+        kept = {run.id for run in newest}
+        ordered = [r for r in ordered if r["id"] in kept]
+    if not ordered and (since is not None or last is not None):
+        raise HistoryError("nothing to compare: no run in that selection")
     return ordered, skipped, figures
+
+
+def report_title(records: Sequence[Run | dict[str, Any]]) -> tuple[str, str]:
+    """(title, study) for a report on these runs: the preset and id of the first sweep they
+    belong to, and its study; ("", "") for runs of no known sweep."""
+    for group in dict.fromkeys(run.group for run in runs_of(records) if run.group):
+        try:
+            found = find(str(group))
+        except HistoryError:
+            continue
+        return f"{found.preset}: {found.id}", found.study
+    return "", ""

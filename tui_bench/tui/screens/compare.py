@@ -3,7 +3,8 @@ IQR and n per configuration, ratios of medians with the Mann-Whitney verdict (or
 none), speed-ups, thread scaling and data-parallel (workers) scaling with efficiency, the
 study-shaped table, the study's published figures beside ours, the fairness card (the
 settings that differ between the compared runs) and what was skipped.
-The same tables as ``tui-bench compare``; this screen only lays them out."""
+The same tables as ``tui-bench compare``; this screen only lays them out. ``w`` writes them as
+the self-contained HTML report (``tui-bench report``) into the data home's reports/ folder."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ TAB_NAMES = {  # table name -> tab label
     "study": "study",
     "published": "published",  # tables.published_table: the study's figures beside ours
     "fairness": "fairness",  # tables.fairness_card: only the settings that differ
+    "limits": "limits",  # tables.limits_table: MFU, energy, memory; who uses the machine best
     "skipped": "skipped",
 }
 METRIC_ORDER = list(tables.METRICS)
@@ -79,6 +81,7 @@ class CompareScreen(Screen):
     BINDINGS = [
         Binding("t", "next_table", "Next table", id="compare_next_table"),
         Binding("m", "next_metric", "Metric", id="compare_metric"),
+        Binding("w", "write_report", "HTML report", id="compare_write_report"),
     ]
 
     def __init__(self, run_ids: Sequence[str] = ()) -> None:
@@ -91,6 +94,9 @@ class CompareScreen(Screen):
         self.published: list[Figure] = []
         self.source = ""
         self.tables: list[tables.Table] = []
+        self.comparison: tables.Comparison | None = None  # what the tabs show, for the report
+        self.report_path = ""  # the last report written, said in the note line
+        self.note_text = ""
 
     def compose(self) -> ComposeResult:
         yield ModeBar("compare")
@@ -176,10 +182,53 @@ class CompareScreen(Screen):
         else:
             self.notify(f"metric: {self.metric}")
 
+    def action_write_report(self) -> None:
+        if self.comparison is None or not self.records:
+            self.notify("nothing to write: no runs are shown", severity="warning")
+            return
+        self.notify("writing the HTML report…")
+        self._write_report(list(self.records), self.comparison)
+
+    @work(thread=True, exclusive=True, group="report", exit_on_error=False)
+    def _write_report(self, records: list[dict[str, Any]], comparison: tables.Comparison) -> None:
+        """The page for what the tabs show (the same computed comparison), drawn off the UI
+        thread: figures take seconds."""
+        import datetime as dt
+
+        from tui_bench.engine.errors import TuiBenchError
+        from tui_bench.engine.paths import data_home
+        from tui_bench.engine.results import html_report
+        from tui_bench.engine.results.history import History
+        from tui_bench.engine.runs import sweep as sweep_module
+
+        try:
+            folder = data_home() / "reports"
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"compare-{dt.datetime.now():%Y%m%d-%H%M%S}.html"
+            title, study = sweep_module.report_title(records)
+            page = html_report.collect(
+                records, comparison, history=History().all(), title=title, study=study
+            )
+            html_report.write(path, page)
+        except (OSError, TuiBenchError) as exc:
+            self.app.call_from_thread(self.notify, f"report not written: {exc}", severity="error")
+            return
+        self.app.call_from_thread(self._report_written, str(path))
+
+    def _report_written(self, path: str) -> None:
+        self.report_path = path
+        self.notify(f"report written: {path}")
+        self._show_note()
+
+    def _show_note(self) -> None:
+        report = f" · report: {self.report_path}" if self.report_path else ""
+        self.query_one("#compare-note", Static).update(self.note_text + report)
+
     def _rebuild(self) -> None:
         comparison = tables.compute(
             self.records, metric=self.metric, skipped=self.skipped, published=self.published
         )
+        self.comparison = comparison
         self.tables = comparison.tables()
         label = comparison.metric.label
         finished = sum(r.get("status") == RunStatus.FINISHED for r in self.records)
@@ -191,10 +240,11 @@ class CompareScreen(Screen):
             if card is not None
             else ""
         )
-        self.query_one("#compare-note", Static).update(
+        self.note_text = (
             f"{self.source}: {len(self.records)} run(s), {finished} finished · metric "
             f"{self.metric} (m: next) — {label}{differs}"
         )
+        self._show_note()
         tabs = self.query_one(TabbedContent)
         by_name = {t.name: t for t in self.tables}
         for name in TAB_NAMES:
