@@ -35,6 +35,11 @@ def _load_adapters_package() -> None:
 
 def timed(run, sync, warmup: int, repeats: int) -> float:
     """Median seconds of ``run`` over ``repeats`` after ``warmup`` untimed calls."""
+    return statistics.median(timed_all(run, sync, warmup, repeats))
+
+
+def timed_all(run, sync, warmup: int, repeats: int) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``run`` after ``warmup`` untimed calls."""
     for _ in range(warmup):
         run()
     sync()
@@ -44,10 +49,17 @@ def timed(run, sync, warmup: int, repeats: int) -> float:
         run()
         sync()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
-def probe(device_name: str, threads: int, size: int, repeats: int) -> dict:
+def probe(
+    device_name: str,
+    threads: int,
+    size: int,
+    repeats: int,
+    matmul_only: bool = False,
+    precisions: tuple[str, ...] = (),
+) -> dict:
     import torch
 
     torch.set_num_threads(threads)
@@ -63,10 +75,19 @@ def probe(device_name: str, threads: int, size: int, repeats: int) -> dict:
     if device.type == "cuda":
         dtypes["float16"] = torch.float16
     results = []
-    for label, dtype in dtypes.items():
+    # Strict float32 (no TF32) unless the row is "tf32": the peak a run is held against is the
+    # one its own precision setting allows (tensor cores only under tf32/bf16/fp16).
+    rows = [(label, dtype, False) for label, dtype in dtypes.items()]
+    if device.type == "cuda":
+        rows.append(("tf32", torch.float32, True))
+    if precisions:  # only the rows asked for (bfloat16 without CPU support takes seconds a call)
+        rows = [row for row in rows if row[0] in precisions]
+    for label, dtype, tf32 in rows:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
         a = torch.randn(size, size, device=device, dtype=dtype)
         b = torch.randn(size, size, device=device, dtype=dtype)
-        seconds = timed(lambda a=a, b=b: torch.mm(a, b), sync, 2, repeats)
+        times = timed_all(lambda a=a, b=b: torch.mm(a, b), sync, 2, repeats)
+        seconds = statistics.median(times)
         results.append(
             {
                 "kernel": "matmul",
@@ -75,8 +96,20 @@ def probe(device_name: str, threads: int, size: int, repeats: int) -> dict:
                 "flops": 2 * size**3,
                 "median_s": seconds,
                 "tflops": 2 * size**3 / seconds / 1e12,
+                # the fastest call: what the machine can do (a peak), less exposed to other load
+                "best_tflops": 2 * size**3 / min(times) / 1e12,
             }
         )
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if matmul_only:  # the peak a run's MFU is held against (engine/machine/peaks.py)
+        return {
+            "device": device_name,
+            "framework": f"torch {torch.__version__}",
+            "threads": torch.get_num_threads() if device.type == "cpu" else None,
+            "compute": results,
+            "repeats": repeats,
+            "method": f"median of {repeats} timed calls after 2 warm-up calls, device-synchronised",
+        }
     n, c, hw = 8, 64, 56
     x = torch.randn(n, c, hw, hw, device=device)
     conv = torch.nn.Conv2d(c, c, 3, padding=1, bias=False).to(device)
@@ -107,6 +140,7 @@ def probe(device_name: str, threads: int, size: int, repeats: int) -> dict:
         "framework": f"torch {torch.__version__}",
         "threads": torch.get_num_threads() if device.type == "cpu" else None,
         "compute": results,
+        "repeats": repeats,
         "latency": {
             "what": "batch-1 inference of the reference CNN (28×28×1 → 10), eval mode, no grad",
             "median_s": latency,
@@ -122,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--matmul-only", action="store_true", help="the matmul rows only")
+    parser.add_argument("--precisions", default="", help="comma-separated matmul rows to time")
     args = parser.parse_args(argv)
-    result = probe(args.device, args.threads, args.size, args.repeats)
+    precisions = tuple(p for p in args.precisions.split(",") if p)
+    result = probe(args.device, args.threads, args.size, args.repeats, args.matmul_only, precisions)
     print("TUI_BENCH_HARDWARE " + json.dumps(result), flush=True)
     return 0
 

@@ -528,7 +528,13 @@ def run_training(
         "pipelined_windows": clock.windows if settings.timing == "pipelined" else None,
         "input": settings.input,
         "input_upload_s": input_upload_s,
-        **hook("memory_stats")(),
+        **(
+            hook("memory_stats")()
+            or {
+                "allocator_peak_mib": None,
+                "allocator": "n/a: no allocator peak from the framework here (n/a on CPU)",
+            }
+        ),
         **hook("run_facts")(),
         "epochs_run": len(epoch_records),
         "train_wall_s": train_wall,

@@ -273,3 +273,14 @@ def test_frameworks_command_markdown_and_json(capsys, monkeypatch, tmp_path: Pat
     assert cli.main(["frameworks", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {row["subject"] for row in rows} == set(catalog.FRAMEWORKS)
+
+
+def test_hardware_card_cpu_energy_comes_from_rapl_runs(tmp_path: Path) -> None:
+    history = history_with(
+        tmp_path,
+        record(
+            "b", "torch", "eager", "cnn", "mnist", "cpu", metrics={"cpu_samples_per_joule": 41.5}
+        ),
+    )
+    cpu = cards.hardware_card(MACHINE, history, measure=measured)[0].cells
+    assert cpu["energy efficiency"].startswith("41.5 samples/J best of 1 runs with RAPL")

@@ -79,6 +79,12 @@ def test_run_json_then_history_list_show_and_export(tmp_path):
     assert len(records) == 1 and records[0]["status"] == "finished"
     run_id = records[0]["id"]
     assert records[0]["metrics"]["param_count"] == 1_669_002
+    # how good the number is: the FLOP count, FLOP/s and MFU with its peak named (or why not)
+    metrics = records[0]["metrics"]
+    assert metrics["flops_per_step"] == 32 * 22_794_240  # the CNN's count (tests/test_flops.py)
+    # 4 steps, all warm-up: no steady step, so no FLOP/s and no MFU rather than a wrong one
+    assert metrics["step_median_s"] is None and "achieved_tflops" not in metrics
+    assert metrics["allocator"].startswith("n/a")  # a CPU run: no allocator peak, said so
     listing = cli("history", "list")
     # a finished run's line shows its stability verdict
     assert run_id in listing.stdout
@@ -89,6 +95,7 @@ def test_run_json_then_history_list_show_and_export(tmp_path):
     exported = cli("history", "export", "--csv", str(csv_path))
     assert exported.returncode == 0 and "wrote 1 run(s)" in exported.stderr
     assert run_id in csv_path.read_text()
+    assert "metrics.flops_per_step" in csv_path.read_text().splitlines()[0]
 
 
 @pytest.mark.needs_runtime("torch")

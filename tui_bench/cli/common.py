@@ -13,6 +13,7 @@ from rich.table import Table
 
 from tui_bench.engine.errors import PresetError
 from tui_bench.engine.errors import UsageError as UsageError  # the commands raise it from here
+from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
 from tui_bench.engine.results.record import Run, runs_of
 from tui_bench.engine.runs import presets
 
@@ -77,6 +78,12 @@ SUMMARY_ROWS: list[tuple[str, str, float, int, str]] = [
     ("energy J", "res_energy_j", 1, 0, "GPU, whole process"),
     ("steady energy J", "res_steady_energy_j", 1, 0, "GPU, steady-state windows (NVML counter)"),
     ("samples/J", "samples_per_joule", 1, 1, "steady samples / steady energy"),
+    ("GFLOP/step", "flops_per_step", 1e-9, 3, "model FLOPs of a training step (engine/flops.py)"),
+    ("GFLOP/s", "achieved_tflops", 1000, 2, "steady-state median step"),
+    ("MFU %", "mfu", 100, 1, "of the measured matmul peak"),
+    ("MFU % nominal", "mfu_nominal", 100, 1, "of the vendor / ISA peak"),
+    ("CPU J/step", "cpu_joules_per_step", 1, 3, "CPU package, RAPL, device-level"),
+    ("GPU J/step", "gpu_joules_per_step", 1, 3, "GPU board, NVML, device-level"),
 ]
 
 
@@ -91,13 +98,19 @@ def summary_table(records: Sequence[Run | dict[str, Any]]) -> Table:
     table.add_row("status", *(r.status if r.finished else f"[red]{r.status}[/red]" for r in runs))
     for label, key, scale, digits, _meaning in SUMMARY_ROWS:
         values = [r.metric(key) for r in runs]
-        if all(v is None for v in values):
+        # an MFU above 1 is a wrong count or peak: its limits line says so, never a number
+        wrong = [r.metric_text(f"{key}_error") == MFU_ABOVE_ONE for r in runs]
+        if all(v is None for v in values) and not any(wrong):
             continue
         table.add_row(
             label,
             *(
-                fmt(v, scale, digits) if key != "param_count" or v is None else f"{v:,.0f}"
-                for v in values
+                "[red]error[/red]"
+                if bad
+                else fmt(v, scale, digits)
+                if key != "param_count" or v is None
+                else f"{v:,.0f}"
+                for v, bad in zip(values, wrong, strict=True)
             ),
         )
     notes = [

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from tui_bench.cli.common import console, summary_table
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.machine import peaks
 from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.results.record import Run, runs_of
@@ -313,6 +314,12 @@ def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
         console().print(summary_table(records))
         for line in filter(None, map(stability.verdict_line, records)):
             console().print(f"stability {line}", markup=False, highlight=False, soft_wrap=True)
+        for run in runs_of(records):  # how good the numbers are: FLOP/s, MFU, energy, memory
+            limits = peaks.limits_line(run.metrics)
+            if limits:
+                console().print(
+                    f"limits {run.id}: {limits}", markup=False, highlight=False, soft_wrap=True
+                )
         if auto:
             console().print(
                 f"repeats: {len(records)} run(s) in group {batch_id}; {why}\n"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
 from tui_bench.cli import common, following, spec_flags
 from tui_bench.cli.common import UsageError
@@ -38,10 +39,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     History().mark_interrupted()
     err = common.console(stderr=True)
     spec_flags.warn_if_busy(err)
+    if not args.cluster:  # a cluster run's peak is its node's, not this machine's
+        _measure_peak(spec.device, spec.threads, spec.precision, err, args.json or args.quiet)
     request = BatchRequest(
         spec=spec.to_dict(), options=spec_flags.worker_options(args), auto_repeats=auto
     )
     return following.start_batch(request, args, err)
+
+
+def _measure_peak(device: str, threads: int, precision: str, err: Any, quiet: bool) -> None:
+    """This machine's measured peak for the run's setting, once (a few seconds, before the run
+    so it competes with nothing): what the run's MFU is held against. A probe that cannot run
+    is one line; the run goes on with the nominal peak only."""
+    from tui_bench.engine.machine import peaks
+
+    say = (lambda line: None) if quiet else (lambda line: err.print(line, markup=False))
+    _peak, why = peaks.measured(device, threads, precision, progress=say)
+    if why:
+        say(f"no measured peak ({why}): MFU is given against the nominal peak only")
 
 
 # -- sweeps -------------------------------------------------------------------------------------
@@ -104,6 +119,14 @@ def run_preset(args: argparse.Namespace) -> int:
         for key, reason in _skipped(sweep):
             err.print(f"  [yellow]{key}[/yellow]: {reason}")
         spec_flags.warn_if_busy(err)
+    if not args.cluster and todo:
+        settings = {
+            (c.spec.device, c.spec.threads, c.spec.precision)
+            for c in sweep.configs
+            if c.skip_reason is None
+        }
+        for device, threads, precision in sorted(settings):
+            _measure_peak(device, threads, precision, err, not show)
     started = time.monotonic()
     from tui_bench.engine.runs.batch import BatchRequest
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import psutil
 
+from tui_bench.engine.machine.energy import Rapl, window_joules
+
 # NVML clocks-event (formerly "throttle") reason bits that mean the GPU was slowed by hardware,
 # heat or a power cap; idle, application-clock and sync-boost bits are not slowdowns.
 CLOCK_EVENT_SLOWDOWNS = {
@@ -269,6 +271,14 @@ class SamplerSummary:
     steady_windows: int = 0
     steady_s: float | None = None
     steady_energy_j: float | None = None
+    # "nvml energy counter" (delta at the window bounds) or "integrated power" (sampled power
+    # inside the windows, where the GPU has no energy counter).
+    steady_energy_source: str | None = None
+    # CPU package energy over the steady windows (RAPL through powercap, device-level: the whole
+    # package), or the one line saying why it could not be read.
+    steady_cpu_energy_j: float | None = None
+    cpu_energy_source: str | None = None
+    cpu_energy_problem: str | None = None
     steady_mean_cpu_pct: float | None = None
     steady_busy_threads: float | None = None
     # How the steady CPU figures were observed: "window bounds" (CPU times read at each steady
@@ -298,6 +308,7 @@ class ResourceSampler:
     interval: float = 1.0
     on_sample: Callable[[dict[str, Any]], None] | None = None
     nvml: Nvml | None = None
+    rapl: Rapl | None = None
 
     def __post_init__(self) -> None:
         self.samples: list[dict[str, Any]] = []
@@ -312,6 +323,8 @@ class ResourceSampler:
             self.gpu_indices = [i for i in self.gpu_indices if i < len(self.nvml.handles)]
         else:
             self.gpu_indices = []
+        if self.rapl is None:
+            self.rapl = Rapl()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="tui-bench-sampler", daemon=True)
@@ -321,7 +334,7 @@ class ResourceSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        return summarise(self.samples, self.marks)
+        return summarise(self.samples, self.marks, self.rapl)
 
     def mark(self, edge: str) -> None:
         """A steady-state window begins or ends now: read the GPU energy counter at once (NVML
@@ -340,6 +353,9 @@ class ResourceSampler:
             energy = self.nvml.energy_j(index) if self.nvml is not None else None
             if energy is not None:
                 mark[f"gpu_energy_j_{index}"] = energy
+        if self.rapl is not None and self.rapl.zones and self.rapl.problem is None:
+            for zone, uj in (self.rapl.read() or {}).items():
+                mark[f"{CPU_ENERGY_PREFIX}{zone}"] = uj
         self.marks.append(mark)
 
     def _run(self) -> None:
@@ -391,6 +407,48 @@ def steady_windows(marks: list[dict[str, Any]]) -> list[tuple[dict[str, Any], di
             pairs.append((opened, mark))
             opened = None
     return pairs
+
+
+CPU_ENERGY_PREFIX = "cpu_energy_uj_"
+
+
+def _steady_energy(
+    summary: SamplerSummary,
+    samples: list[dict[str, Any]],
+    windows: list[tuple[dict[str, Any], dict[str, Any]]],
+    rapl: Rapl | None,
+) -> None:
+    """GPU: the energy counter's delta over the windows, else sampled power integrated inside
+    them. CPU: RAPL package counters' delta (wrap-around corrected), else why not."""
+    if summary.steady_energy_j is not None:
+        summary.steady_energy_source = "nvml energy counter"
+    elif windows:
+        joules, seen = 0.0, False
+        for begin, end in windows:
+            inside = [
+                s
+                for s in samples
+                if begin["t"] <= s.get("t", -1) <= end["t"] and "gpu_power_w" in s
+            ]
+            for a, b in zip(inside, inside[1:], strict=False):
+                joules += (b["t"] - a["t"]) * (a["gpu_power_w"] + b["gpu_power_w"]) / 2
+                seen = True
+        if seen:
+            summary.steady_energy_j = joules
+            summary.steady_energy_source = "integrated power"
+    if rapl is None:
+        return
+    if rapl.problem is not None:
+        summary.cpu_energy_problem = rapl.problem
+        return
+    cpu_joules = window_joules(windows, rapl.ranges(), CPU_ENERGY_PREFIX)
+    if cpu_joules is not None:
+        summary.steady_cpu_energy_j = cpu_joules
+        summary.cpu_energy_source = (
+            f"RAPL package counter ({len(rapl.zones)} zone(s)), whole package, device-level"
+        )
+    elif windows:
+        summary.cpu_energy_problem = "RAPL counters were not read at the steady windows' bounds"
 
 
 def _steady(summary: SamplerSummary, samples: list[dict[str, Any]], marks: list[dict]) -> None:
@@ -454,7 +512,9 @@ def _gpu_clocks(summary: SamplerSummary, samples: list[dict[str, Any]]) -> None:
 
 
 def summarise(
-    samples: list[dict[str, Any]], marks: list[dict[str, Any]] | None = None
+    samples: list[dict[str, Any]],
+    marks: list[dict[str, Any]] | None = None,
+    rapl: Rapl | None = None,
 ) -> SamplerSummary:
     """Per-run figures. Energy comes from the GPU's energy counter where it has one, else from
     integrating power over the sampling intervals (marked in ``energy_source``). With the
@@ -462,6 +522,7 @@ def summarise(
     (``steady_energy_j``, what samples/J is computed from) and the CPU use inside them."""
     summary = SamplerSummary(samples=len(samples))
     _steady(summary, samples, marks or [])
+    _steady_energy(summary, samples, steady_windows(marks or []), rapl)
     if not samples:
         return summary
 

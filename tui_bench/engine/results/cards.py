@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine import catalog
+from tui_bench.engine.machine import peaks as peaks_module
 from tui_bench.engine.machine import runtimes
+from tui_bench.engine.machine.energy import Rapl
 from tui_bench.engine.paths import adapters_dir, cache_home
 from tui_bench.engine.results.history import History
 from tui_bench.engine.results.record import Run, runs_of
@@ -211,14 +213,6 @@ def framework_card(
 
 
 # -- the hardware card --------------------------------------------------------------------------
-# Vendor-stated dense peaks (TFLOP/s) for the data-centre GPUs the project runs on (NVIDIA
-# datasheets: A100 SXM, H100 SXM, H200 SXM); "tf32"/"bf16"/"fp16" are tensor-core figures.
-VENDOR_PEAKS: dict[str, dict[str, float]] = {
-    "A100": {"float64": 9.7, "float32": 19.5, "tf32": 156.0, "bfloat16": 312.0, "float16": 312.0},
-    "H100": {"float64": 34.0, "float32": 67.0, "tf32": 494.7, "bfloat16": 989.4, "float16": 989.4},
-    "H200": {"float64": 34.0, "float32": 67.0, "tf32": 494.7, "bfloat16": 989.4, "float16": 989.4},
-}
-
 NOT_MEASURABLE = {
     "scalability": "needs several devices or nodes; one machine shows one point",
     "reliability": "needs failure data over a fleet and a long time",
@@ -240,25 +234,15 @@ HARDWARE_METRICS = (
 
 
 def _peak(device_name: str) -> dict[str, float]:
-    for model, peaks in VENDOR_PEAKS.items():
-        if model in device_name:
-            return peaks
-    return {}
+    """The vendor's dense peaks for this GPU (one table: engine/machine/peaks.py)."""
+    entry = peaks_module.gpu_table_entry(device_name)
+    return entry[1] if entry else {}
 
 
 def run_hardware_probe(device: str, threads: int, size: int = 1024, repeats: int = 5) -> dict:
-    """The probe in the torch runtime (a subprocess); ``{"error": ...}`` when it cannot run."""
-    try:
-        python = runtimes.resolve("torch", "eager").python
-    except runtimes.RuntimeUnavailable as exc:
-        return {"error": f"the probe runs on torch: {exc}"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[name] = str(threads)
-    command = [python, "-I", str(adapters_dir() / "hardware_probe.py"), "--device", device]
-    command += ["--threads", str(threads), "--size", str(size), "--repeats", str(repeats)]
-    return _run_probe(command, env, "TUI_BENCH_HARDWARE ", "hardware probe")
+    """The probe in the torch runtime (a subprocess); ``{"error": ...}`` when it cannot run.
+    Its matmul rows refresh this machine's measured peaks (what MFU is held against)."""
+    return peaks_module.run_probe(device, threads, size, repeats)
 
 
 def _on_device(run: Run, kind: str, name: str) -> bool:
@@ -331,9 +315,18 @@ def hardware_card(
                 f"{spec.get('dataset')})"
             )
         elif kind == "cpu":
-            card.cells["energy efficiency"] = (
-                "not measured: NVML reads GPU energy only; no CPU energy counter is read"
-            )
+            cpu_joules = [(v, r) for r in mine if (v := r.metric("cpu_samples_per_joule"))]
+            if cpu_joules:
+                best, best_run = max(cpu_joules, key=lambda pair: pair[0])
+                spec = best_run.spec
+                card.cells["energy efficiency"] = (
+                    f"{best:.1f} samples/J best of {len(cpu_joules)} runs with RAPL package "
+                    f"energy ({spec.get('framework')}/{spec.get('api')} {spec.get('model')} "
+                    f"{spec.get('dataset')})"
+                )
+            else:
+                why = Rapl().problem or "no finished run with RAPL energy on this CPU yet"
+                card.cells["energy efficiency"] = f"not measured: {why}"
         else:
             card.cells["energy efficiency"] = "no finished run with NVML energy on this GPU yet"
         combos: dict[str, int] = {}

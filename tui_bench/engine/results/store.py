@@ -80,10 +80,12 @@ SUMMARY_METRICS = (
     "samples_per_s",
     "test_accuracy",
     "val_accuracy",
+    "mfu",
+    "mfu_error",
 )
 # A cache is rewritten once a reader replayed this many bytes past it.
 _CACHE_REFRESH_BYTES = 256 * 1024
-_CACHE_VERSION = 5  # 4: summaries carry the stability verdict; 5: a head, then them
+_CACHE_VERSION = 6  # 4: summaries carry the stability verdict; 5: a head, then them; 6: and the MFU
 
 
 def header_line() -> bytes:

@@ -52,6 +52,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
 from tui_bench.engine.results import identity, stability, stats
 from tui_bench.engine.results import published as published_module
 from tui_bench.engine.results.record import Run, number
@@ -1064,6 +1065,80 @@ def skipped_table(skipped: Sequence[tuple[str, str]]) -> Table | None:
     return table
 
 
+# -- the machine's limits ------------------------------------------------------------------------
+def limits_table(configs: list[Group]) -> Table | None:
+    """Per configuration: achieved FLOP/s, MFU of the measured and of the nominal peak (each
+    named), energy per step per device and the memory peaks (medians over finished runs); the
+    note names the configuration that uses the machine best. None when no run has a FLOP count.
+    A run whose MFU exceeds 1 has no MFU number (machine/peaks.py): its row says so."""
+    if not any(c.values("flops_per_step") for c in configs):
+        return None
+    table = Table(
+        "limits",
+        "machine use: per configuration (model FLOPs against this machine's peaks)",
+        (
+            Column("configuration"),
+            Column("n", COUNT),
+            Column("GFLOP/s", NUMBER, "GFLOP/s"),
+            Column("MFU", FRACTION),
+            Column("MFU nominal", FRACTION),
+            Column("peak RSS MiB", NUMBER, "MiB"),
+            Column("notes"),
+            Column("measured peak", terminal=False),
+            Column("nominal peak", terminal=False),
+            Column("CPU J/step", NUMBER, "J", terminal=False),
+            Column("GPU J/step", NUMBER, "J", terminal=False),
+            Column("allocator peak MiB", NUMBER, "MiB", terminal=False),
+        ),
+    )
+    for c in configs:
+        runs = c.finished()
+        achieved = _median(c.values("achieved_tflops"))
+        mfu, nominal = _median(c.values("mfu")), _median(c.values("mfu_nominal"))
+        wrong = sum(r.metric_text("mfu_error") == MFU_ABOVE_ONE for r in runs)
+        why = next((r.metric_text("mfu_error") for r in runs if r.metric_text("mfu_error")), None)
+        notes = [f"{wrong} run(s): {MFU_ABOVE_ONE}" if wrong else (why if mfu is None else "")]
+        table.add(
+            [
+                c.label,
+                len(runs),
+                achieved * 1000 if achieved is not None else None,
+                mfu,
+                nominal,
+                _median(c.values("res_peak_rss_mib")),
+                "; ".join(n for n in notes if n),
+                next((r.metric_text("mfu_peak") for r in runs if r.metric_text("mfu_peak")), None),
+                next(
+                    (t for r in runs if (t := r.metric_text("mfu_nominal_peak"))),
+                    None,
+                ),
+                _median(c.values("cpu_joules_per_step")),
+                _median(c.values("gpu_joules_per_step")),
+                _median(c.values("allocator_peak_mib")),
+            ],
+            [(c.label, c.verdicts())],
+        )
+    # The best by the measured peak where any configuration has one, else by the nominal one.
+    for key, kind in (("mfu", "measured"), ("mfu_nominal", "nominal")):
+        ranked = [(m, c.label) for c in configs if (m := _median(c.values(key))) is not None]
+        if ranked:
+            if len(configs) > 1:
+                value, label = max(ranked)
+                table.note = f"uses the machine best: {label} (median MFU {value:.1%} of the "
+                table.note += f"{kind} peak). "
+            break
+    unread = {
+        t for c in configs for r in c.finished() if (t := r.metric_text("cpu_energy_problem"))
+    }
+    if unread:
+        table.note += f"CPU energy not read: {'; '.join(sorted(unread))}. "
+    table.note += (
+        "MFU = model FLOPs of a step (engine/flops.py) / steady median step / peak "
+        "(engine/machine/peaks.py); energy is device-level (whole CPU package / GPU board)"
+    )
+    return table
+
+
 # -- everything at once ----------------------------------------------------------------------------
 @dataclass
 class Comparison:
@@ -1079,6 +1154,7 @@ class Comparison:
     study: Table | None = None
     published: Table | None = None
     fairness: Table | None = None
+    limits: Table | None = None
     skipped: Table | None = None
 
     def tables(self) -> list[Table]:
@@ -1089,6 +1165,7 @@ class Comparison:
             self.study,
             self.published,
             self.fairness,
+            self.limits,
             self.skipped,
         )
         return [self.summary, *(t for t in optional if t is not None and t.rows)]
@@ -1118,5 +1195,6 @@ def compute(
         study=study_table(configs, study_metric),
         published=published_table(configs, varying, published, skipped),
         fairness=fairness_card(configs),
+        limits=limits_table(configs),
         skipped=skipped_table(skipped),
     )

@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui_bench.engine import flops
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.kinds import ENDED, BatchEvent, RunStatus, SeriesEvent, WorkerEvent
+from tui_bench.engine.machine import peaks
 from tui_bench.engine.results import stability
 from tui_bench.engine.spec import RunSpec
 
@@ -140,6 +142,8 @@ class BatchView:
         self._lock = threading.Lock()
         self._pending: list[dict[str, Any]] = []
         self._forming: tuple[str | None, int, float, stability.Verdict | None] = (None, 0, 0, None)
+        self._limits: tuple[Any, int | None, peaks.Peak | None] = (None, None, None)
+        self._limits_text: tuple[int, float, str | None] = (-1, 0.0, None)
         self.epochs = self.epochs or self.spec.epochs
 
     # -- threads ----------------------------------------------------------------------------
@@ -377,6 +381,55 @@ class BatchView:
             return None
         first = stability.stored_line(verdict.as_dict()) or verdict.verdict
         return f"so far {first}" if verdict.reasons else f"so far {verdict.verdict} (step times)"
+
+    def limits_text(self, now: Callable[[], float] = time.monotonic) -> str | None:
+        """Achieved FLOP/s and MFU as they form (the steady steps' median so far, against the
+        cached measured peak: never measured here), then the result's own figures; None before
+        the first steady step or for a model without a FLOP count."""
+        if self.metrics.get("flops_per_step") is not None:
+            m = self.metrics
+            parts = []
+            if m.get("achieved_tflops") is not None:
+                parts.append(f"{m['achieved_tflops'] * 1000:.3g} GFLOP/s")
+            for suffix, name in (("", "measured"), ("_nominal", "nominal")):
+                if m.get(f"mfu{suffix}_error") == peaks.MFU_ABOVE_ONE:
+                    parts.append(f"{name} {peaks.MFU_ABOVE_ONE}")
+                elif m.get(f"mfu{suffix}") is not None:
+                    parts.append(f"MFU {m[f'mfu{suffix}']:.1%} of {name} peak")
+            return " · ".join(parts) or None
+        if not self.step_times or self.status in ENDED:
+            return None
+        key = (self.run_id, self.spec)
+        if self._limits[0] != key:
+            batch = self.spec.batch_size * (
+                1 if self.spec.scaling == "strong" else self.spec.workers
+            )
+            per_step = flops.train_step_flops(self.spec.model, self.spec.dataset, batch)
+            peak = peaks.cached(self.spec.device, self.spec.threads, self.spec.precision)
+            self._limits = (key, per_step, peak)
+            self._limits_text = (-1, 0.0, None)
+        _key, per_step, peak = self._limits
+        if per_step is None:
+            return None
+        # The median of 20,000 steps is a sort: worked out again at most once a second.
+        count, at, text = self._limits_text
+        if count == len(self.step_times):
+            return text
+        t = now()
+        if text is not None and t - at < FORMING_EVERY_S:
+            return text
+        ordered = sorted(self.step_times)
+        median = ordered[len(ordered) // 2]
+        text = None
+        if median > 0:
+            used = peaks.utilization(per_step, median, peak)
+            text = f"{used.achieved_tflops * 1000:.3g} GFLOP/s so far"
+            if used.mfu is not None:
+                text += f" · MFU {used.mfu:.1%} of measured peak"
+            elif used.problem == peaks.MFU_ABOVE_ONE:
+                text += f" · {peaks.MFU_ABOVE_ONE}"
+        self._limits_text = (len(self.step_times), t, text)
+        return text
 
     def latest_figures(self) -> dict[str, Any]:
         """Steady-state step time, samples/s and accuracy as far as they are known."""

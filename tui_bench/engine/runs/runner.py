@@ -25,7 +25,8 @@ import psutil
 
 from tui_bench.engine import catalog, datasets, protocol
 from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
-from tui_bench.engine.machine import doctor, procs, runtimes
+from tui_bench.engine.machine import doctor, peaks, procs, runtimes
+from tui_bench.engine.machine.energy import run_energy
 from tui_bench.engine.machine.sampler import ResourceSampler
 from tui_bench.engine.machine.sysinfo import machine_fingerprint
 from tui_bench.engine.paths import adapters_dir, cache_home
@@ -94,6 +95,22 @@ class RunResult:
         trained = (self.summary.get("steady_steps") or 0) * global_batch
         if energy and trained:
             m["samples_per_joule"] = trained / energy
+        # How good the number is: FLOPs, achieved FLOP/s and MFU against the named peaks,
+        # joules per step per device (docs/limits.md).
+        m.update(
+            peaks.run_figures(
+                self.spec.model,
+                self.spec.dataset,
+                global_batch,
+                self.summary.get("step_median_s"),
+                self.spec.device,
+                (self.started or {}).get("device_name"),
+                self.spec.threads,
+                self.spec.precision,
+                self.spec.workers,
+            )
+        )
+        m.update(run_energy(self.resources, self.summary.get("steady_steps") or 0, global_batch))
         m.update(thread_observation(self.spec.threads * self.spec.workers, self.resources))
         m.update(worker_threads(self.spec.workers, self.spec.threads))
         if self.started and isinstance(self.started.get("settings"), dict):

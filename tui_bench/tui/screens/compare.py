@@ -33,6 +33,7 @@ TAB_NAMES = {  # table name -> tab label
     "study": "study",
     "published": "published",  # tables.published_table: the study's figures beside ours
     "fairness": "fairness",  # tables.fairness_card: only the settings that differ
+    "limits": "limits",  # tables.limits_table: MFU, energy, memory; who uses the machine best
     "skipped": "skipped",
 }
 METRIC_ORDER = list(tables.METRICS)

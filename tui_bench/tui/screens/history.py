@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.widgets.data_table import CellDoesNotExist
 
 from tui_bench.engine.errors import TuiBenchError
+from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
 from tui_bench.engine.results.history import History, HistoryError
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.spec import RunSpec, SpecError
@@ -37,6 +38,7 @@ COLUMNS = [  # (key, header)
     ("train_s", "train s"),
     ("step_ms", "step ms"),
     ("samples_s", "samples/s"),
+    ("mfu", "MFU %"),
     ("accuracy", "acc"),
     ("verdict", "verdict"),
     ("status", "status"),
@@ -88,6 +90,8 @@ def row_values(record: Run | dict[str, Any]) -> dict[str, Any]:
         "train_s": run.metric("train_wall_s"),
         "step_ms": step * 1000 if step is not None else None,
         "samples_s": run.metric("samples_per_s"),
+        # of the measured peak; above 1 the count or the peak is wrong: said, never a number
+        "mfu": "error" if run.metric_text("mfu_error") == MFU_ABOVE_ONE else run.metric("mfu"),
         "accuracy": acc if acc is not None else run.metric("val_accuracy"),
         "status": run.status or None,
         # its own column, so "unreliable" filters and sorts like any other value
@@ -108,6 +112,8 @@ def cell(key: str, value: Any) -> str:
         return f"{value:,.0f}"
     if key == "accuracy":
         return f"{value:.3f}"
+    if key == "mfu" and isinstance(value, float):
+        return f"{value * 100:.1f}"
     return str(value)
 
 

@@ -38,6 +38,9 @@ def figures_text(run: BatchView) -> str:
         parts.append("no steady-state step yet (all were warm-up)")
     if f.get("samples_per_s") is not None:
         parts.append(f"{f['samples_per_s']:,.0f} samples/s (steady)")
+    limits = run.limits_text()  # how good the number is: FLOP/s and MFU, as they form
+    if limits:
+        parts.append(limits)
     if f.get("val_accuracy") is not None:
         parts.append(f"val acc {f['val_accuracy']:.4f}")
     if f.get("test_accuracy") is not None:

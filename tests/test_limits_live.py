@@ -1,0 +1,75 @@
+"""Live: achieved FLOP/s and MFU form from the steady steps as they arrive (runs/reducer.py),
+then the result's own figures replace them; an MFU above 1 is said, never shown."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui_bench.engine import flops
+from tui_bench.engine.kinds import SeriesEvent, WorkerEvent
+from tui_bench.engine.machine import peaks
+from tui_bench.engine.runs.reducer import BatchView
+from tui_bench.engine.spec import RunSpec
+from tui_bench.tui.widgets.run_view import figures_text
+
+SPEC = RunSpec(model="mlp", dataset="synthetic-mnist", batch_size=64, threads=2, device="cpu")
+PER_STEP = flops.for_dataset("mlp", "synthetic-mnist").train_step(64)
+
+
+def _view(times: list[float]) -> BatchView:
+    view = BatchView(spec=SPEC)
+    view.fold([{"type": SeriesEvent.RECORD, "record": {"id": "r1", "spec": SPEC.to_dict()}}])
+    view.apply({"type": WorkerEvent.RUN_STARTED})
+    if times:
+        view.fold([{"type": WorkerEvent.STEPS, "losses": [1.0] * len(times), "step_times": times}])
+    return view
+
+
+def test_nothing_before_the_first_steady_step():
+    assert _view([]).limits_text() is None
+
+
+def test_achieved_flops_form_from_the_median_step_without_a_peak():
+    text = _view([0.01, 0.02, 0.01]).limits_text()
+    assert text == f"{PER_STEP / 0.01 / 1e9:.3g} GFLOP/s so far"
+    assert text in figures_text(_view([0.01, 0.02, 0.01]))
+
+
+def test_mfu_forms_against_the_cached_measured_peak():
+    peaks.store_probe(
+        {"compute": [{"kernel": "matmul", "precision": "float32", "tflops": 1.0}]}, "cpu", 2
+    )
+    text = _view([0.01]).limits_text()
+    assert text.endswith(f"MFU {PER_STEP / 0.01 / 1e12:.1%} of measured peak")
+
+
+def test_an_impossible_mfu_is_an_error_line():
+    peaks.store_probe(
+        {"compute": [{"kernel": "matmul", "precision": "float32", "tflops": 1e-6}]}, "cpu", 2
+    )
+    text = _view([0.01]).limits_text()
+    assert peaks.MFU_ABOVE_ONE in text and "MFU 1" not in text
+
+
+@pytest.mark.parametrize("error", [None, peaks.MFU_ABOVE_ONE])
+def test_the_result_figures_replace_the_forming_ones(error):
+    view = _view([0.01])
+    metrics = {"flops_per_step": PER_STEP, "achieved_tflops": 0.02, "mfu_nominal": 0.25}
+    if error:
+        metrics.update(mfu=None, mfu_error=error)
+    else:
+        metrics["mfu"] = 0.5
+    view.apply({"type": SeriesEvent.RESULT, "record": {"status": "finished", "metrics": metrics}})
+    text = view.limits_text()
+    assert text.startswith("20 GFLOP/s") and "MFU 25.0% of nominal peak" in text
+    assert ("MFU 50.0% of measured peak" in text) == (error is None)
+    assert (peaks.MFU_ABOVE_ONE in text) == (error is not None)
+
+
+def test_the_forming_figure_is_worked_out_again_at_most_once_a_second():
+    view = _view([0.01])
+    clock = iter([100.0, 100.5, 101.5])
+    first = view.limits_text(now=lambda: next(clock))
+    view.fold([{"type": WorkerEvent.STEPS, "losses": [1.0, 1.0], "step_times": [0.02, 0.02]}])
+    assert view.limits_text(now=lambda: next(clock)) == first  # half a second later: kept
+    assert view.limits_text(now=lambda: next(clock)) != first  # a second later: the new median

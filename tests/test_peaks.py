@@ -1,0 +1,187 @@
+"""The machine's peaks (engine/machine/peaks.py): the vendor's dense GPU table, the CPU's ISA
+estimate, the measured-peak cache (damage included) and MFU that refuses to exceed 1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tui_bench.engine.machine import peaks
+
+
+def test_gpu_names_pick_their_own_dense_figures_never_the_sparsity_ones():
+    sxm = peaks.nominal("gpu:0", "NVIDIA H100 80GB HBM3", 1, "bf16")
+    pcie = peaks.nominal("gpu:0", "NVIDIA H100 PCIe", 1, "bf16")
+    assert sxm is not None and sxm.tflops == 989.4 and "H100 SXM" in sxm.what
+    assert pcie is not None and pcie.tflops == 756.0 and "H100 PCIe" in pcie.what
+    assert peaks.nominal("gpu:0", "NVIDIA H100 80GB HBM3", 1, "fp32").tflops == 67.0
+    assert peaks.nominal("gpu:0", "NVIDIA H100 80GB HBM3", 1, "tf32").tflops == 494.7
+    assert peaks.nominal("gpu:0", "NVIDIA H200", 1, "amp-fp16").tflops == 989.4
+    assert peaks.nominal("gpu:0", "NVIDIA L40S", 1, "bf16").tflops == 366.0
+    assert peaks.nominal("gpu:0", "NVIDIA L4", 1, "bf16").tflops == 121.0
+    assert peaks.nominal("gpu:0", "Tesla T4", 1, "bf16") is None  # no bf16 on Turing
+    assert peaks.nominal("gpu:0", "Some Unknown GPU", 1, "fp32") is None
+
+
+def _cpu_root(tmp_path: Path, flags: str, mhz: str = "2445.4", max_khz: str | None = None) -> Path:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text(
+        f"processor\t: 0\nmodel name\t: Test CPU\ncpu MHz\t\t: {mhz}\nflags\t\t: {flags}\n"
+    )
+    if max_khz is not None:
+        freq = tmp_path / "sys/devices/system/cpu/cpu0/cpufreq"
+        freq.mkdir(parents=True)
+        (freq / "cpuinfo_max_freq").write_text(max_khz + "\n")
+    return tmp_path
+
+
+def test_cpu_estimate_is_cores_times_clock_times_fma_width(tmp_path: Path):
+    facts = peaks.read_cpu_facts(_cpu_root(tmp_path, "sse avx avx2 fma"))
+    facts = peaks.CpuFacts(facts.model, facts.flags, facts.max_mhz, facts.reported_mhz, 2)
+    one = peaks.cpu_nominal(facts, 1, "fp32")
+    assert one is not None and one.estimate  # a VM: no cpufreq, the clock is unknown
+    assert one.tflops == pytest.approx(2445.4e6 * 32 / 1e12)
+    assert "AVX2 FMA" in one.what and "clock unknown" in one.what
+    assert peaks.cpu_nominal(facts, 2, "fp32").tflops == pytest.approx(2 * one.tflops)
+    # more threads than cores: the cores' peak, not more
+    assert peaks.cpu_nominal(facts, 8, "fp32").tflops == pytest.approx(2 * one.tflops)
+    assert peaks.cpu_nominal(facts, 1, "amp-fp16") is None
+
+
+def test_cpu_amx_and_avx512_and_a_known_clock(tmp_path: Path):
+    root = _cpu_root(tmp_path, "avx2 fma avx512f avx512_bf16 amx_bf16", max_khz="3800000")
+    facts = peaks.read_cpu_facts(root)
+    assert facts.max_mhz == 3800.0
+    fp32 = peaks.cpu_nominal(facts, 1, "fp32")
+    bf16 = peaks.cpu_nominal(facts, 1, "bf16")
+    assert fp32.tflops == pytest.approx(3800e6 * 64 / 1e12)
+    assert bf16.tflops == pytest.approx(3800e6 * 1024 / 1e12) and not bf16.estimate
+
+
+def test_a_damaged_cpuinfo_gives_no_estimate_not_a_traceback(tmp_path: Path):
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_bytes(b"\x00\xff garbage\ncpu MHz : fast\n")
+    facts = peaks.read_cpu_facts(tmp_path)
+    assert facts.reported_mhz is None and peaks.cpu_nominal(facts, 1, "fp32") is None
+    assert peaks.read_cpu_facts(tmp_path / "missing").model == ""
+
+
+PROBE = {
+    "framework": "torch 2.13",
+    "threads": 2,
+    "compute": [
+        {"kernel": "matmul", "precision": "float32", "shape": "1024×1024", "tflops": 0.05},
+        {"kernel": "matmul", "precision": "bfloat16", "shape": "1024×1024", "tflops": 0.02},
+        {"kernel": "conv2d 3×3", "precision": "float32", "tflops": 0.04},
+    ],
+}
+
+
+def test_measured_peaks_are_cached_per_threads_and_precision_with_their_date():
+    peaks.store_probe(PROBE, "cpu", 2)
+    fp32 = peaks.cached("cpu", 2, "fp32")
+    assert fp32 is not None and fp32.tflops == 0.05 and fp32.kind == "measured"
+    assert "torch 2.13 matmul" in fp32.what and fp32.measured_at
+    assert peaks.cached("cpu", 2, "bf16").tflops == 0.02
+    assert peaks.cached("cpu", 1, "fp32") is None  # another thread count: not this peak
+    assert peaks.cached("cpu", 2, "tf32") is None
+
+
+@pytest.mark.parametrize(
+    "damage", [b"", b"{", b"[1, 2]", b"\x00\x01\x02", b'{"k": 1}', json.dumps({"x": "y"}).encode()]
+)
+def test_a_damaged_peak_cache_is_a_cold_start(damage: bytes, monkeypatch):
+    peaks.cache_path().parent.mkdir(parents=True, exist_ok=True)
+    peaks.cache_path().write_bytes(damage)
+    assert peaks.cached("cpu", 1, "fp32") is None
+    peaks.store_probe(PROBE, "cpu", 2)  # and it is rewritten whole
+    assert peaks.cached("cpu", 2, "fp32").tflops == 0.05
+
+
+def test_a_damaged_entry_is_no_peak(monkeypatch):
+    key = peaks.cache_key("cpu", 1, "float32")
+    for entry in ({"tflops": "fast", "what": "x", "measured_at": "y"}, {"tflops": -1.0}, [1]):
+        peaks.cache_path().parent.mkdir(parents=True, exist_ok=True)
+        peaks.cache_path().write_text(json.dumps({key: entry}))
+        assert peaks.cached("cpu", 1, "fp32") is None
+
+
+def test_a_missing_peak_is_measured_once_with_a_progress_line(monkeypatch):
+    calls: list[tuple] = []
+
+    def probe(device, threads, size=0, repeats=0, matmul_only=False, precisions=()):
+        calls.append((device, threads, matmul_only, precisions))
+        peaks.store_probe(PROBE, device, threads)
+        return PROBE
+
+    monkeypatch.setattr(peaks, "run_probe", probe)
+    lines: list[str] = []
+    peak, why = peaks.measured("cpu", 2, "fp32", progress=lines.append)
+    assert why is None and peak.tflops == 0.05
+    assert len(lines) == 1 and "measuring" in lines[0] and "float32" in lines[0]
+    again, _ = peaks.measured("cpu", 2, "fp32", progress=lines.append)
+    assert again == peak and len(calls) == 1 and len(lines) == 1
+    assert calls == [("cpu", 2, True, ("float32",))]  # only the row the run needs
+
+
+def test_a_probe_that_cannot_run_says_why(monkeypatch):
+    monkeypatch.setattr(peaks, "run_probe", lambda *a, **k: {"error": "no torch runtime"})
+    peak, why = peaks.measured("cpu", 3, "fp32")
+    assert peak is None and why == "no torch runtime"
+
+
+def test_mfu_above_one_is_an_error_never_a_number():
+    peak = peaks.Peak(1.0, "measured", "matmul")
+    ok = peaks.utilization(5e10, 0.1, peak)  # 0.5 TFLOP/s of 1
+    assert ok.achieved_tflops == pytest.approx(0.5) and ok.mfu == pytest.approx(0.5)
+    assert ok.text() == "MFU 50.0% of measured peak"
+    wrong = peaks.utilization(5e11, 0.1, peak)
+    assert wrong.mfu is None and wrong.text() == "MFU > 1: count or peak is wrong"
+    none = peaks.utilization(5e11, 0.1, None)
+    assert none.mfu is None and none.problem == "no peak known"
+
+
+@pytest.mark.slow
+def test_real_probe_measures_a_peak_once_and_the_mfu_of_it_is_below_one():
+    from conftest import require_runtime
+
+    require_runtime("torch", "eager")
+    lines: list[str] = []
+    peak, why = peaks.measured("cpu", 1, "fp32", progress=lines.append)
+    assert why is None and peak is not None and peak.tflops > 0 and len(lines) == 1
+    assert peaks.cached("cpu", 1, "fp32") == peak
+    assert peaks.cached("cpu", 1, "bf16") is None  # only the row the run needs was timed
+
+
+def test_a_run_is_held_against_both_peaks_each_named():
+    peaks.store_probe(PROBE, "cpu", 2)
+    count = 3 * 7_905_280 - 921_600  # cnn on 28×28×1, per sample (tests/test_flops.py)
+    figures = peaks.run_figures("cnn", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
+    assert figures["flops_per_step"] == 64 * count
+    assert figures["achieved_tflops"] == pytest.approx(64 * count / 0.5 / 1e12)
+    assert figures["mfu"] == pytest.approx(figures["achieved_tflops"] / 0.05)
+    assert figures["mfu_peak"].startswith("measured peak 0.05 TFLOP/s (torch 2.13 matmul")
+    assert figures["peak_measured_tflops"] == 0.05
+    line = peaks.limits_line({**figures, "res_peak_rss_mib": 400.0, "allocator": "n/a on CPU"})
+    assert "GFLOP/s achieved" in line and "of measured peak" in line and "peak RSS 400 MiB" in line
+
+
+def test_a_run_whose_mfu_exceeds_one_says_the_count_or_peak_is_wrong():
+    peaks.store_probe(PROBE, "cpu", 2)  # 0.05 TFLOP/s, and a step 100× too fast for it
+    figures = peaks.run_figures("cnn", "synthetic-mnist", 64, 1e-5, "cpu", "cpu", 2, "fp32")
+    assert figures["mfu"] is None and figures["mfu_error"] == peaks.MFU_ABOVE_ONE
+    line = peaks.limits_line(figures)
+    assert "MFU > 1: count or peak is wrong" in line and "MFU 1" not in line
+
+
+def test_no_cached_peak_no_model_count_and_workers():
+    figures = peaks.run_figures("cnn", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 3, "fp32")
+    assert figures["mfu"] is None and "no measured peak" in figures["mfu_error"]
+    unknown = peaks.run_figures("nope", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
+    assert unknown["flops_per_step"] is None and "no FLOP count" in unknown["mfu_error"]
+    peaks.store_probe(PROBE, "cpu", 2)
+    one = peaks.run_figures("mlp", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
+    two = peaks.run_figures("mlp", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32", workers=2)
+    assert two["mfu"] == pytest.approx(one["mfu"] / 2) and "2 × " in two["mfu_peak"]

@@ -1,0 +1,202 @@
+"""FLOPs of a model: one training step and one inference sample, from the architecture alone.
+
+The one home of the count that MFU (model FLOPs utilization, PaLM appendix B) is computed from.
+No framework is imported: each model's layers are written down here, declaratively, with the
+shapes every adapter builds (``adapters/*_adapter.py``; the dataset's shape from the manifest).
+A test (tests/test_flops.py) holds every count against PyTorch's own ``FlopCounterMode`` on the
+torch adapter's model, forward and forward+backward.
+
+What is counted (the convention of Kaplan et al. 2020 and Narayanan et al. 2021):
+- matrix products only, at 2 FLOPs per multiply-accumulate: dense layers (2·in·out), convolutions
+  (2·out_h·out_w·out_c·in_c·k_h·k_w), the LSTM's input and recurrent gate products
+  (2·4h·(in + h) per time step), attention's q/k/v/output projections and its two sequence
+  products QKᵀ and AV (2·S²·d each);
+- backward = 2 × forward for every matrix product: one product for the weight gradient and one
+  for the input gradient. The one exception is the first layer that reads the data: nothing
+  needs the gradient of the data, and every autograd system prunes it (torch, TF, JAX, MXNet), so
+  that layer's backward is 1 × its forward. For a dense model this is the 6·N·tokens rule.
+
+What is excluded, and why: biases, activations (ReLU, GELU, the LSTM's gate sigmoids/tanh),
+pooling, softmax, dropout, LayerNorm, embedding look-ups, the loss and the optimizer update.
+They are elementwise (O(activations) or O(parameters), not O(MACs)), they bound memory traffic
+rather than arithmetic, and MFU counts model FLOPs of the matrix units: counting them would
+make the figure depend on how each framework fuses them. ``FlopCounterMode`` excludes the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tui_bench.engine.dataset_manifest import manifest
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One matrix-product layer: its forward FLOPs per sample and what its backward computes."""
+
+    name: str
+    forward: int  # FLOPs per sample
+    weight_grad: bool = True  # the layer has trainable weights in the product
+    input_grad: bool = True  # the gradient of its input is needed (False: it reads the data)
+
+    @property
+    def backward(self) -> int:
+        return self.forward * (int(self.weight_grad) + int(self.input_grad))
+
+
+@dataclass(frozen=True)
+class Transformer:
+    """The transformer encoder's shapes (token + position embedding, encoder blocks of
+    multi-head self-attention and a GELU feed-forward, mean over positions, Dense 1)."""
+
+    d_model: int = 128
+    heads: int = 4
+    ff: int = 512
+    blocks: int = 2
+
+
+TRANSFORMER = Transformer()
+
+
+@dataclass(frozen=True)
+class Count:
+    """A model's FLOPs per sample, layer by layer."""
+
+    model: str
+    layers: tuple[Layer, ...]
+
+    @property
+    def forward_per_sample(self) -> int:
+        return sum(layer.forward for layer in self.layers)
+
+    @property
+    def backward_per_sample(self) -> int:
+        return sum(layer.backward for layer in self.layers)
+
+    @property
+    def train_per_sample(self) -> int:
+        return self.forward_per_sample + self.backward_per_sample
+
+    def train_step(self, batch: int) -> int:
+        """FLOPs of one training step (forward + backward) over a batch; the update excluded."""
+        return self.train_per_sample * batch
+
+    def inference_sample(self) -> int:
+        return self.forward_per_sample
+
+
+def _dense(name: str, inputs: int, outputs: int, first: bool = False, positions: int = 1) -> Layer:
+    return Layer(name, 2 * inputs * outputs * positions, input_grad=not first)
+
+
+def _conv(
+    name: str, hw: tuple[int, int], c_in: int, c_out: int, k: int, pad: int, first: bool
+) -> tuple[Layer, tuple[int, int]]:
+    out = (hw[0] + 2 * pad - k + 1, hw[1] + 2 * pad - k + 1)
+    flops = 2 * out[0] * out[1] * c_out * c_in * k * k
+    return Layer(name, flops, input_grad=not first), out
+
+
+def _cnn(shape: tuple[int, ...], classes: int) -> list[Layer]:
+    h, w, c = shape
+    conv1, hw = _conv("conv 5×5 → 32", (h, w), c, 32, 5, 0, True)
+    hw = (hw[0] // 2, hw[1] // 2)
+    conv2, hw = _conv("conv 3×3 → 64", hw, 32, 64, 3, 0, False)
+    hw = (hw[0] // 2, hw[1] // 2)
+    flat = 64 * hw[0] * hw[1]
+    return [conv1, conv2, _dense("dense 1024", flat, 1024), _dense("dense out", 1024, classes)]
+
+
+def _mlp(shape: tuple[int, ...], classes: int) -> list[Layer]:
+    flat = 1
+    for size in shape:
+        flat *= size
+    return [
+        _dense("dense 512", flat, 512, first=True),
+        _dense("dense 512", 512, 512),
+        _dense("dense out", 512, classes),
+    ]
+
+
+def _vgg16(shape: tuple[int, ...], classes: int) -> list[Layer]:
+    h, w, channels = shape
+    hw = (h, w)
+    layers: list[Layer] = []
+    for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+        for _ in range(repeats):
+            layer, hw = _conv(f"conv 3×3 → {width}", hw, channels, width, 3, 1, not layers)
+            layers.append(layer)
+            channels = width
+        hw = (hw[0] // 2, hw[1] // 2)
+    flat = 512 * hw[0] * hw[1]
+    return [*layers, _dense("dense 512", flat, 512), _dense("dense out", 512, classes)]
+
+
+def _lstm(shape: tuple[int, ...], hidden: int = 128, embed: int = 128) -> list[Layer]:
+    (steps,) = shape
+    # The embedding is a look-up (no product); its output carries a gradient (the embedding is
+    # trained), so the LSTM's input product computes its input gradient.
+    return [
+        Layer("lstm input gates", 2 * embed * 4 * hidden * steps),
+        Layer("lstm recurrent gates", 2 * hidden * 4 * hidden * steps),
+        _dense("dense out", hidden, 1),
+    ]
+
+
+def _transformer(shape: tuple[int, ...], arch: Transformer = TRANSFORMER) -> list[Layer]:
+    (seq,) = shape
+    d = arch.d_model
+    layers: list[Layer] = []
+    for block in range(1, arch.blocks + 1):
+        layers += [
+            _dense(f"block {block} q/k/v projections", d, 3 * d, positions=seq),
+            # QKᵀ and AV over all heads: heads · 2·S²·(d/heads) = 2·S²·d each. Both operands are
+            # activations; the backward computes both gradients (2 × forward), as for a weight.
+            Layer(f"block {block} attention QKᵀ", 2 * seq * seq * d),
+            Layer(f"block {block} attention AV", 2 * seq * seq * d),
+            _dense(f"block {block} output projection", d, d, positions=seq),
+            _dense(f"block {block} feed-forward {arch.ff}", d, arch.ff, positions=seq),
+            _dense(f"block {block} feed-forward {d}", arch.ff, d, positions=seq),
+        ]
+    return [*layers, _dense("dense out", d, 1)]
+
+
+_IMAGE_MODELS: dict[str, Callable[[tuple[int, ...], int], list[Layer]]] = {
+    "cnn": _cnn,
+    "mlp": _mlp,
+    "vgg16": _vgg16,
+}
+_SEQUENCE_MODELS: dict[str, Callable[[tuple[int, ...]], list[Layer]]] = {
+    "lstm": _lstm,
+    "transformer": _transformer,
+}
+MODELS = (*_IMAGE_MODELS, *_SEQUENCE_MODELS)
+
+
+class UnknownModel(KeyError):
+    """No architecture is written down here for this model (no FLOP count, so no MFU)."""
+
+
+def count(model: str, input_shape: tuple[int, ...], classes: int) -> Count:
+    """FLOPs per sample of ``model`` on inputs of ``input_shape`` (HWC images, (length,)
+    sequences) with ``classes`` classes. Sequence models end in one logit (binary)."""
+    if model in _IMAGE_MODELS:
+        return Count(model, tuple(_IMAGE_MODELS[model](tuple(input_shape), classes)))
+    if model in _SEQUENCE_MODELS:
+        return Count(model, tuple(_SEQUENCE_MODELS[model](tuple(input_shape))))
+    raise UnknownModel(model)
+
+
+def for_dataset(model: str, dataset: str) -> Count:
+    """The count for ``model`` on a dataset of the manifest (its input shape and classes)."""
+    entry = manifest()[dataset]
+    return count(model, tuple(entry["input_shape"]), int(entry["num_classes"]))
+
+
+def train_step_flops(model: str, dataset: str, global_batch: int) -> int | None:
+    """FLOPs of one training step over the global batch, or None for a model without a count."""
+    try:
+        return for_dataset(model, dataset).train_step(global_batch)
+    except (UnknownModel, KeyError):
+        return None
