@@ -140,6 +140,7 @@ def test_sysinfo_reports_machine_and_runtimes():
 # -- the package's shape -----------------------------------------------------------------------------
 def test_every_command_module_registers_alike_and_imports_no_sibling():
     import ast
+    import importlib
     import inspect
 
     from tui_bench import cli
@@ -147,8 +148,9 @@ def test_every_command_module_registers_alike_and_imports_no_sibling():
     package = REPO / "tui_bench" / "cli"
     shared = {"common", "help", "spec_flags", "following", "reporting"}  # shared, by concern
     commands = {p.stem for p in package.glob("*.py")} - {"__init__"} - shared
-    assert {group.__name__.rsplit(".", 1)[1] for group in cli.COMMAND_GROUPS} == commands
-    for group in cli.COMMAND_GROUPS:
+    assert set(cli.COMMAND_GROUPS) == commands
+    for name in cli.COMMAND_GROUPS:
+        group = importlib.import_module(f"tui_bench.cli.{name}")
         assert list(inspect.signature(group.register).parameters) == ["subparsers"]
     for name in commands | shared:
         tree = ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))
@@ -162,6 +164,47 @@ def test_every_command_module_registers_alike_and_imports_no_sibling():
                 imported.update(alias.name for alias in node.names)
         siblings = {f"tui_bench.cli.{other}" for other in commands}
         assert not imported & siblings, (name, imported & siblings)
+
+
+def test_the_static_command_table_is_what_the_modules_register():
+    """`--help` and the choice of module to import come from cli.COMMANDS: it must name every
+    command the modules register, in their order, with their help line, and import only those."""
+    from tui_bench import cli
+
+    full = cli.build_parser()._subparsers._group_actions[0]
+    registered = [(a.dest, a.help) for a in full._choices_actions]
+    assert registered == [(name, line) for name, _, line in cli.COMMANDS]
+    for name, modules, _ in cli.COMMANDS:
+        assert set(modules) <= set(cli.COMMAND_GROUPS)
+        for argv in ([name, "--help"], ["--home", "/x", name], ["--home=/x", name], ["--", name]):
+            assert cli.chosen_command(argv) == name
+        lazy = cli.build_parser([name])._subparsers._group_actions[0]
+        assert [a.dest for a in lazy.choices[name]._actions] == [
+            a.dest for a in full.choices[name]._actions
+        ]
+    assert cli.chosen_command(["--home", "history"]) is None  # the home's name, not a command
+    assert cli.chosen_command(["nonsense", "history"]) is None
+    assert cli.chosen_command(["--version"]) is None
+
+
+def test_a_command_imports_only_its_own_module():
+    from tui_bench import cli
+
+    code = (
+        "import sys; from tui_bench import cli; cli.build_parser(['history', 'list']); "
+        "print(sorted(m for m in sys.modules if m.startswith('tui_bench.cli.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(eval(out.stdout))
+    assert {"tui_bench.cli.history", "tui_bench.cli.trends"} <= loaded
+    assert not loaded & {"tui_bench.cli.cards", "tui_bench.cli.run", "tui_bench.cli.presets"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; from tui_bench.cli import main; main(['--help'])"],
+        capture_output=True,
+        text=True,
+    )
+    listed = {line.split()[0] for line in out.stdout.splitlines() if line.startswith("    ")}
+    assert {name for name, _, _ in cli.COMMANDS} <= listed, out.stdout
 
 
 def test_run_flags_are_generated_from_the_spec_declaration():

@@ -243,6 +243,32 @@ def test_jsonl_export_import_round_trip_is_idempotent(isolated_home, tmp_path, m
     assert again.step_events(ids[1]) == h.step_events(ids[1])
 
 
+def test_jsonl_export_copies_series_lines_and_leaves_out_damaged_ones(isolated_home, tmp_path):
+    """The series lines are copied as stored, not re-encoded: a damaged one (binary, torn, not
+    an object, a byte-order mark) must still never reach the file, which must stay JSON."""
+    h = History()
+    run_id = with_series(h, 1)
+    path = h.series_path(run_id)
+    good = path.read_bytes()
+    event = {"type": "steps", "epoch": 2, "first_step": 1, "losses": [1.5], "note": "é"}
+    path.write_bytes(
+        b"\xff\xfe binary\n[1, 2]\n"
+        + good
+        + b"\xef\xbb\xbf"
+        + json.dumps(event, ensure_ascii=False).encode()
+        + b"\r\n"
+        + b'  {"type": "steps", "epoch": 3}  \n{"type": "torn'
+    )
+    out = tmp_path / "runs.jsonl"
+    assert transfer.export_jsonl(h, out) == 1
+    line = json.loads(out.read_text(encoding="utf-8").splitlines()[1])
+    assert line["series"] == [
+        *(json.loads(raw) for raw in good.splitlines()),
+        event,
+        {"type": "steps", "epoch": 3},
+    ]
+
+
 def test_import_migrates_schema_1_files_and_refuses_bad_ones(isolated_home, tmp_path):
     old = tmp_path / "old.jsonl"
     old.write_text(

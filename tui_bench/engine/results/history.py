@@ -36,7 +36,7 @@ from tui_bench.engine.kinds import RunStatus, SeriesEvent
 from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import store
-from tui_bench.engine.results.export_safety import csv_cell
+from tui_bench.engine.results.export_safety import FORMULA_FIRST, csv_cell
 from tui_bench.engine.results.store import atomic_write
 
 __all__ = ["History", "HistoryError", "atomic_write", "new_run_id", "now_iso", "read_jsonl"]
@@ -408,8 +408,13 @@ class History:
                 if index is None:  # a new column: the last one, so it is this row's next cell
                     index = columns[key] = len(columns)
                     row.append("")
-                # Formulas neutralised (OWASP); only text can be one (two million cells).
-                row[index] = csv_cell(value) if value.__class__ is str else value
+                # Formulas neutralised (OWASP); only text can be one, and only text that starts
+                # like one (two million cells: csv_cell is called for the few that do).
+                row[index] = (
+                    csv_cell(value)
+                    if value.__class__ is str and value[:1] in FORMULA_FIRST
+                    else value
+                )
             rows.append(row)
         width = len(columns)
         with open(path, "w", newline="", encoding="utf-8") as handle:

@@ -16,7 +16,7 @@ from typing import Any
 
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.results import store
-from tui_bench.engine.results.history import History, read_jsonl
+from tui_bench.engine.results.history import History
 
 FORMAT = "tui-bench-runs"
 # A run id names a file under runs/: nothing that could step outside it.
@@ -30,9 +30,11 @@ def export_jsonl(history: History, path: Path, ids: Iterable[str] | None = None)
         header = {"format": FORMAT, "version": store.VERSION, "fields": ["run", "series"]}
         handle.write(json.dumps(header) + "\n")
         for record in history.records(ids):
-            series = list(read_jsonl(history.series_path(record["id"])))
-            line = {"run": record, "series": series}
-            handle.write(json.dumps(line, separators=(",", ":"), default=str) + "\n")
+            # The series lines are copied as stored (checked, not re-encoded): half the time of
+            # a 10,000-run export went to encoding again what was read.
+            series = ",".join(store.iter_line_texts(history.series_path(record["id"])))
+            run = json.dumps(record, separators=(",", ":"), default=str)
+            handle.write(f'{{"run":{run},"series":[{series}]}}\n')
             count += 1
     return count
 
