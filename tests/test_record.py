@@ -225,18 +225,11 @@ def test_configurations_are_equal_by_key_whatever_their_labels():
     assert len({a, Configuration(a.key, "x", "y")}) == 1
 
 
-def test_the_transition_names_still_answer_as_before():
-    """identity(record).key/.label, Trend.identity, Row.identity and Point.record: kept only until
-    the branches written against them move to Configuration (identity.legacy)."""
-    from tui_bench.engine.results.identity import identity
-
+def test_trends_and_regress_name_the_configuration_identity_gives():
     runs = [record(i, 40) for i in range(4)]
     config = configuration_of(runs[0])
-    assert identity(runs[0]).key == config.id and identity(runs[0]).label == config.name
     (item,) = trends.trends(runs)
-    assert item.identity.key == config.id and item.points[0].record == runs[0]
+    assert item.configuration == config and item.points[0].run.id == runs[0]["id"]
     (row,) = regress.compare(runs[:2], runs[2:]).rows
-    assert row.identity.label == config.name
-    assert regress.newest_per_configuration(runs, 2) == runs[2:]  # dicts in, dicts out
+    assert row.configuration == config and row.configuration.name == config.name
     assert [r.id for r in regress.newest_per_configuration(runs_of(runs), 1)] == [runs[3]["id"]]
-    assert regress.started(runs[0]) == Run.from_record(runs[0]).started

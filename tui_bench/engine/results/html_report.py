@@ -444,7 +444,7 @@ def regress_table(found: regress_module.Report) -> Table:
         out.add(
             [
                 row.mark,
-                row.identity.label,
+                row.configuration.name,
                 row.baseline.median,
                 row.candidate.median,
                 row.ratio,
@@ -473,7 +473,7 @@ def regress_parts(found: regress_module.Report) -> list[tuple[str, str]]:
         p = f"p={row.p:.3g}, " if row.p is not None else ""
         evidence = f" ({change}, {p}n={row.baseline.n}/{row.candidate.n})" if change else ""
         note = f"; {row.note}" if row.note else ""
-        out.append((f"{row.identity.label}: {what}", f"{evidence}{note}."))
+        out.append((f"{row.configuration.name}: {what}", f"{evidence}{note}."))
     same = sum(r.mark == regress_module.SAME for r in found.rows)
     if same:
         out.append(("", f"{same} configuration(s) within the noise."))

@@ -245,21 +245,3 @@ def changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
                 f"{name} {old if old is not None else '?'} → {new if new is not None else '?'}"
             )
     return out
-
-
-# -- transition only: remove once the `html` branch reads Configuration --------------------------
-# That branch (written against the old API) reads ``identity(record).key`` (the 12-hex id) and
-# ``.label`` (the long name), and ``Trend.identity`` / ``regress.Row.identity`` the same way.
-@dataclass(frozen=True)
-class LegacyIdentity:
-    key: str  # Configuration.id
-    label: str  # Configuration.name
-    facts: dict[str, Any]
-
-
-def legacy(config: Configuration) -> LegacyIdentity:
-    return LegacyIdentity(config.id, config.name, config.facts)
-
-
-def identity(record: Run | dict[str, Any]) -> LegacyIdentity:
-    return legacy(configuration_of(record))

@@ -30,10 +30,8 @@ from tui_bench.engine.errors import HistoryError, UsageError
 from tui_bench.engine.results import stats
 from tui_bench.engine.results.identity import (
     Configuration,
-    LegacyIdentity,
     changes,
     group_by_configuration,
-    legacy,
     versions,
 )
 from tui_bench.engine.results.record import Run, runs_of
@@ -132,20 +130,12 @@ def finished(records: Iterable[Run | dict[str, Any]]) -> list[Run]:
     return [r for r in runs_of(records) if r.finished or r.failed]
 
 
-def newest_per_configuration(runs: Sequence[Run | dict[str, Any]], n: int) -> list[Any]:
-    """The newest ``n`` runs of each configuration (``runs`` in time order), as Runs; records
-    given as dicts come back as dicts (transition: ``sweep.collect`` on the html branch)."""
+def newest_per_configuration(runs: Sequence[Run], n: int) -> list[Run]:
+    """The newest ``n`` runs of each configuration (``runs`` in time order)."""
     kept: list[Run] = []
     for group in group_by_configuration(runs).values():
         kept += group[-n:]
-    if runs and not isinstance(runs[0], Run):
-        return [r.raw for r in kept]
     return kept
-
-
-def started(record: Run | dict[str, Any]) -> dt.datetime | None:
-    """Transition only (the html branch): ``Run.started``."""
-    return Run.from_record(record).started
 
 
 def sides(
@@ -222,10 +212,6 @@ class Row:
     p: float | None
     mark: str
     note: str
-
-    @property
-    def identity(self) -> LegacyIdentity:  # transition only (see identity.legacy)
-        return legacy(self.configuration)
 
     def as_dict(self) -> dict[str, Any]:
         return {

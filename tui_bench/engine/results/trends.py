@@ -35,10 +35,8 @@ from typing import Any
 from tui_bench.engine.results import changepoints, stats
 from tui_bench.engine.results.identity import (
     Configuration,
-    LegacyIdentity,
     changes,
     group_by_configuration,
-    legacy,
     versions,
 )
 from tui_bench.engine.results.record import Run, runs_of
@@ -113,10 +111,6 @@ class Point:
         return self.run.started
 
     @property
-    def record(self) -> dict[str, Any]:  # transition only: the stored dict (use ``run``)
-        return dict(self.run.raw)
-
-    @property
     def iqr(self) -> float | None:
         return self.run.metric("step_iqr_s")
 
@@ -152,10 +146,6 @@ class Trend:
     points: list[Point]
     change_points: list[ChangePoint] = field(default_factory=list)
     failed: int = 0
-
-    @property
-    def identity(self) -> LegacyIdentity:  # transition only (see identity.legacy)
-        return legacy(self.configuration)
 
     @property
     def last(self) -> Point | None:
