@@ -73,3 +73,24 @@ def test_the_forming_figure_is_worked_out_again_at_most_once_a_second():
     view.fold([{"type": WorkerEvent.STEPS, "losses": [1.0, 1.0], "step_times": [0.02, 0.02]}])
     assert view.limits_text(now=lambda: next(clock)) == first  # half a second later: kept
     assert view.limits_text(now=lambda: next(clock)) != first  # a second later: the new median
+
+
+def test_a_finished_run_says_its_energy_or_why_not_and_its_memory_peaks():
+    view = _view([0.01])
+    unread = {
+        "flops_per_step": PER_STEP,
+        "achieved_tflops": 0.02,
+        "cpu_energy_problem": "no RAPL zone in /sys/class/powercap (a VM, or a kernel ...)",
+        "res_peak_rss_mib": 606.9,
+    }
+    view.apply({"type": SeriesEvent.RESULT, "record": {"status": "finished", "metrics": unread}})
+    text = view.limits_text()
+    assert "energy not read: no RAPL zone in /sys/class/powercap" in text
+    assert text.endswith("peak RSS 607 MiB")
+
+    view = _view([0.01])
+    read = {**unread, "cpu_joules_per_step": 1.25, "allocator_peak_mib": 120.0}
+    view.apply({"type": SeriesEvent.RESULT, "record": {"status": "finished", "metrics": read}})
+    text = view.limits_text()
+    assert "1.25 J/step (CPU)" in text and "energy not read" not in text
+    assert text.endswith("peak RSS 607 MiB, allocator 120 MiB")

@@ -396,6 +396,25 @@ class BatchView:
                     parts.append(f"{name} {peaks.MFU_ABOVE_ONE}")
                 elif m.get(f"mfu{suffix}") is not None:
                     parts.append(f"MFU {m[f'mfu{suffix}']:.1%} of {name} peak")
+            # A finished run also says its energy (or, briefly, why it cannot be read here) and
+            # its memory peaks; `tui-bench history show` has the whole sentences.
+            energy = next(
+                (
+                    f"{m[f'{device}_joules_per_step']:.3g} J/step ({device.upper()})"
+                    for device in ("gpu", "cpu")
+                    if m.get(f"{device}_joules_per_step") is not None
+                ),
+                None,
+            )
+            if energy is None and m.get("cpu_energy_problem"):
+                energy = f"energy not read: {str(m['cpu_energy_problem']).split(' (')[0]}"
+            if energy:
+                parts.append(energy)
+            if m.get("res_peak_rss_mib") is not None:
+                memory = f"peak RSS {m['res_peak_rss_mib']:.0f} MiB"
+                if m.get("allocator_peak_mib") is not None:
+                    memory += f", allocator {m['allocator_peak_mib']:.0f} MiB"
+                parts.append(memory)
             return " · ".join(parts) or None
         if not self.step_times or self.status in ENDED:
             return None
