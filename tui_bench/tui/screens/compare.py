@@ -141,7 +141,15 @@ class CompareScreen(Screen):
             if ids:  # with no ids, an empty history is the normal first view, not an error
                 self.app.call_from_thread(self.notify, str(exc), severity="warning")
             return
-        source = ", ".join(ids) if ids else "the latest sweep"
+        # Marked runs are listed by id only while they fit a line; more are counted (at 80
+        # columns sixteen ids took six of the screen's 24 lines).
+        source = (
+            ", ".join(ids)
+            if 0 < len(ids) <= 3
+            else f"{len(ids)} marked runs, {ids[-1]} … {ids[0]}"
+            if ids
+            else "the latest sweep"
+        )
         self.app.call_from_thread(self._loaded, ids, records, skipped, source, published)
 
     def _loaded(
