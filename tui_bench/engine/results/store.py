@@ -705,8 +705,9 @@ class JournalStorage(Storage):
         self._last = now
 
 
-def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """Complete JSON-object lines of a series or batch file; damaged lines are skipped."""
+def _object_lines(path: Path) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """Each complete JSON-object line of a series or batch file with its bytes as stored;
+    damaged lines are skipped."""
     try:
         handle = open(path, "rb")
     except (FileNotFoundError, IsADirectoryError, PermissionError):
@@ -718,22 +719,21 @@ def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
             except (ValueError, UnicodeDecodeError):
                 continue
             if isinstance(event, dict):
-                yield event
+                yield raw, event
+
+
+def iter_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """Complete JSON-object lines of a series or batch file; damaged lines are skipped."""
+    for _raw, event in _object_lines(path):
+        yield event
 
 
 def iter_line_texts(path: Path) -> Iterator[str]:
     """The text of each line ``iter_lines`` yields, as stored (outer whitespace and a byte-order
-    mark dropped): checked as it does, never re-encoded (an export copies 10,000 series)."""
-    try:
-        handle = open(path, "rb")
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
-        return
-    with handle:
-        for raw in handle:
-            try:
-                event = json.loads(raw)
-                text = raw.decode("utf-8-sig").strip()
-            except (ValueError, UnicodeDecodeError):
-                continue
-            if isinstance(event, dict):
-                yield text
+    mark dropped): checked as it does, never re-encoded (an export copies 10,000 series). A line
+    that is not UTF-8 is skipped (the runner writes none)."""
+    for raw, _event in _object_lines(path):
+        try:
+            yield raw.decode("utf-8-sig").strip()
+        except UnicodeDecodeError:
+            continue
