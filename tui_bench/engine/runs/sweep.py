@@ -281,12 +281,13 @@ def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str |
     else None."""
     if not sweep.auto_repeats:
         return None
+    mine = [  # step_median_s is a summary metric
+        Run.from_record(r) for r in _summaries(sweep, history) if r.get("config") == config_key
+    ]
     medians = [
-        r["metrics"]["step_median_s"]
-        for r in _summaries(sweep, history)  # step_median_s is a summary metric
-        if r.get("config") == config_key
-        and r.get("status") == RunStatus.FINISHED
-        and isinstance((r.get("metrics") or {}).get("step_median_s"), (int, float))
+        median
+        for run in mine
+        if run.finished and (median := run.metric("step_median_s")) is not None
     ]
     stop, why = stability.enough_repeats(
         medians,
