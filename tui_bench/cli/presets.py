@@ -86,18 +86,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     history = History()
     if args.html:
         reporting.check_output(args.html, "--html")
-    records, skipped, published = reporting.collect_targets(args, history)
-    if args.metric not in tables.METRICS:
-        raise UsageError(
-            f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
-        )
-    comparison = tables.compute(
-        records,
-        metric=args.metric,
-        study_metric=args.study_metric,
-        skipped=skipped,
-        published=published,
-    )
+    records, comparison = reporting.compare_targets(args, history)
     shown = comparison.tables()
     render.write_exports(
         shown,

@@ -10,26 +10,14 @@ import shlex
 from pathlib import Path
 
 from tui_bench.cli import common, reporting
-from tui_bench.cli.common import UsageError
 from tui_bench.engine.results import tables
 from tui_bench.engine.results.history import History
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    if args.metric not in tables.METRICS:
-        raise UsageError(
-            f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
-        )
     reporting.check_output(args.html, "--html")
     history = History()
-    records, skipped, published = reporting.collect_targets(args, history)
-    comparison = tables.compute(
-        records,
-        metric=args.metric,
-        study_metric=args.study_metric,
-        skipped=skipped,
-        published=published,
-    )
+    records, comparison = reporting.compare_targets(args, history)
     command = shlex.join(["tui-bench", "report", *command_words(args)])
     reporting.write_html_report(args.html, records, comparison, history, command)
     common.console(stderr=True).print(f"wrote {args.html} ({len(records)} run(s))")

@@ -46,6 +46,26 @@ def collect_targets(
     return sweep_module.collect(args.ids, history, last=last, since=since)
 
 
+def compare_targets(args: argparse.Namespace, history: History) -> tuple[list[dict[str, Any]], Any]:
+    """The runs TARGETs name and compare's computed tables of them: what `compare`, `report` and
+    the HTML page all read (an unknown --metric is one line, before any history is read)."""
+    from tui_bench.engine.results import tables
+
+    if args.metric not in tables.METRICS:
+        raise UsageError(
+            f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
+        )
+    records, skipped, published = collect_targets(args, history)
+    comparison = tables.compute(
+        records,
+        metric=args.metric,
+        study_metric=args.study_metric,
+        skipped=skipped,
+        published=published,
+    )
+    return records, comparison
+
+
 def check_output(path: str, flag: str) -> None:
     """A file we are about to write: its folder must exist (one line otherwise, exit 2)."""
     from pathlib import Path
