@@ -17,12 +17,17 @@ from tui_bench.engine.spec import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = sorted(p.stem for p in (REPO / "presets").glob("*-quick.toml"))
-# attention-quick is the transformer through every framework x API, which
-# tests/test_frameworks.py::test_transformer_trains_identically_everywhere already trains for real
-# (cold Theano compiles of it alone are 7-10 minutes on 2 cores): running the preset again would
-# double the suite's longest work. test_attention_quick_is_what_the_framework_tests_train holds the
-# two to the same configurations instead.
-TRAINED_ELSEWHERE = {"attention-quick"}
+# Quick presets whose every configuration trains, on the same worker path (framework, API, model,
+# data, workers), in another test of this suite: running them again through the CLI would repeat
+# minutes of the same training (attention-quick alone is 7-10 minutes of cold Theano compiles on 2
+# cores). The CLI's preset sweep itself still runs end to end below (kabakus-2020-quick,
+# shatnawi-2018-quick) and in tests/test_sweep.py. test_presets_trained_elsewhere_are_trained
+# holds each to the tests named here.
+TRAINED_ELSEWHERE = {
+    "attention-quick": "tests/test_frameworks.py::test_transformer_trains_identically_everywhere",
+    "nayak-jain-2019-quick": "tests/test_frameworks.py::test_reference_cnn_trains_identically_everywhere",
+    "scaling-quick": "tests/test_data_parallel.py::test_two_workers_train_the_same_global_batches",
+}
 
 
 @pytest.mark.needs_runtime("torch")
@@ -146,23 +151,43 @@ def test_target_accuracy_is_reported_in_the_sweep(tmp_path, capsys):
     assert missed == "not reached (1 run(s))"
 
 
-def test_attention_quick_is_what_the_framework_tests_train():
-    """Every configuration attention-quick runs here is a (framework, API) whose transformer the
-    framework tests train, on the same model, data and device: skipping the preset's own run loses
-    no framework x API."""
+def trained_by_other_tests() -> set[tuple]:
+    """(framework, API, model, dataset, workers) of every CPU run the framework and data-parallel
+    tests train for real (weak or strong scaling only splits the same batches differently)."""
+    from tests.test_data_parallel import TWO_WORKER_PATHS
     from tests.test_frameworks import COMBOS
 
-    configs = presets.expand(presets.load(presets.find("attention-quick")))
-    shipped = {(c.spec.framework, c.spec.api) for c in configs}
-    assert shipped == set(COMBOS)
-    assert {(c.spec.model, c.spec.dataset, c.spec.device) for c in configs} == {
-        ("transformer", "synthetic-imdb", "cpu")
+    single = {
+        (framework, api, model, dataset, 1)
+        for framework, api in COMBOS
+        for model, dataset in (("cnn", "synthetic-mnist"), ("transformer", "synthetic-imdb"))
     }
+    parallel = {
+        (framework, api, "cnn", "synthetic-mnist", workers)
+        for framework, api in TWO_WORKER_PATHS
+        for workers in (1, 2)
+    }
+    return single | parallel
+
+
+@pytest.mark.parametrize("name", sorted(TRAINED_ELSEWHERE))
+def test_presets_trained_elsewhere_are_trained(name):
+    """Every CPU configuration of a preset the CLI test leaves out trains in another test, on the
+    same framework, API, model, data and workers: leaving the preset out loses no worker path."""
+    configs = presets.expand(presets.load(presets.find(name)), probe=None)
+    on_cpu = [c.spec for c in configs if c.spec.device == "cpu"]
+    assert on_cpu
+    signatures = {(s.framework, s.api, s.model, s.dataset, s.workers) for s in on_cpu}
+    assert signatures <= trained_by_other_tests(), signatures - trained_by_other_tests()
+    if name == "attention-quick":  # every framework x API, nothing less
+        from tests.test_frameworks import COMBOS
+
+        assert {(s.framework, s.api) for s in on_cpu} == set(COMBOS)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # a hang guard: cold Theano compiles take minutes on a loaded box
-@pytest.mark.parametrize("name", sorted(set(QUICK) - TRAINED_ELSEWHERE))
+@pytest.mark.parametrize("name", sorted(set(QUICK) - set(TRAINED_ELSEWHERE)))
 def test_quick_preset_runs(name, capsys):
     """Each shipped quick preset, every configuration as shipped (framework, API, model, data,
     device, threads, workers): what this installation can run finishes; the rest is skipped with

@@ -166,6 +166,10 @@ def _run(history: History, watch: ListenWatch | None = None, **fields) -> RunRes
     return result
 
 
+# The two-worker paths the fixture below trains (tests/test_cli_presets.py leaves scaling-quick to it).
+TWO_WORKER_PATHS = [("torch", "eager"), ("tensorflow", "graph")]
+
+
 @pytest.fixture(scope="module")
 def data_parallel_runs(tmp_path_factory):
     """One single-process reference (global batch 32) and three 2-worker runs: torch weak
@@ -193,6 +197,7 @@ def data_parallel_runs(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("data-parallel-runs")  # one process builds the module's runs
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])
 def test_two_workers_train_the_same_global_batches(data_parallel_runs, framework) -> None:
     result = data_parallel_runs[framework]
@@ -220,6 +225,7 @@ def test_two_workers_train_the_same_global_batches(data_parallel_runs, framework
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("data-parallel-runs")  # one process builds the module's runs
 def test_torch_ranks_listen_on_loopback_only(data_parallel_runs) -> None:
     watch = data_parallel_runs["watches"]["torch"]
     assert watch.listening, "the watch saw no listening socket: it did not look"
@@ -228,6 +234,7 @@ def test_torch_ranks_listen_on_loopback_only(data_parallel_runs) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("data-parallel-runs")  # one process builds the module's runs
 def test_tensorflow_off_loopback_listeners_are_only_its_grpc_servers(data_parallel_runs) -> None:
     """TensorFlow's gRPC server binds 0.0.0.0 whatever TF_CONFIG says (hard-coded in TF's
     grpc_server_lib.cc): the only listeners beyond the loopback must be the ports tui-bench gave
@@ -325,6 +332,7 @@ def test_label_names_the_workers_and_the_scaling() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("data-parallel-runs")  # one process builds the module's runs
 def test_keras_jax_data_parallel_over_host_devices(data_parallel_runs, tmp_path) -> None:
     """Keras 3's distribution API on JAX: one process, two XLA host devices, the same global
     batch bytes and parameter count as the single-process torch run, loss falls."""
@@ -344,6 +352,7 @@ def test_keras_jax_data_parallel_over_host_devices(data_parallel_runs, tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("data-parallel-runs")  # one process builds the module's runs
 @pytest.mark.parametrize("api", ["gluon", "hybrid"])
 def test_mxnet_kvstore_data_parallel_over_contexts(data_parallel_runs, tmp_path, api) -> None:
     """MXNet Gluon: one process, two CPU contexts, gradients reduced by kvstore 'local'."""
