@@ -260,6 +260,7 @@ TINY = {"batch_size": 8, "epochs": 1, "steps_per_epoch": 1, "warmup_steps": 0}
 # Every model but the reference CNN (every combo above trains it) and the FNN (the thread tests
 # below train it): built, counted and fed its first batch by each build path, nothing trained.
 OTHER_MODELS = [m for m in catalog.MODELS if m != "cnn" and m != "mlp"]
+PROBE_SAMPLES = {"train_samples": 80, "test_samples": 8}
 _BUILT: dict[tuple, dict] = {}
 
 
@@ -279,8 +280,7 @@ def built(framework: str, api: str, model: str) -> dict:
             model=model,
             dataset=dataset,
             threads=1,
-            train_samples=80,
-            test_samples=8,
+            **PROBE_SAMPLES,
             **TINY,
         ).validate()
         _BUILT[key] = probe_build(spec, runtime=runtime, timeout=300)
@@ -289,11 +289,17 @@ def built(framework: str, api: str, model: str) -> dict:
 
 @pytest.mark.parametrize("model", OTHER_MODELS)
 @pytest.mark.parametrize(("framework", "api"), BUILD_PATHS[1:])
-def test_models_have_equal_parameter_counts(bench_env, model, framework, api) -> None:
+def test_models_have_equal_parameter_counts(
+    bench_env, adapters_on_path, model, framework, api
+) -> None:
     reference = built("torch", "eager", model)
     started = built(framework, api, model)
     assert started["param_count"] == reference["param_count"]
     assert started["first_batch_sha256"] == reference["first_batch_sha256"]
+    if model == "transformer":  # the build-only probe reports the shared starting loss too
+        expected = reference_initial_loss({**PROBE_SAMPLES, "batch_size": TINY["batch_size"]})
+        for said in (reference, started):
+            assert said["initial_loss"] == pytest.approx(expected, rel=INITIAL_LOSS_RTOL)
 
 
 # -- threads: every distinct mechanism, 2 threads (1 thread is checked on every combo above) ---------
