@@ -17,6 +17,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from adapters import shared_init
 from adapters.data import binary_head
 from adapters.loop import (
     Backend,
@@ -381,6 +382,14 @@ class KerasBackend(Backend):
             self.model = build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
+            if hyper.model in shared_init.SHARED_MODELS:
+                shared_init.load_keras(
+                    self.model,
+                    shared_init.transformer_weights(
+                        hyper.seed, shape.vocab_size, shape.input_shape[0]
+                    ),
+                )
+                self.applied["init"] = shared_init.setting(hyper.seed)
             self._compile(hyper)
         # What Keras resolved, read back from the compiled model.
         self.applied["compile"] = f"jit_compile={self.model.jit_compile}"

@@ -20,6 +20,7 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 from mxnet.gluon import nn, rnn
 
+from adapters import shared_init
 from adapters.data import binary_head
 from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, logits_loss_correct
 
@@ -166,6 +167,44 @@ def _encoder_symbol(x: mx.sym.Symbol, dropout: float, name: str) -> mx.sym.Symbo
 
 # How the transformer's attention is computed here (recorded with the run's settings).
 ATTENTION = "written out: Dense projections, batch_dot + softmax + Dropout (no fused kernel)"
+
+
+def mxnet_layout(name: str, value: np.ndarray) -> np.ndarray:
+    """A canonical shared weight (adapters/shared_init.py) in MXNet's layout: FullyConnected
+    weights are (out, in), the positions a (1, length, 128) table broadcast over the batch."""
+    if name.endswith(".kernel"):
+        return value.T
+    return value[None] if name == "positions" else value
+
+
+def gluon_parameters(net: _Transformer) -> dict[str, gluon.Parameter]:
+    """The Gluon transformer's parameters under the canonical names."""
+    found = {"tokens": net.tokens.weight, "positions": net.positions}
+    found.update({"head.kernel": net.head.weight, "head.bias": net.head.bias})
+    for b, block in enumerate(net.blocks):
+        layers = {name: getattr(block.attention, name) for name in shared_init.PROJECTIONS}
+        layers.update(norm1=block.norm1, hidden=block.hidden, back=block.back, norm2=block.norm2)
+        for name, layer in layers.items():
+            if name.startswith("norm"):
+                found.update(
+                    {f"block{b}.{name}.gamma": layer.gamma, f"block{b}.{name}.beta": layer.beta}
+                )
+            else:
+                found.update(
+                    {f"block{b}.{name}.kernel": layer.weight, f"block{b}.{name}.bias": layer.bias}
+                )
+    return found
+
+
+def module_name(name: str) -> str:
+    """A canonical name as the Module's argument: ``block0.query.kernel`` → ``block0_query_weight``
+    (the symbol's layer names, see ``_encoder_symbol``)."""
+    special = {"tokens": "embed_weight", "positions": "pos_embed_weight"}
+    if name in special:
+        return special[name]
+    layer, kind = name.rsplit(".", 1)
+    layer = "fc" if layer == "head" else layer.replace(".", "_")
+    return f"{layer}_{'weight' if kind == 'kernel' else kind}"
 
 
 # tui-bench:begin model gluon hybrid
@@ -414,6 +453,17 @@ class GluonBackend(Backend):
             hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size, length
         )
         self.net.initialize(GLOROT_UNIFORM, ctx=self.ctxs)
+        if hyper.model in shared_init.SHARED_MODELS:
+            weights = shared_init.transformer_weights(hyper.seed, shape.vocab_size, length)
+            targets = gluon_parameters(self.net)
+            if set(targets) != set(weights) or len(targets) != len(
+                self.net.collect_params().keys()
+            ):
+                raise ValueError("the shared weights and the Gluon transformer do not match")
+            for name, param in targets.items():
+                value = shared_init.checked(name, mxnet_layout(name, weights[name]), param.shape)
+                param.set_data(nd.array(value, dtype=np.float32))
+            self.applied["init"] = shared_init.setting(hyper.seed)
         if hyper.model == "lstm":
             # Keras has one bias per gate, MXNet two: the second stays zero and frozen so the
             # function and the trainable parameter count match Keras exactly.
@@ -511,6 +561,21 @@ class ModuleBackend(GluonBackend):
         )
         xb, yb = self._arrays(*self.sample)
         self.module = self._bind(hyper, logits, xb.shape, yb.shape)
+        if hyper.model in shared_init.SHARED_MODELS:
+            weights = shared_init.transformer_weights(
+                hyper.seed, shape.vocab_size, shape.input_shape[0]
+            )
+            current, _ = self.module.get_params()
+            arrays = {}
+            for name, value in weights.items():
+                arg = module_name(name)
+                if arg not in current:
+                    raise ValueError(f"shared weight {name}: the Module has no {arg}")
+                value = shared_init.checked(name, mxnet_layout(name, value), current[arg].shape)
+                arrays[arg] = nd.array(value, dtype=np.float32)
+            # allow_missing=False: every argument of the Module must come from the shared draw.
+            self.module.set_params(arrays, {}, allow_missing=False, force_init=True)
+            self.applied["init"] = shared_init.setting(hyper.seed)
 
     # tui-bench:begin step module
     def _bind(self, hyper: Hyper, logits, data_shape, label_shape) -> mx.mod.Module:

@@ -14,7 +14,9 @@ worker started, ``time.perf_counter`` based). Types and their fields:
     import_s (framework import time), data_s (dataset load time), build_s (model build time),
     steps_per_epoch, train_samples, val_samples, test_samples, settings (precision, compile,
     autotune, input, timing as applied and read back), threads_configured, perf_env
-    (performance-relevant environment variables that were set).
+    (performance-relevant environment variables that were set), first_batch_sha256,
+    initial_loss (models with shared initial weights only: the first batch's loss before any
+    update, no dropout).
 ``epoch_started``
     epoch (1-based), epochs, steps.
 ``steps``

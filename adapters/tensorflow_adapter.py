@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from adapters import shared_init
 from adapters.data import binary_head
 from adapters.loop import (
     Backend,
@@ -392,6 +393,14 @@ class TensorFlowBackend(Backend):
             self.model = build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
+            if hyper.model in shared_init.SHARED_MODELS:
+                shared_init.load_keras(
+                    self.model,
+                    shared_init.transformer_weights(
+                        hyper.seed, shape.vocab_size, shape.input_shape[0]
+                    ),
+                )
+                self.applied["init"] = shared_init.setting(hyper.seed)
             self.loss_fn = _loss_fn(self.binary)
             self.optimizer = _optimizer(hyper)
             if self.api == "keras":
@@ -602,6 +611,34 @@ class EstimatorBackend(Backend):
             self._params = int(sum(math.prod(v.shape) for v in counted.trainable_variables))
             if hyper.model == "transformer":
                 self.applied["attention"] = attention_kernel(counted, xla=False)
+        if hyper.model in shared_init.SHARED_MODELS:
+            weights = shared_init.transformer_weights(
+                hyper.seed, shape.vocab_size, shape.input_shape[0]
+            )
+            self._write_initial_checkpoint(weights, dataset.x_train.dtype)
+            self.applied["init"] = shared_init.setting(hyper.seed)
+
+    def _write_initial_checkpoint(self, weights: dict[str, np.ndarray], dtype: np.dtype) -> None:
+        """The Estimator builds its model inside ``model_fn`` on a new graph at every train() and
+        predict(), and carries the weights between them in its checkpoint. So the shared initial
+        weights go in as the step-0 checkpoint: ``model_fn``'s training graph (the model, Adam's
+        slots, the global step) built once here, initialised, the model's weights set, saved in
+        the model dir, where the first train() (and a predict() before it) restores them."""
+        with tf.Graph().as_default():
+            tf.compat.v1.train.get_or_create_global_step()
+            features = tf.compat.v1.placeholder(tf.as_dtype(dtype), (None, *self.shape.input_shape))
+            labels = tf.compat.v1.placeholder(tf.float32, (None, 1))
+            self._model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, None)
+            threads = self.threads
+            config = tf.compat.v1.ConfigProto(
+                intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
+            )
+            with tf.compat.v1.Session(config=config) as session, session.as_default():
+                session.run(tf.compat.v1.global_variables_initializer())
+                shared_init.load_keras(self._model, weights)  # Keras 2 assigns in this session
+                tf.compat.v1.train.Saver().save(
+                    session, os.path.join(self.model_dir, "model.ckpt"), global_step=0
+                )
 
     def param_count(self) -> int:
         return self._params
@@ -617,6 +654,7 @@ class EstimatorBackend(Backend):
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
             logits = model(features, training=mode == tf.estimator.ModeKeys.TRAIN)
+            self._model = model
             if mode == tf.estimator.ModeKeys.PREDICT:
                 return tf.estimator.EstimatorSpec(mode, predictions=logits)
             loss = _loss_fn(self.binary)(labels, logits)

@@ -112,6 +112,7 @@ from theano.sandbox.rng_mrg import MRG_RandomStreams  # noqa: E402
 from theano.tensor.nnet import conv2d  # noqa: E402
 from theano.tensor.signal.pool import pool_2d  # noqa: E402
 
+from adapters import shared_init  # noqa: E402
 from adapters.data import binary_head  # noqa: E402
 from adapters.loop import (  # noqa: E402
     Backend,
@@ -472,10 +473,30 @@ class TheanoBackend(Backend):
             shape.vocab_size,
             hyper.seed,
         )
+        if hyper.model in shared_init.SHARED_MODELS:
+            self._load_shared(hyper, shape)
         self.x_var = T.tensor4("x") if shape.kind == "image" else T.imatrix("x")
         self.y_var = T.vector("y") if self.binary else T.lvector("y")
-        if not getattr(self, "build_only", False):  # the worker's build-only mode: no training
+        build_only = getattr(self, "build_only", False)  # the worker's build-only mode
+        if not build_only:  # no training function: its compilation costs minutes cold
             self._compile(hyper)
+        if not build_only or hyper.model in shared_init.SHARED_MODELS:
+            # Inference only (evaluation, and the worker's initial loss of shared weights).
+            self.logits_fn = theano.function([self.x_var], self.net.logits(self.x_var, train=False))
+
+    def _load_shared(self, hyper: Hyper, shape) -> None:
+        """The shared draw into the shared variables: ``Net`` holds them in the canonical order
+        and (in, out) layout of adapters/shared_init.py (positions: (length, 128))."""
+        weights = shared_init.transformer_weights(
+            hyper.seed, shape.vocab_size, shape.input_shape[0]
+        )
+        if len(weights) != len(self.net.params):
+            raise ValueError("the shared weights and Theano's transformer parameters do not match")
+        for (name, value), variable in zip(weights.items(), self.net.params, strict=True):
+            variable.set_value(
+                shared_init.checked(name, value, variable.get_value(borrow=True).shape)
+            )
+        self.applied["init"] = shared_init.setting(hyper.seed)
 
     # tui-bench:begin step theano
     def _loss(self, logits):
@@ -504,7 +525,6 @@ class TheanoBackend(Backend):
         else:
             updates = [(p, p - lr * g) for p, g in zip(params, grads, strict=True)]
         self.train_fn = theano.function([self.x_var, self.y_var], loss, updates=updates)
-        self.logits_fn = theano.function([self.x_var], self.net.logits(self.x_var, train=False))
 
     def train_step(self, x: np.ndarray, y: np.ndarray) -> float:
         return float(self.train_fn(*self._inputs(x, y)))
@@ -596,6 +616,42 @@ def keras2_transformer(vocab: int, length: int, dropout: float) -> Any:
 
 
 # tui-bench:end model
+
+
+def load_keras2_transformer(model: Any, weights: dict[str, np.ndarray]) -> None:
+    """The shared draw into the Keras 2 transformer, layer by layer in the model's order (its
+    kernels are (in, out) like the canonical layout; ``set_weights`` refuses a wrong shape)."""
+    layers: dict[str, list[Any]] = {}
+    for layer in model.layers:
+        layers.setdefault(type(layer).__name__, []).append(layer)
+    attention, norms, dense = (
+        layers["Keras2SelfAttention"],
+        layers["Keras2LayerNorm"],
+        layers["Dense"],
+    )
+    if (len(attention), len(norms), len(dense)) != (2, 4, 5):
+        raise ValueError("load_keras2_transformer: the model is not the catalog's transformer")
+    (embedding,), (positions,) = layers["Embedding"], layers["Keras2Positions"]
+    embedding.set_weights([weights["tokens"]])
+    positions.set_weights([weights["positions"]])
+    for b in range(2):
+        p = f"block{b}."
+        attention[b].set_weights(
+            [
+                weights[p + n + kind]
+                for n in shared_init.PROJECTIONS
+                for kind in (".kernel", ".bias")
+            ]
+        )
+        for i, name in enumerate(("norm1", "norm2")):
+            norms[2 * b + i].set_weights(
+                [weights[p + name + ".gamma"], weights[p + name + ".beta"]]
+            )
+        for i, name in enumerate(("hidden", "back")):
+            dense[2 * b + i].set_weights(
+                [weights[p + name + ".kernel"], weights[p + name + ".bias"]]
+            )
+    dense[-1].set_weights([weights["head.kernel"], weights["head.bias"]])
 
 
 # tui-bench:begin model keras2
@@ -699,6 +755,12 @@ class Keras2Backend(TheanoBackend):
         self.model = build_keras2_model(
             hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
         )
+        if hyper.model in shared_init.SHARED_MODELS:
+            weights = shared_init.transformer_weights(
+                hyper.seed, shape.vocab_size, shape.input_shape[0]
+            )
+            load_keras2_transformer(self.model, weights)
+            self.applied["init"] = shared_init.setting(hyper.seed)
         if not getattr(self, "build_only", False):  # the worker's build-only mode: no training
             self._compile(hyper)
 

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from adapters import shared_init
 from adapters.data import binary_head
 from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, evaluate_in_batches
 from adapters.precision import bf16_settings
@@ -111,6 +112,33 @@ class _Transformer(nn.Module):
 
 
 # tui-bench:end model
+
+
+def load_shared_weights(model: _Transformer, weights: dict[str, np.ndarray]) -> None:
+    """The shared draw (adapters/shared_init.py) into the built transformer: torch's Linear
+    holds its weight as (out, in), the transpose of the canonical (in, out) kernel."""
+    targets = {
+        "tokens": model.tokens.weight,
+        "positions": model.positions.weight,
+        "head.kernel": model.head.weight,
+        "head.bias": model.head.bias,
+    }
+    for b, block in enumerate(model.blocks):
+        layers = {name: getattr(block.attention, name) for name in shared_init.PROJECTIONS}
+        layers.update(
+            norm1=block.norm1, hidden=block.feed[0], back=block.feed[2], norm2=block.norm2
+        )
+        for name, layer in layers.items():
+            first, second = ("gamma", "beta") if name.startswith("norm") else ("kernel", "bias")
+            targets[f"block{b}.{name}.{first}"] = layer.weight
+            targets[f"block{b}.{name}.{second}"] = layer.bias
+    trainable = {id(p) for p in model.parameters() if p.requires_grad}
+    if set(targets) != set(weights) or {id(t) for t in targets.values()} != trainable:
+        raise ValueError("the shared weights and torch's transformer parameters do not match")
+    with torch.no_grad():
+        for name, target in targets.items():
+            value = weights[name].T if name.endswith(".kernel") else weights[name]
+            target.copy_(torch.from_numpy(shared_init.checked(name, value, tuple(target.shape))))
 
 
 def sdpa_backend(
@@ -389,6 +417,12 @@ class TorchBackend(Backend):
             hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
         )
         _init_like_keras(model)
+        if hyper.model in shared_init.SHARED_MODELS:
+            load_shared_weights(
+                model,
+                shared_init.transformer_weights(hyper.seed, shape.vocab_size, shape.input_shape[0]),
+            )
+            self.settings_applied["init"] = shared_init.setting(hyper.seed)
         self.model = model.to(self.device)
         if hyper.model == "transformer":
             self.settings_applied["attention"] = self._attention_kernel(hyper, shape)

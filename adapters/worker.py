@@ -183,6 +183,28 @@ def global_first_batch_digest(backend, dataset, parallel, hyper) -> str | None:
     ).hexdigest()
 
 
+def initial_loss(backend, dataset, parallel, hyper) -> dict:
+    """{"initial_loss": the mean loss on this rank's share of the first training batch, in
+    inference mode (no dropout), before any update} for the models whose initial weights every
+    framework loads from ``shared_init``: the same function from the same weights on the same
+    bytes gives the same number everywhere (tests/test_frameworks.py). Empty for the others,
+    whose weights each framework draws itself. Untimed; it is the first forward pass the model
+    makes, so a framework's lazy set-up shared with training (allocations, kernel choice) is
+    paid here rather than in the first step."""
+    from adapters import data, shared_init
+
+    if hyper.model not in shared_init.SHARED_MODELS:
+        return {}
+    first = data.batches(
+        len(dataset.x_train), hyper.batch_size * parallel.workers, hyper.seed, 1, 1
+    )
+    if not first:
+        return {}
+    mine = parallel.shard(first[0])
+    loss, _ = backend.evaluate(dataset.x_train[mine], dataset.y_train[mine], hyper.batch_size)
+    return {"initial_loss": loss}
+
+
 # Environment variables that change performance: recorded with every run when they are set.
 PERF_ENV_PREFIXES = (
     "XLA_",
@@ -353,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # What the framework will train on first, read back from the framework (equity tests).
         digest = global_first_batch_digest(backend, dataset, parallel, hyper)
+        initial = initial_loss(backend, dataset, parallel, hyper)
         channel.emit(
             "run_started",
             framework=spec["framework"],
@@ -372,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             test_samples=len(dataset.x_test),
             dataset_notes=dataset.notes,
             first_batch_sha256=digest,
+            **initial,
             settings=applied,
             threads_configured=spec["threads"],
             perf_env=performance_environment(),

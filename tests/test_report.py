@@ -263,6 +263,29 @@ def test_fairness_card_shows_the_attention_kernel_and_an_emulated_bf16_even_when
     assert ("bf16", emulated, "torch, keras") in rows
 
 
+def test_fairness_card_says_where_the_initial_weights_came_from():
+    # A transformer run with the shared draw beside a record from before it (each framework's own
+    # draw, no "init" setting): the starting points differ, and the card says so.
+    shared = with_worker(
+        runs("s", [1.0], framework="torch", model="transformer", dataset="synthetic-imdb"),
+        init="shared: numpy RandomState draw, seed 0 (adapters/shared_init.py)",
+    )
+    own = with_worker(
+        runs(
+            "o",
+            [2.0],
+            framework="mxnet",
+            api="gluon",
+            model="transformer",
+            dataset="synthetic-imdb",
+        )
+    )
+    rows = [row.cells for row in table(build(shared + own), "fairness").rows]
+    weights = {row[2]: row[1] for row in rows if row[0] == "initial weights"}
+    assert weights["torch"].startswith("shared: numpy RandomState draw, seed 0")
+    assert weights["mxnet"] == "—"
+
+
 def test_no_fairness_card_when_nothing_else_differs():
     records = runs("a", [1.0, 1.1], api="eager") + runs("b", [2.0, 2.1], api="compile")
     assert "fairness" not in [t.name for t in build(records)]

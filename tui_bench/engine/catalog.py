@@ -357,7 +357,8 @@ MODELS: dict[str, Model] = {
     "lstm": Model("lstm", "LSTM", "sequence", "Embedding 5000×128 → LSTM128 → Dense1 (binary)"),
     # Every adapter builds exactly this (docs/frameworks.md, "The transformer"): no padding mask,
     # like the LSTM; Glorot-uniform kernels with each attention projection's fans those of a
-    # 128×128 dense, zero biases, LayerNorm γ=1 β=0, embeddings uniform ±0.05.
+    # 128×128 dense, zero biases, LayerNorm γ=1 β=0, embeddings uniform ±0.05, drawn once by
+    # adapters/shared_init.py and loaded into every framework (the same initial weights).
     "transformer": Model(
         "transformer",
         "Transformer encoder",

@@ -1065,6 +1065,9 @@ FAIRNESS_SETTINGS: list[tuple[str, Callable[[Run], Any]]] = [
     ("compilation", lambda r: r.settings.get("compile")),
     # The kernel a transformer's attention ran in (torch's SDPA backend, Keras' path and XLA).
     ("attention kernel", lambda r: r.settings.get("attention")),
+    # Where the initial weights came from: one shared numpy draw from the seed (the transformer,
+    # adapters/shared_init.py); absent where each framework drew its own.
+    ("initial weights", lambda r: r.settings.get("init")),
     ("autotune", lambda r: r.settings.get("autotune") or r.spec.get("autotune")),
     ("input path", lambda r: r.spec.get("input", "host")),
     ("timing mode", lambda r: r.spec.get("timing", "synced")),

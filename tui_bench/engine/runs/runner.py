@@ -73,6 +73,7 @@ class RunResult:
                 "data_s",
                 "build_s",
                 "param_count",
+                "initial_loss",
                 "threads_effective",
                 "interop_threads",
                 "framework_version",

@@ -1,0 +1,132 @@
+"""The transformer's initial weights, drawn once from the run's seed: every adapter loads these
+exact arrays into the model it built, so all framework × API combinations start from one point.
+
+numpy only (it runs in every worker's runtime, numpy 1.23 to 2.x). The draw uses the legacy
+``np.random.RandomState``, whose stream numpy guarantees not to change between versions (the
+``Generator`` streams carry no such promise), so every runtime draws the same bits from one seed.
+
+Initialisers (Keras' defaults, as the other models use them): Glorot-uniform kernels with the fans
+of a dense (in, out) kernel, so each attention projection is a 128×128 dense; zero biases;
+LayerNorm γ = 1, β = 0; both embeddings uniform in ±0.05.
+
+The canonical layout, in draw order (``transformer_weights`` returns it in this order):
+
+| name | shape | initialiser |
+|---|---|---|
+| ``tokens`` | (vocab, 128) | uniform ±0.05 |
+| ``positions`` | (length, 128) | uniform ±0.05 |
+| ``block{b}.{query,key,value,out}.kernel`` | (128, 128) as (in, out) | Glorot-uniform |
+| ``block{b}.{query,key,value,out}.bias`` | (128,) | zeros |
+| ``block{b}.norm1.gamma`` / ``.beta`` | (128,) | ones / zeros |
+| ``block{b}.hidden.kernel`` / ``.bias`` | (128, 512) / (512,) | Glorot-uniform / zeros |
+| ``block{b}.back.kernel`` / ``.bias`` | (512, 128) / (128,) | Glorot-uniform / zeros |
+| ``block{b}.norm2.gamma`` / ``.beta`` | (128,) | ones / zeros |
+| ``head.kernel`` / ``head.bias`` | (128, 1) / (1,) | Glorot-uniform / zeros |
+
+for b = 0, 1. Kernels are (in, out): y = x·W + b (Keras' and Theano's layout; torch's and MXNet's
+dense weights are the transpose). A projection's output column h·32 + d is head h's feature d, the
+split every adapter makes ((batch, time, 4, 32)); Keras' ``MultiHeadAttention`` holds the same
+numbers as (128, 4, 32) for query/key/value and (4, 32, 128) for its output kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# The models whose initial weights come from here; the others still draw from the same
+# initialiser family in each framework (docs/frameworks.md).
+SHARED_MODELS = ("transformer",)
+WIDTH, HEADS, HIDDEN, BLOCKS = 128, 4, 512, 2
+PROJECTIONS = ("query", "key", "value", "out")
+
+
+def setting(seed: int) -> str:
+    """What a run records as its ``init`` setting when it loaded these weights."""
+    return f"shared: numpy RandomState draw, seed {seed} (adapters/shared_init.py)"
+
+
+def _glorot_uniform(rng: np.random.RandomState, fan_in: int, fan_out: int) -> np.ndarray:
+    limit = np.sqrt(6.0 / (fan_in + fan_out))
+    return rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+
+
+def transformer_weights(seed: int, vocab: int, length: int) -> dict[str, np.ndarray]:
+    """Every trainable array of the transformer (float32, canonical names and layout above)."""
+    rng = np.random.RandomState(seed)
+    out: dict[str, np.ndarray] = {
+        "tokens": rng.uniform(-0.05, 0.05, (vocab, WIDTH)).astype(np.float32),
+        "positions": rng.uniform(-0.05, 0.05, (length, WIDTH)).astype(np.float32),
+    }
+
+    def dense(name: str, fan_in: int, fan_out: int) -> None:
+        out[f"{name}.kernel"] = _glorot_uniform(rng, fan_in, fan_out)
+        out[f"{name}.bias"] = np.zeros(fan_out, np.float32)
+
+    def norm(name: str) -> None:
+        out[f"{name}.gamma"] = np.ones(WIDTH, np.float32)
+        out[f"{name}.beta"] = np.zeros(WIDTH, np.float32)
+
+    for b in range(BLOCKS):
+        for projection in PROJECTIONS:
+            dense(f"block{b}.{projection}", WIDTH, WIDTH)
+        norm(f"block{b}.norm1")
+        dense(f"block{b}.hidden", WIDTH, HIDDEN)
+        dense(f"block{b}.back", HIDDEN, WIDTH)
+        norm(f"block{b}.norm2")
+    dense("head", WIDTH, 1)
+    return out
+
+
+def checked(name: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as a contiguous float32 array of the target's shape, or a ValueError naming the
+    weight: a loader never lets a framework broadcast or reshape a wrong array silently."""
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError(f"shared weight {name}: shape {value.shape}, the model holds {shape}")
+    return np.ascontiguousarray(value, dtype=np.float32)
+
+
+def load_keras(model: Any, weights: dict[str, np.ndarray]) -> None:
+    """Set a built Keras transformer (Keras 3 on any backend, tf.keras 2.15 in the Estimator) to
+    these weights, layer by layer in the model's order: Embedding, the positions layer, then per
+    block its MultiHeadAttention, two LayerNormalization and two Dense; the head Dense last."""
+    layers: dict[str, list[Any]] = {}
+    for layer in model.layers:
+        layers.setdefault(type(layer).__name__, []).append(layer)
+    (embedding,), (positions,) = layers["Embedding"], layers["AddPositions"]
+    attention, norms, dense = (
+        layers["MultiHeadAttention"],
+        layers["LayerNormalization"],
+        layers["Dense"],
+    )
+    if (len(attention), len(norms), len(dense)) != (BLOCKS, 2 * BLOCKS, 2 * BLOCKS + 1):
+        raise ValueError("load_keras: the model is not the catalog's transformer")
+
+    def put(layer: Any, *names_shapes: tuple[str, tuple[int, ...]]) -> None:
+        # Keras' set_weights refuses an array whose shape differs from the variable's.
+        layer.set_weights([np.reshape(weights[n], s) for n, s in names_shapes])
+
+    put(embedding, ("tokens", weights["tokens"].shape))
+    put(positions, ("positions", weights["positions"].shape))
+    split = (WIDTH, HEADS, WIDTH // HEADS)
+    for b in range(BLOCKS):
+        mha, p = attention[b], f"block{b}."
+        # Keras keeps the four projections as EinsumDense sublayers (the same attributes in
+        # Keras 2.15 and 3): query/key/value kernels (128, 4, 32) with (4, 32) biases, the output
+        # kernel (4, 32, 128) with a (128,) bias.
+        for projection, sub in zip(
+            PROJECTIONS[:3], (mha._query_dense, mha._key_dense, mha._value_dense), strict=True
+        ):
+            put(sub, (p + projection + ".kernel", split), (p + projection + ".bias", split[1:]))
+        put(mha._output_dense, (p + "out.kernel", split[1:] + (WIDTH,)), (p + "out.bias", (WIDTH,)))
+        for i, name in enumerate(("norm1", "norm2")):
+            put(norms[2 * b + i], (p + name + ".gamma", (WIDTH,)), (p + name + ".beta", (WIDTH,)))
+        for i, name in enumerate(("hidden", "back")):
+            kernel = weights[p + name + ".kernel"]
+            put(
+                dense[2 * b + i],
+                (p + name + ".kernel", kernel.shape),
+                (p + name + ".bias", kernel.shape[1:]),
+            )
+    put(dense[-1], ("head.kernel", (WIDTH, 1)), ("head.bias", (1,)))
