@@ -226,7 +226,8 @@ def test_transformer_runs_bf16_on_the_cpu_and_says_if_emulated(bench_env, framew
     # Settings and the emulation note are what this checks: two steps of batch 8 show them (bf16
     # emulated on an AVX2 CPU made six steps of 16 cost up to 78 s a run).
     fields = {**TRANSFORMER_RUN, "epochs": 1, "steps_per_epoch": 2, "batch_size": 8}
-    result = run(bench_env, framework, api, **fields, train_samples=80, precision="bf16")
+    fields.update(train_samples=80, test_samples=16, precision="bf16")
+    result = run(bench_env, framework, api, **fields)
     settings = result.started["settings"]
     assert settings["precision"] == "bf16"
     if framework == "torch":
