@@ -233,3 +233,36 @@ def test_a_usage_mistake_is_one_line_too():
     out = cli("nonsense")
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert out.stderr.startswith("tui-bench: error: argument COMMAND: invalid choice: 'nonsense'")
+
+
+def test_a_runs_table_shows_the_settings_behind_its_numbers_and_an_emulated_bf16():
+    """The settings that decide a number stand above it in `run`'s and `history show`'s table,
+    and a bf16 run on a CPU without bf16 units says so there, not only in a comparison."""
+    from rich.console import Console
+
+    from tui_bench.cli.common import summary_table
+
+    settings = {
+        "compile": "no (eager)",
+        "attention": "SDPA math (training, dropout 0.25)",
+        "bf16_note": "bf16 emulated: CPU lacks avx512_bf16/amx_bf16",
+    }
+    record = {
+        "id": "r1",
+        "status": "finished",
+        "spec": {"framework": "torch", "api": "eager", "precision": "bf16"},
+        "worker": {"settings": settings},
+        "metrics": {"step_median_s": 0.5},
+    }
+    console = Console(width=80, record=True)
+    console.print(summary_table([record]))
+    text = console.export_text()
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in text.splitlines()
+        if line.count("│") == 3 and line.split("│")[1].strip()
+    }
+    assert rows["precision"] == "bf16" and rows["compilation"] == "no (eager)"
+    assert rows["attention kernel"].startswith("SDPA math (training,")
+    assert rows["bf16"] == "bf16 emulated: CPU lacks avx512_bf16/amx_bf16"
+    assert "initial weights" not in rows  # not recorded: not shown

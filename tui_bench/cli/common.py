@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tui_bench.engine.errors import PresetError
@@ -87,6 +88,17 @@ SUMMARY_ROWS: list[tuple[str, str, float, int, str]] = [
 ]
 
 
+# The fairness card's settings a single run's table shows above its numbers.
+SHOWN_SETTINGS = (
+    "precision",
+    "compilation",
+    "attention kernel",
+    "initial weights",
+    "input path",
+    "timing mode",
+)
+
+
 def summary_table(records: Sequence[Run | dict[str, Any]]) -> Table:
     """Metrics as rows, runs as columns: stays readable at 80 columns."""
     runs = runs_of(records)
@@ -96,6 +108,18 @@ def summary_table(records: Sequence[Run | dict[str, Any]]) -> Table:
         spec = r.spec
         table.add_column(f"{r.id}\n{spec.get('framework')}/{spec.get('api')}", justify="right")
     table.add_row("status", *(r.status if r.finished else f"[red]{r.status}[/red]" for r in runs))
+    # The settings that decide the numbers below, read as the fairness card reads them.
+    from tui_bench.engine.results import tables  # only where a table is shown: a heavy import
+
+    readers = dict(tables.FAIRNESS_SETTINGS)
+    for label in SHOWN_SETTINGS:
+        values = [readers[label](r) for r in runs]
+        if any(v is not None for v in values):
+            table.add_row(label, *(escape(tables.setting_text(v)) for v in values))
+    # An emulated bf16 number is not a bf16 number: said beside it, not only in a comparison.
+    bf16_notes = [r.settings.get("bf16_note") for r in runs]
+    if any(bf16_notes):
+        table.add_row("bf16", *(f"[yellow]{escape(str(n))}[/]" if n else "—" for n in bf16_notes))
     for label, key, scale, digits, _meaning in SUMMARY_ROWS:
         values = [r.metric(key) for r in runs]
         # an MFU above 1 is a wrong count or peak: its limits line says so, never a number

@@ -1079,7 +1079,7 @@ FAIRNESS_SETTINGS: list[tuple[str, Callable[[Run], Any]]] = [
 ]
 
 
-def _setting_text(value: Any) -> str:
+def setting_text(value: Any) -> str:
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -1109,7 +1109,7 @@ def fairness_card(configs: list[Group]) -> Table | None:
             continue
         cells = []
         for c in configs:
-            values = list(dict.fromkeys(_setting_text(read(r)) for r in c.runs if r.status))
+            values = list(dict.fromkeys(setting_text(read(r)) for r in c.runs if r.status))
             cells.append(" / ".join(values) if values else "—")
         if len(set(cells)) > 1:
             for value in dict.fromkeys(cells):
