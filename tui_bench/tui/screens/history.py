@@ -4,6 +4,7 @@ All disk access happens in thread workers."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,38 +68,52 @@ def _short_date(started_at: str) -> str:
     return started_at[11:16] if started_at[:10] == today else started_at[5:10]
 
 
+def _step_ms(run: Run) -> float | None:
+    step = run.metric("step_median_s")
+    return step * 1000 if step is not None else None
+
+
+def _where(run: Run) -> Any:
+    device = run.spec.get("device")
+    return f"{device}×{run.spec.get('threads')}" if device == "cpu" else device
+
+
+# Each column's value of a run, one function per column: sorting reads one column of every run
+# (all twenty for 10,000 runs was most of opening the screen), a row reads them all.
+VALUES: dict[str, Callable[[Run], Any]] = {
+    "short_date": lambda run: _short_date(run.started_text),
+    "run": lambda run: f"{run.spec.get('framework')}/{run.spec.get('api')} {run.spec.get('model')}",
+    "data": lambda run: str(run.spec.get("dataset", "")).replace("synthetic-", "syn-"),
+    "where": _where,
+    "date": lambda run: run.started_text[:16].replace("T", " "),
+    "framework": lambda run: run.spec.get("framework"),
+    "api": lambda run: run.spec.get("api"),
+    "model": lambda run: run.spec.get("model"),
+    "dataset": lambda run: run.spec.get("dataset"),
+    "device": lambda run: run.spec.get("device"),
+    "threads": lambda run: run.spec.get("threads"),
+    "train_s": lambda run: run.metric("train_wall_s"),
+    "step_ms": _step_ms,
+    "samples_s": lambda run: run.metric("samples_per_s"),
+    # of the measured peak; above 1 the count or the peak is wrong: said, never a number
+    "mfu": lambda run: (
+        "error" if run.metric_text("mfu_error") == MFU_ABOVE_ONE else run.metric("mfu")
+    ),
+    "accuracy": lambda run: (
+        acc if (acc := run.metric("test_accuracy")) is not None else run.metric("val_accuracy")
+    ),
+    "status": lambda run: run.status or None,
+    # its own column, so "unreliable" filters and sorts like any other value
+    "verdict": lambda run: run.verdict,
+    # 80 columns hold one of the two: a finished run's verdict says more than "finished"
+    "state": lambda run: run.state,
+}
+
+
 def row_values(record: Run | dict[str, Any]) -> dict[str, Any]:
     """Sortable values of a record; None where unknown."""
     run = Run.from_record(record)
-    spec = run.spec
-    acc = run.metric("test_accuracy")
-    threads = spec.get("threads")
-    device = spec.get("device")
-    step = run.metric("step_median_s")
-    return {
-        "short_date": _short_date(run.started_text),
-        "run": f"{spec.get('framework')}/{spec.get('api')} {spec.get('model')}",
-        "data": str(spec.get("dataset", "")).replace("synthetic-", "syn-"),
-        "where": f"{device}×{threads}" if device == "cpu" else device,
-        "date": run.started_text[:16].replace("T", " "),
-        "framework": spec.get("framework"),
-        "api": spec.get("api"),
-        "model": spec.get("model"),
-        "dataset": spec.get("dataset"),
-        "device": spec.get("device"),
-        "threads": spec.get("threads"),
-        "train_s": run.metric("train_wall_s"),
-        "step_ms": step * 1000 if step is not None else None,
-        "samples_s": run.metric("samples_per_s"),
-        # of the measured peak; above 1 the count or the peak is wrong: said, never a number
-        "mfu": "error" if run.metric_text("mfu_error") == MFU_ABOVE_ONE else run.metric("mfu"),
-        "accuracy": acc if acc is not None else run.metric("val_accuracy"),
-        "status": run.status or None,
-        # its own column, so "unreliable" filters and sorts like any other value
-        "verdict": run.verdict,
-        # 80 columns hold one of the two: a finished run's verdict says more than "finished"
-        "state": run.state,
-    }
+    return {key: value(run) for key, value in VALUES.items()}
 
 
 def cell(key: str, value: Any) -> str:
@@ -126,10 +141,10 @@ def matches(record: dict[str, Any], query: str) -> bool:
 
 
 def sort_records(records: list[dict[str, Any]], key: str, reverse: bool) -> list[dict[str, Any]]:
-    # Each record's value once (row_values reads the whole record: three times per run was most
-    # of opening a 10,000-run history). Unknown values last whatever the direction; numbers and
-    # text never compared.
-    values = [(row_values(r)[key], r) for r in records]
+    # Each record's value of this column alone, once. Unknown values last whatever the
+    # direction; numbers and text never compared.
+    value = VALUES[key]
+    values = [(value(Run.from_record(r)), r) for r in records]
     known = [pair for pair in values if pair[0] is not None]
     unknown = [r for value, r in values if value is None]
     try:
@@ -166,6 +181,7 @@ class HistoryScreen(Screen):
         self.marked: set[str] = set()
         self.sort_key = "date"
         self.sort_reverse = True
+        self._stale = True  # the runs shown are not (or no longer) what the history holds
 
     def compose(self) -> ComposeResult:
         yield ModeBar("history")
@@ -181,14 +197,18 @@ class HistoryScreen(Screen):
     def on_mount(self) -> None:
         self.columns: list[tuple[str, str]] = []
         self.query_one(DataTable).focus()
-        self.reload()
 
     def on_resize(self) -> None:
-        if self.records or self.columns:
+        # Only the choice of columns depends on the size: a resize that keeps it costs nothing
+        # (a refill of 10,000 runs does).
+        if self.columns and self._wanted_columns() != self.columns:
             self.refill()
 
+    def _wanted_columns(self) -> list[tuple[str, str]]:
+        return COLUMNS if self.size.width >= NARROW_BELOW else COLUMNS_NARROW
+
     def _ensure_columns(self) -> None:
-        wanted = COLUMNS if self.size.width >= NARROW_BELOW else COLUMNS_NARROW
+        wanted = self._wanted_columns()
         if wanted != self.columns:
             table = self.query_one(DataTable)
             table.clear(columns=True)
@@ -196,8 +216,16 @@ class HistoryScreen(Screen):
                 table.add_column(header, key=key)
             self.columns = wanted
 
+    def on_screen_suspend(self) -> None:
+        self._stale = True
+
     def on_screen_resume(self) -> None:
-        self.reload()
+        # Shown for the first time, or back from another screen (runs may have been added or
+        # deleted meanwhile). Textual resumes a new mode's screen twice: reading and drawing
+        # 10,000 runs twice was a third of opening the screen.
+        if self._stale and self.is_mounted:
+            self._stale = False
+            self.reload()
 
     # -- data ---------------------------------------------------------------------------------
     def reload(self) -> None:
