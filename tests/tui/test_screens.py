@@ -491,3 +491,28 @@ async def test_a_run_that_cannot_start_is_a_notice_titled_by_its_error(tui_home,
         await wait_for(pilot, lambda: "no space left" in notes(app), 5, "the notice")
         assert "Run supervisor: the supervisor did not start" in notes(app)
         assert not app.running  # the next Start is not refused as 'a run is in progress'
+
+
+async def test_history_reads_runs_once_when_shown_and_again_on_return(tui_home, monkeypatch):
+    """Textual resumes a new mode's screen twice, and a resize that keeps the columns changes
+    nothing: each read and refill of 10,000 runs cost about half a second."""
+    write_fake_history(tui_home, RUNS)
+    reads = []
+    summaries = History.summaries
+    monkeypatch.setattr(History, "summaries", lambda self: reads.append(1) or summaries(self))
+    refills = []
+    refill = HistoryScreen.refill
+    monkeypatch.setattr(HistoryScreen, "refill", lambda self: refills.append(1) or refill(self))
+    app = TuiBenchApp()
+    async with app.run_test(size=(150, 40)) as pilot:
+        await history_ready(pilot, app, 2)
+        await pilot.pause(0.3)
+        assert (len(reads), len(refills)) == (1, 1)
+        await pilot.resize_terminal(170, 40)  # wide columns either way
+        await pilot.pause(0.3)
+        assert len(refills) == 1
+        await pilot.resize_terminal(80, 24)  # narrow columns: drawn again
+        await wait_for(pilot, lambda: len(refills) == 2, 10, "a refill for narrow columns")
+        await pilot.press("f2")  # away and back: runs may have changed meanwhile
+        await history_ready(pilot, app, 2)
+        await wait_for(pilot, lambda: len(reads) == 2, 10, "a second read")
