@@ -94,3 +94,22 @@ def test_a_finished_run_says_its_energy_or_why_not_and_its_memory_peaks():
     text = view.limits_text()
     assert "1.25 J/step (CPU)" in text and "energy not read" not in text
     assert text.endswith("peak RSS 607 MiB, allocator 120 MiB")
+
+
+def test_the_settings_that_decide_the_step_time_stand_beside_it():
+    """Live and a stored run's view say the precision (an emulated bf16 included), the
+    compilation and the attention kernel next to the step time."""
+    view = _view([0.01, 0.02, 0.01])
+    assert "precision" not in figures_text(view)  # the worker has not said them yet
+    settings = {
+        "precision": "bf16",
+        "bf16_note": "bf16 emulated: CPU lacks avx512_bf16/amx_bf16",
+        "compile": "no (eager)",
+        "attention": "SDPA math (training, dropout 0.25)",
+    }
+    view.started = {**(view.started or {}), "settings": settings}
+    text = figures_text(view)
+    assert (
+        "precision bf16, bf16 emulated: CPU lacks avx512_bf16/amx_bf16, compilation no (eager), "
+        "attention SDPA math (training, dropout 0.25)"
+    ) in text

@@ -36,6 +36,9 @@ def figures_text(run: BatchView) -> str:
         parts.append(f"step {median_ms:.1f} ms (median, steady, {run.spec.timing})")
     elif run.epoch_records:
         parts.append("no steady-state step yet (all were warm-up)")
+    said = settings_text((run.started or {}).get("settings"))
+    if said:  # what decides the number, beside it
+        parts.append(said)
     if f.get("samples_per_s") is not None:
         parts.append(f"{f['samples_per_s']:,.0f} samples/s (steady)")
     limits = run.limits_text()  # how good the number is: FLOP/s and MFU, as they form
@@ -58,6 +61,21 @@ def figures_text(run: BatchView) -> str:
     if not parts:
         return "figures appear after the first epoch (steady-state steps only)"
     return " · ".join(parts)
+
+
+def settings_text(settings: object) -> str | None:
+    """The worker's settings that decide the step time, as one phrase: precision (and an
+    emulated bf16), compilation, and the attention kernel where the model has one."""
+    if not isinstance(settings, dict) or not settings:
+        return None
+    said = [f"precision {settings.get('precision', '?')}"]
+    if settings.get("bf16_note"):
+        said.append(str(settings["bf16_note"]))
+    if settings.get("compile"):
+        said.append(f"compilation {settings['compile']}")
+    if settings.get("attention"):
+        said.append(f"attention {settings['attention']}")
+    return ", ".join(said)
 
 
 def header_text(run: BatchView) -> str:
