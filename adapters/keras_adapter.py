@@ -382,14 +382,8 @@ class KerasBackend(Backend):
             self.model = build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
-            if hyper.model in shared_init.SHARED_MODELS:
-                shared_init.load_keras(
-                    self.model,
-                    shared_init.transformer_weights(
-                        hyper.seed, shape.vocab_size, shape.input_shape[0]
-                    ),
-                )
-                self.applied["init"] = shared_init.setting(hyper.seed)
+            if init := shared_init.start_keras(self.model, hyper.model, hyper.seed, shape):
+                self.applied["init"] = init
             self._compile(hyper)
         # What Keras resolved, read back from the compiled model.
         self.applied["compile"] = f"jit_compile={self.model.jit_compile}"

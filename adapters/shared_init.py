@@ -87,6 +87,15 @@ def checked(name: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(value, dtype=np.float32)
 
 
+def start_keras(model: Any, model_name: str, seed: int, shape: Any) -> str | None:
+    """Load the shared draw into a built Keras model that shares one (Keras 3 and tf.keras
+    alike); the run's ``init`` setting, or None where the model draws its own weights."""
+    if model_name not in SHARED_MODELS:
+        return None
+    load_keras(model, transformer_weights(seed, shape.vocab_size, shape.input_shape[0]))
+    return setting(seed)
+
+
 def load_keras(model: Any, weights: dict[str, np.ndarray]) -> None:
     """Set a built Keras transformer (Keras 3 on any backend, tf.keras 2.15 in the Estimator) to
     these weights, layer by layer in the model's order: Embedding, the positions layer, then per

@@ -393,14 +393,8 @@ class TensorFlowBackend(Backend):
             self.model = build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
-            if hyper.model in shared_init.SHARED_MODELS:
-                shared_init.load_keras(
-                    self.model,
-                    shared_init.transformer_weights(
-                        hyper.seed, shape.vocab_size, shape.input_shape[0]
-                    ),
-                )
-                self.applied["init"] = shared_init.setting(hyper.seed)
+            if init := shared_init.start_keras(self.model, hyper.model, hyper.seed, shape):
+                self.applied["init"] = init
             self.loss_fn = _loss_fn(self.binary)
             self.optimizer = _optimizer(hyper)
             if self.api == "keras":
