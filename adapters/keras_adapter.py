@@ -10,6 +10,7 @@ worker pinned before import.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 from typing import Any
@@ -382,7 +383,8 @@ class KerasBackend(Backend):
             self.model = build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
-            if init := shared_init.start_keras(self.model, hyper.model, hyper.seed, shape):
+            load = functools.partial(shared_init.load_keras, self.model)
+            if init := shared_init.start(hyper.model, hyper.seed, shape, load):
                 self.applied["init"] = init
             self._compile(hyper)
         # What Keras resolved, read back from the compiled model.

@@ -445,6 +445,15 @@ class GluonBackend(Backend):
             self.applied["attention"] = ATTENTION
         self.sample = (dataset.x_train[: hyper.batch_size], dataset.y_train[: hyper.batch_size])
 
+    def _load_shared(self, weights: dict[str, np.ndarray]) -> None:
+        """The shared draw into the Gluon block's parameters (MXNet's layout)."""
+        targets = gluon_parameters(self.net)
+        if set(targets) != set(weights) or len(targets) != len(self.net.collect_params().keys()):
+            raise ValueError("the shared weights and the Gluon transformer do not match")
+        for name, param in targets.items():
+            value = shared_init.checked(name, mxnet_layout(name, weights[name]), param.shape)
+            param.set_data(nd.array(value, dtype=np.float32))
+
     def build(self, hyper: Hyper, dataset) -> None:
         self._shape_setup(hyper, dataset)
         shape = dataset.shape
@@ -453,17 +462,8 @@ class GluonBackend(Backend):
             hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size, length
         )
         self.net.initialize(GLOROT_UNIFORM, ctx=self.ctxs)
-        if hyper.model in shared_init.SHARED_MODELS:
-            weights = shared_init.transformer_weights(hyper.seed, shape.vocab_size, length)
-            targets = gluon_parameters(self.net)
-            if set(targets) != set(weights) or len(targets) != len(
-                self.net.collect_params().keys()
-            ):
-                raise ValueError("the shared weights and the Gluon transformer do not match")
-            for name, param in targets.items():
-                value = shared_init.checked(name, mxnet_layout(name, weights[name]), param.shape)
-                param.set_data(nd.array(value, dtype=np.float32))
-            self.applied["init"] = shared_init.setting(hyper.seed)
+        if init := shared_init.start(hyper.model, hyper.seed, shape, self._load_shared):
+            self.applied["init"] = init
         if hyper.model == "lstm":
             # Keras has one bias per gate, MXNet two: the second stays zero and frozen so the
             # function and the trainable parameter count match Keras exactly.
@@ -561,21 +561,21 @@ class ModuleBackend(GluonBackend):
         )
         xb, yb = self._arrays(*self.sample)
         self.module = self._bind(hyper, logits, xb.shape, yb.shape)
-        if hyper.model in shared_init.SHARED_MODELS:
-            weights = shared_init.transformer_weights(
-                hyper.seed, shape.vocab_size, shape.input_shape[0]
-            )
-            current, _ = self.module.get_params()
-            arrays = {}
-            for name, value in weights.items():
-                arg = module_name(name)
-                if arg not in current:
-                    raise ValueError(f"shared weight {name}: the Module has no {arg}")
-                value = shared_init.checked(name, mxnet_layout(name, value), current[arg].shape)
-                arrays[arg] = nd.array(value, dtype=np.float32)
-            # allow_missing=False: every argument of the Module must come from the shared draw.
-            self.module.set_params(arrays, {}, allow_missing=False, force_init=True)
-            self.applied["init"] = shared_init.setting(hyper.seed)
+        if init := shared_init.start(hyper.model, hyper.seed, shape, self._load_shared):
+            self.applied["init"] = init
+
+    def _load_shared(self, weights: dict[str, np.ndarray]) -> None:
+        """The shared draw into the bound Module's arguments (MXNet's layout)."""
+        current, _ = self.module.get_params()
+        arrays = {}
+        for name, value in weights.items():
+            arg = module_name(name)
+            if arg not in current:
+                raise ValueError(f"shared weight {name}: the Module has no {arg}")
+            value = shared_init.checked(name, mxnet_layout(name, value), current[arg].shape)
+            arrays[arg] = nd.array(value, dtype=np.float32)
+        # allow_missing=False: every argument of the Module must come from the shared draw.
+        self.module.set_params(arrays, {}, allow_missing=False, force_init=True)
 
     # tui-bench:begin step module
     def _bind(self, hyper: Hyper, logits, data_shape, label_shape) -> mx.mod.Module:

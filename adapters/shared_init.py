@@ -31,6 +31,7 @@ numbers as (128, 4, 32) for query/key/value and (4, 32, 128) for its output kern
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -87,12 +88,15 @@ def checked(name: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(value, dtype=np.float32)
 
 
-def start_keras(model: Any, model_name: str, seed: int, shape: Any) -> str | None:
-    """Load the shared draw into a built Keras model that shares one (Keras 3 and tf.keras
-    alike); the run's ``init`` setting, or None where the model draws its own weights."""
+def start(
+    model_name: str, seed: int, shape: Any, load: Callable[[dict[str, np.ndarray]], None]
+) -> str | None:
+    """Where ``model_name`` shares its initial weights: draw them for this seed and data shape,
+    hand them to the adapter's ``load`` (which maps them into its framework's layout) and
+    return the run's ``init`` setting; None where each framework draws its own."""
     if model_name not in SHARED_MODELS:
         return None
-    load_keras(model, transformer_weights(seed, shape.vocab_size, shape.input_shape[0]))
+    load(transformer_weights(seed, shape.vocab_size, shape.input_shape[0]))
     return setting(seed)
 
 

@@ -12,6 +12,7 @@ APIs applies to those APIs only). The worker has set ``TF_NUM_INTRAOP_THREADS`` 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -393,7 +394,8 @@ class TensorFlowBackend(Backend):
             self.model = build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
-            if init := shared_init.start_keras(self.model, hyper.model, hyper.seed, shape):
+            load = functools.partial(shared_init.load_keras, self.model)
+            if init := shared_init.start(hyper.model, hyper.seed, shape, load):
                 self.applied["init"] = init
             self.loss_fn = _loss_fn(self.binary)
             self.optimizer = _optimizer(hyper)
@@ -605,12 +607,9 @@ class EstimatorBackend(Backend):
             self._params = int(sum(math.prod(v.shape) for v in counted.trainable_variables))
             if hyper.model == "transformer":
                 self.applied["attention"] = attention_kernel(counted, xla=False)
-        if hyper.model in shared_init.SHARED_MODELS:
-            weights = shared_init.transformer_weights(
-                hyper.seed, shape.vocab_size, shape.input_shape[0]
-            )
-            self._write_initial_checkpoint(weights, dataset.x_train.dtype)
-            self.applied["init"] = shared_init.setting(hyper.seed)
+        load = functools.partial(self._write_initial_checkpoint, dtype=dataset.x_train.dtype)
+        if init := shared_init.start(hyper.model, hyper.seed, shape, load):
+            self.applied["init"] = init
 
     def _write_initial_checkpoint(self, weights: dict[str, np.ndarray], dtype: np.dtype) -> None:
         """The Estimator builds its model inside ``model_fn`` on a new graph at every train() and

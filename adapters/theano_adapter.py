@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import ctypes
+import functools
 import importlib.util
 import os
 import sys
@@ -473,8 +474,8 @@ class TheanoBackend(Backend):
             shape.vocab_size,
             hyper.seed,
         )
-        if hyper.model in shared_init.SHARED_MODELS:
-            self._load_shared(hyper, shape)
+        if init := shared_init.start(hyper.model, hyper.seed, shape, self._load_shared):
+            self.applied["init"] = init
         self.x_var = T.tensor4("x") if shape.kind == "image" else T.imatrix("x")
         self.y_var = T.vector("y") if self.binary else T.lvector("y")
         build_only = getattr(self, "build_only", False)  # the worker's build-only mode
@@ -484,19 +485,15 @@ class TheanoBackend(Backend):
             # Inference only (evaluation, and the worker's initial loss of shared weights).
             self.logits_fn = theano.function([self.x_var], self.net.logits(self.x_var, train=False))
 
-    def _load_shared(self, hyper: Hyper, shape) -> None:
+    def _load_shared(self, weights: dict[str, np.ndarray]) -> None:
         """The shared draw into the shared variables: ``Net`` holds them in the canonical order
         and (in, out) layout of adapters/shared_init.py (positions: (length, 128))."""
-        weights = shared_init.transformer_weights(
-            hyper.seed, shape.vocab_size, shape.input_shape[0]
-        )
         if len(weights) != len(self.net.params):
             raise ValueError("the shared weights and Theano's transformer parameters do not match")
         for (name, value), variable in zip(weights.items(), self.net.params, strict=True):
             variable.set_value(
                 shared_init.checked(name, value, variable.get_value(borrow=True).shape)
             )
-        self.applied["init"] = shared_init.setting(hyper.seed)
 
     # tui-bench:begin step theano
     def _loss(self, logits):
@@ -755,12 +752,9 @@ class Keras2Backend(TheanoBackend):
         self.model = build_keras2_model(
             hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
         )
-        if hyper.model in shared_init.SHARED_MODELS:
-            weights = shared_init.transformer_weights(
-                hyper.seed, shape.vocab_size, shape.input_shape[0]
-            )
-            load_keras2_transformer(self.model, weights)
-            self.applied["init"] = shared_init.setting(hyper.seed)
+        load = functools.partial(load_keras2_transformer, self.model)
+        if init := shared_init.start(hyper.model, hyper.seed, shape, load):
+            self.applied["init"] = init
         if not getattr(self, "build_only", False):  # the worker's build-only mode: no training
             self._compile(hyper)
 

@@ -9,6 +9,7 @@ before this module is imported.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from typing import Any
 
@@ -417,12 +418,9 @@ class TorchBackend(Backend):
             hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
         )
         _init_like_keras(model)
-        if hyper.model in shared_init.SHARED_MODELS:
-            load_shared_weights(
-                model,
-                shared_init.transformer_weights(hyper.seed, shape.vocab_size, shape.input_shape[0]),
-            )
-            self.settings_applied["init"] = shared_init.setting(hyper.seed)
+        load = functools.partial(load_shared_weights, model)
+        if init := shared_init.start(hyper.model, hyper.seed, shape, load):
+            self.settings_applied["init"] = init
         self.model = model.to(self.device)
         if hyper.model == "transformer":
             self.settings_applied["attention"] = self._attention_kernel(hyper, shape)
