@@ -162,9 +162,26 @@ def adapters_on_path(monkeypatch: pytest.MonkeyPatch):
         monkeypatch.delitem(sys.modules, name, raising=False)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it names them in node ids)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Real training first, quick tests after: the two test processes take the long tests at the
     start and fill the end with short ones, so neither core idles while the other finishes a
     minutes-long test (longest first: the classic way to balance jobs on a few machines). The
-    order within each kind is kept, so a module's cached runs are still shared in order."""
+    order within each kind is kept, so a module's cached runs are still shared in order.
+
+    Slow tests that run Theano go to one test process (an xdist group): Theano compiles under a
+    lock on its compile directory, so a Theano run in the other process waited on it with its
+    core idle (seen: a one-step MLP run's 43 s of training wall were lock waits)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    for item in items:
+        if _trains_theano(item) and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(THEANO_GROUP))
+
+
+THEANO_GROUP = "theano-compiles"
+
+
+def _trains_theano(item: pytest.Item) -> bool:
+    """A slow test parametrized with the Theano framework (its runs compile Theano's C code)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return item.get_closest_marker("slow") is not None and params.get("framework") == "theano"
