@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import THEANO_GROUP
 
 from tui_bench.engine import catalog
 from tui_bench.engine.machine import runtimes
@@ -316,6 +317,22 @@ THREAD_MECHANISMS = [
 ]
 
 
+# The other APIs set threads the way one above does (the same adapter code).
+THREADS_SET_AS = {
+    ("torch", "compile"): ("torch", "eager"),
+    ("tensorflow", "keras"): ("tensorflow", "graph"),
+    ("tensorflow", "eager"): ("tensorflow", "graph"),
+    ("tensorflow", "xla"): ("tensorflow", "graph"),
+    ("mxnet", "hybrid"): ("mxnet", "gluon"),
+    ("mxnet", "module"): ("mxnet", "gluon"),
+}
+
+
+def test_every_api_sets_threads_a_checked_way() -> None:
+    for combo in COMBOS:
+        assert THREADS_SET_AS.get(combo, combo) in THREAD_MECHANISMS, combo
+
+
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs to run 2 threads")
 @pytest.mark.parametrize(("framework", "api"), THREAD_MECHANISMS)
 def test_two_threads_take_effect_and_mlp_counts_match(bench_env, framework, api) -> None:
@@ -345,8 +362,9 @@ def test_missing_gpu_is_a_clear_error_before_training(bench_env, framework, api)
 
 
 # -- Theano: what it is configured with at import, read back from the worker ------------------------
+@pytest.mark.xdist_group(THEANO_GROUP)  # with the other Theano runs: one compile lock, one process
 def test_theano_compiles_into_the_tui_bench_cache_and_links_openblas(bench_env) -> None:
-    one = run(bench_env, "theano", "theano", model="mlp", threads=1, train_samples=160, **TINY)
+    one = run(bench_env, "theano", "theano")  # the reference CNN's run, on one thread
     extra = one.started["extra"]
     # Theano resolves links; the tests' cache links compiled/ to one shared by the session.
     compiled = (Path(os.environ["TUI_BENCH_CACHE"]) / "compiled").resolve()
