@@ -263,6 +263,61 @@ def test_runtime_setup_all_keeps_working_runtimes_and_stops_at_a_failure(
     )
 
 
+def test_runtime_setup_all_runs_two_at_a_time_and_starts_none_after_a_failure(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, isolated: Path
+) -> None:
+    """Two pip installs side by side (each keeps about one core busy); once one has failed, the
+    one running beside it finishes and no further setup starts."""
+    spans = isolated / "spans"
+    spans.mkdir()
+    monkeypatch.setattr(runtimes, "needed_runtimes", lambda: ["tensorflow", "theano", "mxnet"])
+    monkeypatch.setattr(
+        runtimes, "probe", lambda python, name, refresh=False: runtimes.Probe(python, ok=True)
+    )
+    # tensorflow fails at once; theano, started beside it, works for a while; mxnet must not start
+    install = (
+        "import pathlib, sys, time\n"
+        "name = sys.argv[1]; spans = pathlib.Path(sys.argv[2])\n"
+        "(spans / f'{name}.start').write_text(str(time.time()))\n"
+        "if name == 'tensorflow': raise SystemExit(3)\n"
+        "time.sleep(1.5)\n"
+        "(spans / f'{name}.end').write_text(str(time.time()))\n"
+    )
+
+    def plan(name: str, gpu: bool = False, python: str | None = None) -> list[list[str]]:
+        python_path = runtimes.managed_python(name)
+        make = f"import pathlib; p = pathlib.Path({str(python_path)!r}); "
+        make += "p.parent.mkdir(parents=True); p.touch()"
+        return [
+            [sys.executable, "-c", install, name, str(spans)],
+            [sys.executable, "-c", make],
+        ]
+
+    monkeypatch.setattr(runtimes, "setup_plan", plan)
+    assert cli.main(["runtime", "setup", "all", "--jobs", "2"]) == 1
+    captured = capsys.readouterr()
+    started = sorted(p.stem for p in spans.glob("*.start"))
+    assert started == ["tensorflow", "theano"]  # side by side; mxnet never started
+    assert (spans / "theano.end").exists()  # the one running beside the failure finished
+    assert (
+        float((spans / "theano.start").read_text())
+        < float((spans / "tensorflow.start").read_text()) + 1.0
+    )
+    lines = captured.out.strip().splitlines()
+    assert any(
+        line.startswith("[1/3] tensorflow: installing") and "failed after" in line for line in lines
+    )
+    assert any(
+        line.startswith("[2/3] theano: installing") and ": done in" in line for line in lines
+    )
+    assert not any("mxnet:" in line for line in lines)
+    assert captured.err.strip().startswith(
+        "tui-bench: error: setting up runtime 'tensorflow' failed: exit code 3 (full log: "
+    )
+    assert cli.main(["runtime", "setup", "all", "--jobs", "0"]) == 2
+    assert "--jobs must be a whole number of 1 or more" in capsys.readouterr().err
+
+
 # -- config file ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "message"),

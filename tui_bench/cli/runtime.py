@@ -7,8 +7,12 @@ own output goes to a log file, whose path the error names when a setup fails."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
 from rich.console import Console
@@ -56,6 +60,7 @@ def cmd_runtime_setup(args: argparse.Namespace) -> int:
         return 0
     names = runtimes.needed_runtimes()
     out.print(f"runtimes this installation needs: {', '.join(names) or 'none'}", soft_wrap=True)
+    todo = []
     for position, name in enumerate(names, 1):
         counter = f"[{position}/{len(names)}] "
         python = runtimes.managed_python(name)
@@ -65,8 +70,35 @@ def cmd_runtime_setup(args: argparse.Namespace) -> int:
                 soft_wrap=True,
             )
             continue
-        _setup_one(name, args, out, counter)
+        todo.append((name, counter))
+    _setup_several(todo, args, out)
     return 0
+
+
+def _setup_several(todo: list[tuple[str, str]], args: argparse.Namespace, out: Console) -> None:
+    """``--jobs`` setups at a time, each with its own line and log: pip unpacks and byte-compiles
+    on one core, so a second install keeps a second core busy. After a failure no further setup
+    starts, the ones already running finish, and the first failure is raised (one line)."""
+    if not todo:
+        return
+    progress = _progress(out)
+    stop = threading.Event()
+
+    def one(name: str, counter: str) -> runtimes.RuntimeSetupError | None:
+        if stop.is_set():
+            return None
+        try:
+            _setup_one(name, args, out, counter, progress)
+        except runtimes.RuntimeSetupError as exc:
+            stop.set()
+            return exc
+        return None
+
+    jobs = max(1, min(args.jobs, len(todo)))
+    with progress, ThreadPoolExecutor(jobs, thread_name_prefix="runtime-setup") as pool:
+        failures = [f for f in pool.map(lambda item: one(*item), todo) if f is not None]
+    if failures:
+        raise failures[0]
 
 
 def _installs(name: str, gpu: bool) -> str:
@@ -77,12 +109,9 @@ def _installs(name: str, gpu: bool) -> str:
     return ", ".join(packages)
 
 
-def _setup_one(name: str, args: argparse.Namespace, out: Console, counter: str) -> None:
-    """Set up one runtime under a single live line; a failure is raised (one line, log path)."""
-    what = f"{counter}{name}: installing {_installs(name, args.gpu)}"
-    log_path = runtimes.setup_log_path(name)
-    started = time.monotonic()
-    progress = Progress(
+def _progress(out: Console) -> Progress:
+    """Live lines, one per runtime being set up (several when setups run side by side)."""
+    return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
@@ -93,28 +122,56 @@ def _setup_one(name: str, args: argparse.Namespace, out: Console, counter: str) 
         disable=not out.is_terminal,
     )
 
-    def on_line(line: str) -> None:
-        progress.update(task, last=escape(line[:60]))
 
-    with progress:
-        task = progress.add_task(escape(what), last="")
+def _setup_one(
+    name: str,
+    args: argparse.Namespace,
+    out: Console,
+    counter: str,
+    progress: Progress | None = None,
+) -> None:
+    """Set up one runtime under a single live line (in ``progress`` when given, shared with the
+    setups beside it); a failure is raised (one line, log path)."""
+    what = f"{counter}{name}: installing {_installs(name, args.gpu)}"
+    log_path = runtimes.setup_log_path(name)
+    started = time.monotonic()
+    live = progress or _progress(out)
+
+    def on_line(line: str) -> None:
+        live.update(task, last=escape(line[:60]))
+
+    with contextlib.nullcontext() if progress else live:
+        task = live.add_task(escape(what), last="")
         try:
             python = runtimes.setup(
                 name, gpu=args.gpu, python=args.python, on_line=on_line, log_path=log_path
             )
         except runtimes.RuntimeSetupError:
-            progress.stop()
+            live.remove_task(task)
             out.print(
                 f"{escape(what)}: [red]failed[/red] after {time.monotonic() - started:.0f} s",
                 soft_wrap=True,
             )
             raise
+        live.remove_task(task)
     probe = runtimes.probe(str(python), name)
     out.print(
         f"{escape(what)}: [green]done[/green] in {time.monotonic() - started:.0f} s: {python} "
         f"({escape(probe.versions())})",
         soft_wrap=True,
     )
+
+
+def _jobs(text: str) -> int:
+    try:
+        jobs = int(text)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(
+            f"--jobs must be a whole number of 1 or more, got {text!r}"
+        )
+    return jobs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -139,6 +196,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "installation lacks (ones already working are kept)",
     )
     setup.add_argument("--force", action="store_true", help="with all: recreate working ones too")
+    setup.add_argument(
+        "--jobs",
+        type=_jobs,
+        default=min(2, os.cpu_count() or 1),
+        help="with all: how many runtimes to set up at a time (default: 2, 1 on one core); "
+        "each pip install keeps about one core busy",
+    )
     setup.add_argument("--gpu", action="store_true", help="install the CUDA variant")
     setup.add_argument(
         "--python", help="base interpreter for the environment (default: the app's own)"

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -390,7 +391,8 @@ def _load_probe_cache() -> dict[str, Any]:
 def _store_probe_cache(cache: dict[str, Any]) -> None:
     path = _probe_cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    # per thread too: `runtime setup all` sets up (and probes) runtimes side by side
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(cache, indent=1), encoding="utf-8")
     os.replace(tmp, path)
 
