@@ -21,23 +21,27 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import functools
 import json
 import os
-import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
-
-from filelock import FileLock, Timeout
+from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
-from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import store
 from tui_bench.engine.results.export_safety import FORMULA_FIRST, csv_cell
 from tui_bench.engine.results.store import atomic_write
+
+if TYPE_CHECKING:
+    from filelock import FileLock
+
+# filelock, psutil (procs) and secrets are imported where used: together a fifth of a second of
+# `history list`, which reads the cache and takes no lock and, with no run in progress, asks
+# after no process.
 
 __all__ = ["History", "HistoryError", "atomic_write", "new_run_id", "now_iso", "read_jsonl"]
 
@@ -60,6 +64,8 @@ def new_run_id() -> str:
     """Sortable, and unique in practice: 20261121-101502-3f9a0c1e (32 random bits).
 
     ``History.reserve_run_id`` makes it unique for certain within one history."""
+    import secrets
+
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(4)
 
 
@@ -76,12 +82,18 @@ class History:
         self.cache_path = self.home / store.CACHE_NAME
         self.runs_dir = self.home / "runs"
         self.runs_dir.mkdir(parents=True, exist_ok=True)
-        self.lock = FileLock(str(self.home / "history.lock"), timeout=60)
         self.repair = repair
         self.warnings: list[str] = []
         self._checked = False
         self._added: set[str] = set()  # ids this object added: updated without a lookup
         self._known: store.Summaries | None = None  # the last read: the next reads what follows
+
+    @functools.cached_property
+    def lock(self) -> FileLock:
+        """One writer at a time, across processes (reentrant within this History)."""
+        from filelock import FileLock
+
+        return FileLock(str(self.home / "history.lock"), timeout=60)
 
     # -- reading --------------------------------------------------------------------------------
     def summaries(self) -> list[dict[str, Any]]:
@@ -115,6 +127,26 @@ class History:
     def records(self, ids: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
         """Full records, oldest first (only ``ids`` when given). Parsed one run at a time in
         the order the summaries give: 10,000 runs are never all in memory as dicts."""
+        for run_id, lines in self._journal_lines(ids):
+            record = store.final_record(run_id, lines)
+            if record is not None:
+                yield settle(record)
+
+    def record_texts(self, ids: Iterable[str] | None = None) -> Iterator[tuple[str, str]]:
+        """What ``records`` yields, as JSON text (``json.dumps(record, separators=(",", ":"),
+        default=str)``) with its run's id: copied from the journal where a run is one line
+        written as we write it (``store.stored_record_text``), else parsed and encoded."""
+        for run_id, lines in self._journal_lines(ids):
+            text = store.stored_record_text(run_id, lines)
+            if text is None:
+                record = store.final_record(run_id, lines)
+                if record is None:
+                    continue
+                text = json.dumps(settle(record), separators=(",", ":"), default=str)
+            yield run_id, text
+
+    def _journal_lines(self, ids: Iterable[str] | None) -> Iterator[tuple[str, list[bytes]]]:
+        """Each run's id and journal lines, oldest run first (only ``ids`` when given)."""
         order = [r["id"] for r in self.summaries()]  # checks (and repairs) the history first
         if ids is not None:
             wanted = set(ids)
@@ -124,9 +156,7 @@ class History:
         else:
             lines = store.lines_by_run(self.journal_path)
         for run_id in order:
-            record = store.final_record(run_id, lines.pop(run_id, []))
-            if record is not None:
-                yield settle(record)
+            yield run_id, lines.pop(run_id, [])
 
     def get(self, run_id: str) -> dict[str, Any]:
         """A run by id or unique id prefix."""
@@ -217,6 +247,8 @@ class History:
         series and the history) is recovered from it; any other becomes 'interrupted' with the
         reason, keeping what its series holds, and a worker it left behind is killed. Returns
         how many became interrupted."""
+        from tui_bench.engine.machine import procs
+
         interrupted = 0
         procs.clean_stale_temp()  # FIFOs and sockets of runners that died with their runs
         running = (self._ensure_sound() or self._read_summaries(full=False)).running
@@ -302,6 +334,8 @@ class History:
             return False
         if locked:
             return True
+        from filelock import Timeout
+
         try:
             with self.lock.acquire(timeout=0):
                 return store.scan(self.journal_path, only=b"\x00").torn
@@ -357,6 +391,10 @@ class History:
         return _ordered(records.values()), problems
 
     def _rebuild(self) -> list[str]:
+        with store.collector_paused():  # every run's record in memory at once, no cycles
+            return self._rebuild_records()
+
+    def _rebuild_records(self) -> list[str]:
         records, problems = self.plan_repair()
         stamp = store.aside_name("history.damaged", ".jsonl")
         damaged = bool(problems) and self.journal_path.exists()
@@ -399,27 +437,13 @@ class History:
         runs stream past (the header needs every column first): at 10,000 runs that is a
         third of the memory of one dict per row."""
         ids = None if records is None else [r["id"] for r in records]
-        columns: dict[str, int] = {c: i for i, c in enumerate(_FIRST_COLUMNS)}
-        rows: list[list[Any]] = []
-        for record in self.records(ids):
-            row: list[Any] = [""] * len(columns)
-            for key, value in flatten(record).items():
-                index = columns.get(key)
-                if index is None:  # a new column: the last one, so it is this row's next cell
-                    index = columns[key] = len(columns)
-                    row.append("")
-                # Formulas neutralised (OWASP); only text can be one, and only text that starts
-                # like one (two million cells: csv_cell is called for the few that do).
-                row[index] = (
-                    csv_cell(value)
-                    if value.__class__ is str and value[:1] in FORMULA_FIRST
-                    else value
-                )
-            rows.append(row)
-        width = len(columns)
+        table = _CsvTable()
+        with store.collector_paused():  # 10,000 rows of lists: nothing for it to find
+            rows = [table.row(record) for record in self.records(ids)]
+        width = len(table.columns)
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
-            writer.writerow([csv_cell(c) for c in columns])
+            writer.writerow([csv_cell(c) for c in table.columns])
             # a run that lacks later columns gets empty cells for them
             writer.writerows(row + [""] * (width - len(row)) for row in rows)
         return len(rows)
@@ -439,6 +463,8 @@ def _ordered(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def recorder_alive(record: dict[str, Any]) -> bool:
     """Is the process that records this run (its supervisor) still the one that started it?"""
+    from tui_bench.engine.machine import procs
+
     return procs.alive(record.get("recorder_pid"), record.get("recorder_started"))
 
 
@@ -497,19 +523,6 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 _FIRST_COLUMNS = ["id", "started_at", "finished_at", "status", "reason"]
 
 
-def flatten(record: dict[str, Any]) -> dict[str, Any]:
-    """One CSV row: nested dicts become dotted columns (spec.threads, metrics.step_median_s)."""
-    row: dict[str, Any] = {}
-    stab = record.get("stability")
-    _flatten_into(row, "", record)
-    if isinstance(stab, dict):  # two columns a spreadsheet can read
-        row["stability"] = stab.get("verdict")
-        row["stability_reasons"] = "; ".join(
-            r.get("message", "") for r in stab.get("reasons") or [] if isinstance(r, dict)
-        )
-    return row
-
-
 # Not in a cell: the log (in its file), the recorder's process, the verdict's nested form (two
 # columns instead), thousands of step times (in JSON).
 _NOT_EXPORTED = frozenset(
@@ -517,16 +530,77 @@ _NOT_EXPORTED = frozenset(
 )
 
 
-def _flatten_into(row: dict[str, Any], prefix: str, value: dict[str, Any]) -> None:
-    # One call per dict, not per leaf: a 10,000-run export has two million leaves.
-    for key, inner in value.items():
-        name = f"{prefix}{key}"
-        if name in _NOT_EXPORTED:
-            continue
-        kind = inner.__class__
-        if kind is dict:
-            _flatten_into(row, name + ".", inner)
-        elif kind is list:
-            row[name] = json.dumps(inner)
+class _CsvTable:
+    """The CSV export's columns, and each run's row placed in them: nested dicts become dotted
+    columns (spec.threads, metrics.step_median_s), lists JSON text, the stability verdict two
+    columns a spreadsheet can read. A column is the next one the first time a run has it.
+
+    Each dict's keys are resolved to columns once per table, not once per run (a node per
+    nested dict: its leaves' columns, its nested dicts' nodes), and cells go straight into
+    the row: a 10,000-run export has two million of them."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, int] = {c: i for i, c in enumerate(_FIRST_COLUMNS)}
+        self._root = _CsvNode("")
+
+    def row(self, record: dict[str, Any]) -> list[Any]:
+        row: list[Any] = [""] * len(self.columns)
+        self._fill(row, self._root, record)
+        stab = record.get("stability")
+        if isinstance(stab, dict):
+            self._put(row, self._column("stability"), stab.get("verdict"))
+            reasons = stab.get("reasons") or []
+            text = "; ".join(r.get("message", "") for r in reasons if isinstance(r, dict))
+            self._put(row, self._column("stability_reasons"), text)
+        return row
+
+    def _fill(self, row: list[Any], node: _CsvNode, value: dict[str, Any]) -> None:
+        leaves, children = node.leaves, node.children
+        for key, inner in value.items():
+            kind = inner.__class__
+            if kind is dict:
+                child = children.get(key, _UNSEEN)
+                if child is _UNSEEN:
+                    name = node.prefix + key
+                    child = children[key] = None if name in _NOT_EXPORTED else _CsvNode(name + ".")
+                if child is not None:
+                    self._fill(row, child, inner)
+                continue
+            index = leaves.get(key)
+            if index is None:
+                name = node.prefix + key
+                index = leaves[key] = -1 if name in _NOT_EXPORTED else self._column(name)
+            if index >= 0:
+                self._put(row, index, json.dumps(inner) if kind is list else inner)
+
+    def _column(self, name: str) -> int:
+        index = self.columns.get(name)
+        if index is None:
+            index = self.columns[name] = len(self.columns)
+        return index
+
+    @staticmethod
+    def _put(row: list[Any], index: int, value: Any) -> None:
+        # Formulas neutralised (OWASP); only text can be one, and only text that starts like
+        # one (csv_cell is called for the few that do).
+        if value.__class__ is str and value[:1] in FORMULA_FIRST:
+            value = csv_cell(value)
+        if index == len(row):  # a column new with this run: the last one, its next cell
+            row.append(value)
         else:
-            row[name] = inner
+            row[index] = value
+
+
+class _CsvNode:
+    """One nested dict's place in the CSV: its column-name prefix, the column of each scalar key
+    (-1: not exported) and the node of each dict key (None: not exported)."""
+
+    __slots__ = ("children", "leaves", "prefix")
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.leaves: dict[str, int] = {}
+        self.children: dict[str, _CsvNode | None] = {}
+
+
+_UNSEEN = object()
