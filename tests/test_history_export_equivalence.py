@@ -1,8 +1,8 @@
-"""The fast export paths write exactly what the plain ones wrote: ``export --jsonl`` copying a
-record from its journal line and checking series lines without floats, ``export --csv`` placing
-cells by a per-table column tree. The oracles below are the exports as they were written before
-(parse every record, encode it again; flatten each record into a dict of dotted names), run on a
-history with every kind of line a reader meets."""
+"""The fast paths write exactly what the plain ones wrote: ``export --jsonl`` copying a record
+from its journal line and checking series lines without floats, ``export --csv`` placing cells
+by a per-table column tree, the schema-1 move copying each record's text. The oracles below are
+these as they were written before (parse every record, encode it again; flatten each record
+into a dict of dotted names), run on histories with every kind of line a reader meets."""
 
 from __future__ import annotations
 
@@ -125,13 +125,16 @@ def _series(history: History, run_id: str, *extra: bytes) -> None:
 def build(home: Path) -> None:
     """Runs as put_line writes them, and every other kind of line a journal can hold."""
     history = History(home)
-    plain = [_record(n) for n in range(1, 5)]
+    plain = [_record(n) for n in (1, 2, 3, 4, 11, 12)]
     plain[1]["label"] = "=cmd|' /C calc'!A0"  # a formula, neutralised in the CSV
     plain[2]["label"] = 'caf\u00e9 \u00d7 2, ": x'  # escaped, and a separator inside text
-    plain[3]["worker"] = {"extra": {"cuda": None, "list": [1, {"a": 2}]}, "ok": True}
-    plain[3]["metrics.step_median_s"] = "a literal dotted key"  # one column with the nested
-    plain[3]["stability"] = "not a dict"
-    odd = _record(5, spec="not a dict", metrics=None)
+    for twin in plain[3:5]:  # two runs of one shape: the second goes by the first one's plan
+        twin["worker"] = {"extra": {"cuda": None, "list": [1, {"a": 2}]}, "ok": True}
+        twin["metrics.step_median_s"] = "a literal dotted key"  # one column with the nested
+    plain[4]["metrics.step_median_s"] = "+a formula in the literal key"
+    plain[4]["stability"]["verdict"] = "@verdict"
+    plain[5]["stability"]["reasons"] = [{"message": "-1"}, {"message": "why"}]
+    odd = _record(5, spec="not a dict", metrics=None, stability="not a dict")
     odd["note"] = float("inf")
     patched = _record(6)
     deleted = _record(7)
@@ -189,3 +192,73 @@ def test_a_record_is_copied_only_from_a_line_put_line_wrote():
     assert store.stored_record_text(run_id, [line[:-1] + b',"op":"del"}']) is None
     running = store.put_line({**record, "status": "running"}).rstrip(b"\n")
     assert store.stored_record_text(run_id, [running]) is None  # a reader may settle it
+
+
+def _legacy_table() -> dict[str, Any]:
+    docs: dict[str, Any] = {str(n): _record(n) for n in range(1, 6)}
+    docs["2"]["label"] = 'caf\u00e9, ": \\ \u2028'
+    docs["3"]["id"] = 3  # schema 1: an id need not be text
+    del docs["4"]["started_at"]  # nor was started_at always recorded
+    docs["6"] = ["not", "a", "record"]
+    docs["7"] = {**_record(1), "label": "a second run with the first one's id"}
+    docs["8"] = {**_record(8), "note": float("nan")}
+    return {"_default": docs}
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        lambda table: json.dumps(table),  # as tinydb writes it
+        lambda table: json.dumps(table) + "\n",
+        lambda table: json.dumps({**table, "other": {"1": {"x": 1}}}),  # another table
+        lambda table: json.dumps(table, indent=1),  # other spacing
+        lambda table: json.dumps(table, ensure_ascii=False),
+        lambda table: json.dumps(table)[:-40],  # cut short
+    ],
+)
+def test_moving_a_schema_1_history_writes_the_runs_the_plain_move_wrote(tmp_path, layout):
+    """The move copies each record's text where it can; what it holds, and what every export
+    writes from it, is what parsing and encoding each record gave."""
+    homes = []
+    for name in ("fast", "plain"):
+        home = tmp_path / name
+        home.mkdir()
+        (home / store.LEGACY_NAME).write_text(layout(_legacy_table()), encoding="utf-8")
+        homes.append(home)
+    fast = History(homes[0])
+    fast.summaries()  # moved by the fast path
+    records, _why = store.read_legacy(homes[1] / store.LEGACY_NAME)
+    if records:  # the plain move: every record encoded by put_line
+        kept: dict[str, Any] = {}
+        for r in records:
+            kept.setdefault(r["id"], r)
+        store.rewrite(homes[1] / store.JOURNAL_NAME, sorted(kept.values(), key=_started))
+        (homes[1] / store.LEGACY_NAME).unlink()
+    plain = History(homes[1])
+    assert [r["id"] for r in fast.summaries()] == [r["id"] for r in plain.summaries()]
+    assert fast.all() == plain.all()
+    for history, name in ((fast, "fast"), (plain, "plain")):
+        transfer.export_jsonl(history, tmp_path / f"{name}.jsonl")
+        history.export_csv(tmp_path / f"{name}.csv")
+    for suffix in (".jsonl", ".csv"):
+        fast_out = (tmp_path / f"fast{suffix}").read_bytes()
+        assert fast_out == (tmp_path / f"plain{suffix}").read_bytes()
+
+
+def _started(record: dict[str, Any]) -> str:
+    return str(record.get("started_at") or "")
+
+
+def test_the_tinydb_reader_gives_what_json_loads_gives():
+    table = _legacy_table()
+    for text in (json.dumps(table), json.dumps({"_default": {}}), json.dumps(table) + " \n"):
+        found = store._tinydb_documents(text)
+        assert found is not None and found[0] == json.loads(text)  # NaN: one shared object
+    for text in (
+        json.dumps(table, indent=1),
+        " " + json.dumps(table),
+        json.dumps({**table, "x": 1}),
+        json.dumps(table)[:-1],
+        json.dumps(table) + "x",
+    ):
+        assert store._tinydb_documents(text) is None

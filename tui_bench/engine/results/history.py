@@ -23,9 +23,11 @@ import csv
 import datetime as dt
 import functools
 import json
+import operator
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -367,6 +369,13 @@ class History:
     def plan_repair(self) -> tuple[list[dict[str, Any]], list[str]]:
         """What a repair would write (every run the journal, the schema-1 file and the series
         files hold) and the problems that call for it, one line each."""
+        return self._plan_repair(None)
+
+    def _plan_repair(
+        self, texts: dict[int, bytes] | None
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """``plan_repair``; ``texts``: filled with the stored JSON text of the schema-1 records
+        that can be written as they are (``store.read_legacy``)."""
         problems: list[str] = []
         found = store.scan(self.journal_path)
         records = store.replay(found.entries)
@@ -375,11 +384,15 @@ class History:
         if found.torn:
             problems.append(f"{store.JOURNAL_NAME}: its last line was cut short (a crash)")
         if self.legacy_path.exists():
-            legacy, why = store.read_legacy(self.legacy_path)
+            legacy, why = store.read_legacy(self.legacy_path, texts)
             if why:
                 problems.append(f"{store.LEGACY_NAME} (schema 1): {why}")
             for record in legacy:
                 records.setdefault(record["id"], record)
+            if texts:  # only the records kept (the others' ids may be reused once they are gone)
+                kept = {id(r) for r in records.values()}
+                for key in [k for k in texts if k not in kept]:
+                    del texts[key]
         recovered = 0
         for run_id in sorted(self._series_ids() - set(records)):
             rebuilt = record_from_series(self.series_path(run_id))
@@ -395,11 +408,14 @@ class History:
             return self._rebuild_records()
 
     def _rebuild_records(self) -> list[str]:
-        records, problems = self.plan_repair()
+        texts: dict[int, bytes] = {}
+        records, problems = self._plan_repair(texts)
         stamp = store.aside_name("history.damaged", ".jsonl")
         damaged = bool(problems) and self.journal_path.exists()
         try:
-            kept = store.rewrite(self.journal_path, records, keep_as=stamp if damaged else None)
+            kept = store.rewrite(
+                self.journal_path, records, keep_as=stamp if damaged else None, texts=texts
+            )
             store.cache_records(self.journal_path, self.cache_path, records)  # not parsed again
             if self.legacy_path.exists():
                 legacy_kept = self.legacy_path.with_name(store.aside_name("history.v1", ".json"))
@@ -536,22 +552,86 @@ class _CsvTable:
     columns a spreadsheet can read. A column is the next one the first time a run has it.
 
     Each dict's keys are resolved to columns once per table, not once per run (a node per
-    nested dict: its leaves' columns, its nested dicts' nodes), and cells go straight into
-    the row: a 10,000-run export has two million of them."""
+    nested dict: its leaves' columns, its nested dicts' nodes). And runs recorded alike share
+    a shape (the same keys holding the same kinds of value, nested alike): the first run of a
+    shape is walked cell by cell, which makes a plan of which value goes to which column; the
+    others' values are then picked into their row at once (a 10,000-run export has two
+    million cells)."""
 
     def __init__(self) -> None:
         self.columns: dict[str, int] = {c: i for i, c in enumerate(_FIRST_COLUMNS)}
         self._root = _CsvNode("")
+        self._plans: dict[tuple[Any, ...], _CsvPlan] = {}
 
     def row(self, record: dict[str, Any]) -> list[Any]:
+        values: list[Any] = []
+        shape = _shape(record, values)
+        plan = self._plans.get(shape)
+        if plan is None:
+            row = self._walked_row(record)
+            self._plans[shape] = self._plan(record)
+            return row
+        for at in plan.lists:
+            values[at] = json.dumps(values[at])
+        if plan.stability:
+            values.extend(_stability_cells(record["stability"]))
+        values.append("")  # the cell of every column this shape lacks
+        row = list(plan.pick(values))
+        for index in plan.texts:
+            value = row[index]
+            if value.__class__ is str and value[:1] in FORMULA_FIRST:
+                row[index] = csv_cell(value)
+        return row
+
+    def _plan(self, record: dict[str, Any]) -> _CsvPlan:
+        """Which of ``_shape``'s values goes to which column, for the runs shaped as
+        ``record``, whose walk (``_walked_row``) has made every column and node it needs.
+        Where two values fall on one column, the later in the walk's order wins, as there."""
+        starts: dict[int, int] = {}  # id(dict) -> where its values begin in _shape's list
+        values: list[Any] = []
+
+        def place(value: dict[str, Any]) -> None:  # _shape's order
+            starts[id(value)] = len(values)
+            values.extend(value.values())
+            for inner in list(value.values()):
+                if inner.__class__ is dict:
+                    place(inner)
+
+        place(record)
+        source: dict[int, int] = {}  # column -> the position of its value
+        lists: list[int] = []
+
+        def walk(node: _CsvNode, value: dict[str, Any]) -> None:  # _fill's order
+            start = starts[id(value)]
+            for offset, (key, inner) in enumerate(value.items()):
+                if inner.__class__ is dict:
+                    child = node.children[key]
+                    if child is not None:
+                        walk(child, inner)
+                elif node.leaves[key] >= 0:
+                    source[node.leaves[key]] = start + offset
+                    if inner.__class__ is list:
+                        lists.append(start + offset)
+
+        walk(self._root, record)
+        end = len(values)
+        stability = isinstance(record.get("stability"), dict)
+        if stability:  # two cells after the shape's values, placed after them all
+            source[self.columns["stability"]] = end
+            source[self.columns["stability_reasons"]] = end + 1
+        absent = end + 2 if stability else end
+        texts = [c for c, at in source.items() if at >= end or values[at].__class__ is str]
+        pick = operator.itemgetter(*(source.get(c, absent) for c in range(len(self.columns))))
+        return _CsvPlan(pick, lists, sorted(texts), stability)
+
+    def _walked_row(self, record: dict[str, Any]) -> list[Any]:
         row: list[Any] = [""] * len(self.columns)
         self._fill(row, self._root, record)
         stab = record.get("stability")
         if isinstance(stab, dict):
-            self._put(row, self._column("stability"), stab.get("verdict"))
-            reasons = stab.get("reasons") or []
-            text = "; ".join(r.get("message", "") for r in reasons if isinstance(r, dict))
-            self._put(row, self._column("stability_reasons"), text)
+            verdict, reasons = _stability_cells(stab)
+            self._put(row, self._column("stability"), verdict)
+            self._put(row, self._column("stability_reasons"), reasons)
         return row
 
     def _fill(self, row: list[Any], node: _CsvNode, value: dict[str, Any]) -> None:
@@ -589,6 +669,40 @@ class _CsvTable:
             row.append(value)
         else:
             row[index] = value
+
+
+def _shape(value: dict[str, Any], values: list[Any]) -> tuple[Any, ...]:
+    """What makes runs alike for the CSV: each dict's keys and the kinds of their values, nested
+    dicts after them; ``values`` gets every value in the same order (a dict's, then its nested
+    dicts')."""
+    start = len(values)
+    values.extend(value.values())
+    kinds = tuple(map(type, value.values()))
+    if dict not in kinds:
+        return (tuple(value), kinds)
+    nested = tuple(_shape(values[start + i], values) for i, k in enumerate(kinds) if k is dict)
+    return (tuple(value), kinds, nested)
+
+
+def _stability_cells(stab: dict[str, Any]) -> tuple[Any, str]:
+    """The verdict's two columns: the verdict, and its reasons' messages."""
+    reasons = stab.get("reasons") or []
+    return stab.get("verdict"), "; ".join(
+        r.get("message", "") for r in reasons if isinstance(r, dict)
+    )
+
+
+@dataclass(frozen=True)
+class _CsvPlan:
+    """How a shape's values (``_shape``) become a row: ``pick`` takes each column's value from
+    them (the last one: an empty cell); ``lists`` are encoded as JSON first; ``texts`` are the
+    columns that may hold text (a formula to neutralise); ``stability``: the two verdict cells
+    follow the values."""
+
+    pick: Callable[[list[Any]], tuple[Any, ...]]
+    lists: list[int]
+    texts: list[int]
+    stability: bool
 
 
 class _CsvNode:
