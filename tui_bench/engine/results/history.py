@@ -35,7 +35,7 @@ from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import store
-from tui_bench.engine.results.export_safety import FORMULA_FIRST, csv_cell
+from tui_bench.engine.results.export_safety import FORMULA_FIRST, FORMULA_STARTS, csv_cell
 from tui_bench.engine.results.store import atomic_write
 
 if TYPE_CHECKING:
@@ -577,7 +577,10 @@ class _CsvTable:
             values.extend(_stability_cells(record["stability"]))
         values.append("")  # the cell of every column this shape lacks
         row = list(plan.pick(values))
-        for index in plan.texts:
+        # Text that starts like a formula is rare: looked for in all the row's text at once.
+        joined = "\0" + "\0".join(plan.pick_texts(row)) if plan.texts else ""
+        found = any(start in joined for start in _FORMULA_AFTER_NUL)
+        for index in plan.texts + plan.others if found else plan.others:
             value = row[index]
             if value.__class__ is str and value[:1] in FORMULA_FIRST:
                 row[index] = csv_cell(value)
@@ -620,9 +623,10 @@ class _CsvTable:
             source[self.columns["stability"]] = end
             source[self.columns["stability_reasons"]] = end + 1
         absent = end + 2 if stability else end
-        texts = [c for c, at in source.items() if at >= end or values[at].__class__ is str]
+        texts = sorted(c for c, at in source.items() if at < end and values[at].__class__ is str)
+        others = sorted(c for c, at in source.items() if at >= end)  # of any kind
         pick = operator.itemgetter(*(source.get(c, absent) for c in range(len(self.columns))))
-        return _CsvPlan(pick, lists, sorted(texts), stability)
+        return _CsvPlan(pick, lists, texts, _picker(texts), others, stability)
 
     def _walked_row(self, record: dict[str, Any]) -> list[Any]:
         row: list[Any] = [""] * len(self.columns)
@@ -696,13 +700,27 @@ def _stability_cells(stab: dict[str, Any]) -> tuple[Any, str]:
 class _CsvPlan:
     """How a shape's values (``_shape``) become a row: ``pick`` takes each column's value from
     them (the last one: an empty cell); ``lists`` are encoded as JSON first; ``texts`` are the
-    columns that may hold text (a formula to neutralise); ``stability``: the two verdict cells
-    follow the values."""
+    columns that hold text (``pick_texts`` picks them) and ``others`` those that may (the
+    verdict's): a formula there is neutralised; ``stability``: the two verdict cells follow the
+    values."""
 
     pick: Callable[[list[Any]], tuple[Any, ...]]
     lists: list[int]
     texts: list[int]
+    pick_texts: Callable[[list[Any]], tuple[str, ...]]
+    others: list[int]
     stability: bool
+
+
+def _picker(indices: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """A tuple of the items at ``indices`` (itemgetter gives a bare item for one index)."""
+    if len(indices) == 1:
+        return lambda items: (items[indices[0]],)
+    return operator.itemgetter(*indices) if indices else lambda items: ()
+
+
+# A cell that starts like a formula, found in the row's text cells joined by NULs.
+_FORMULA_AFTER_NUL = tuple("\0" + start for start in FORMULA_STARTS)
 
 
 class _CsvNode:
