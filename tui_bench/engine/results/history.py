@@ -643,10 +643,10 @@ class _CsvTable:
         for key, inner in value.items():
             kind = inner.__class__
             if kind is dict:
-                child = children.get(key, _UNSEEN)
-                if child is _UNSEEN:
+                if key not in children:
                     name = node.prefix + key
-                    child = children[key] = None if name in _NOT_EXPORTED else _CsvNode(name + ".")
+                    children[key] = None if name in _NOT_EXPORTED else _CsvNode(name + ".")
+                child = children[key]
                 if child is not None:
                     self._fill(row, child, inner)
                 continue
@@ -733,6 +733,3 @@ class _CsvNode:
         self.prefix = prefix
         self.leaves: dict[str, int] = {}
         self.children: dict[str, _CsvNode | None] = {}
-
-
-_UNSEEN = object()
