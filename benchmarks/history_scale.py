@@ -8,9 +8,10 @@ Every run is a copy of one real record (``history_record.json``: a torch CNN run
 project's VM) completed as runs write them now: its steady step times and its stability verdict
 (about 5.7 kB a record), under its own id, with a small series file. The commands run as a user
 runs them: a fresh ``tui-bench`` process each, wall time from launch to exit, best of
-``--repeats``; memory is the peak RSS of that process. The run cost is a real 20-step torch CNN
-``tui-bench run`` (supervisor, worker and all) in a 10-run and a 10,000-run history, alternated
-A B A B so drift on a shared machine falls on both; its figure is the difference of the medians.
+``--repeats``; memory is the peak RSS of that process (read inside it: VmHWM). The run cost is a
+real 20-step torch CNN ``tui-bench run`` (supervisor, worker and all) in a 10-run and a
+10,000-run history, alternated A B A B so drift on a shared machine falls on both; its figure is
+the difference of the medians.
 
     python benchmarks/history_scale.py [--sizes 10 1000 10000] [--repeats 3] [--run-rounds 4]
                                        [--no-tui] [--no-run] [--no-migrate]
@@ -19,6 +20,7 @@ A B A B so drift on a shared machine falls on both; its figure is the difference
 from __future__ import annotations
 
 import argparse
+import compileall
 import copy
 import json
 import os
@@ -54,6 +56,22 @@ def full_template() -> dict:
 
 TEMPLATE = full_template()
 CLI = [sys.executable, "-c", "import sys; from tui_bench.cli import main; sys.exit(main())"]
+# The CLI with its own peak memory written to the file named by $TUI_BENCH_SCALE_PEAK as it
+# exits: VmHWM of its own address space. The kernel's ru_maxrss of a child is not that: it keeps
+# the peak of the image the child was forked from (this harness, 200+ MiB at 10,000 runs).
+MEASURED_CLI = [
+    sys.executable,
+    "-c",
+    "import atexit, os, sys\n"
+    "def peak():\n"
+    "    with open('/proc/self/status') as f:\n"
+    "        kib = next(int(l.split()[1]) for l in f if l.startswith('VmHWM:'))\n"
+    "    with open(os.environ['TUI_BENCH_SCALE_PEAK'], 'w') as f:\n"
+    "        f.write(str(kib))\n"
+    "atexit.register(peak)\n"
+    "from tui_bench.cli import main\n"
+    "sys.exit(main())",
+]
 
 TUI_CHILD = r"""
 import asyncio, sys, time
@@ -111,20 +129,22 @@ def build(home: Path, runs: int) -> None:
     store.rewrite(history.journal_path, records)
 
 
-def timed(argv: list[str], env: dict[str, str], repeats: int) -> tuple[float, float, float]:
-    """Best wall time (s) of ``argv``, its best CPU time (user + system, s: what a loaded
-    machine inflates least) and its peak RSS (MiB)."""
+def timed(args: list[str], env: dict[str, str], repeats: int) -> tuple[float, float, float]:
+    """Best wall time (s) of ``tui-bench ARGS``, its best CPU time (user + system, s: what a
+    loaded machine inflates least) and its own peak RSS (MiB, read inside it as it exits)."""
     times, cpus, peak = [], [], 0.0
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own usage, not all children's
-        times.append(time.perf_counter() - t0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode != 0:
-            raise SystemExit(f"{' '.join(argv[3:])} failed with exit status {child.returncode}")
-        cpus.append(usage.ru_utime + usage.ru_stime)
-        peak = max(peak, usage.ru_maxrss / 1024)
+    with tempfile.NamedTemporaryFile(prefix="tui-bench-peak-") as peak_file:
+        env = {**env, "TUI_BENCH_SCALE_PEAK": peak_file.name}
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            child = subprocess.Popen([*MEASURED_CLI, *args], env=env, stdout=subprocess.DEVNULL)
+            _, status, usage = os.wait4(child.pid, 0)  # this child's own usage, not all children's
+            times.append(time.perf_counter() - t0)
+            child.returncode = os.waitstatus_to_exitcode(status)
+            if child.returncode != 0:
+                raise SystemExit(f"{' '.join(args)} failed with exit status {child.returncode}")
+            cpus.append(usage.ru_utime + usage.ru_stime)
+            peak = max(peak, int(Path(peak_file.name).read_text()) / 1024)
     return min(times), min(cpus), peak
 
 
@@ -184,6 +204,9 @@ def run_cost(tmp: Path, small: int, large: int, rounds: int) -> tuple[list[float
         home = tmp / f"run-{size}"
         home.mkdir()
         build(home, size)
+        # Its summary cache, as any first read writes it: a history at 10,000 runs has one, and
+        # building it (once, about 2 s) is not what a run costs.
+        History(home).summaries()
         homes[size] = home
     times: dict[int, list[float]] = {small: [], large: []}
     for _ in range(rounds):
@@ -216,6 +239,9 @@ def main() -> None:
     parser.add_argument("--no-run", action="store_true", help="skip the whole-run cost")
     parser.add_argument("--no-migrate", action="store_true", help="skip the schema-1 migration")
     args = parser.parse_args()
+    # An installed tui-bench starts from its bytecode: compile it once here, or every child
+    # compiles the sources anew where PYTHONDONTWRITEBYTECODE is set (a tenth of a second each).
+    compileall.compile_dir(ROOT / "tui_bench", quiet=1)
     rows: dict[str, list[str]] = {}
 
     def put(name: str, value: str) -> None:
@@ -232,25 +258,25 @@ def main() -> None:
             }
             build(home, size)
             put("journal MB", f"{home.joinpath(store.JOURNAL_NAME).stat().st_size / 1e6:.1f}")
-            cold, cold_cpu, cold_rss = timed([*CLI, "history", "list"], env, 1)  # builds the cache
+            cold, cold_cpu, cold_rss = timed(["history", "list"], env, 1)  # builds the cache
             put("list, cold cache s (cpu)", f"{cold:.2f} ({cold_cpu:.2f})")
-            warm, warm_cpu, warm_rss = timed([*CLI, "history", "list"], env, args.repeats)
+            warm, warm_cpu, warm_rss = timed(["history", "list"], env, args.repeats)
             put("list s (cpu)", f"{warm:.2f} ({warm_cpu:.2f})")
             put("list peak MiB", f"{max(cold_rss, warm_rss):.0f}")
             out = Path(tmp) / "runs.csv"
             export, export_cpu, export_rss = timed(
-                [*CLI, "history", "export", "--csv", str(out)], env, args.repeats
+                ["history", "export", "--csv", str(out)], env, args.repeats
             )
             put("export --csv s (cpu)", f"{export:.2f} ({export_cpu:.2f})")
             put("export peak MiB", f"{export_rss:.0f}")
             jsonl, jsonl_cpu, jsonl_rss = timed(
-                [*CLI, "history", "export", "--jsonl", str(Path(tmp) / "runs.jsonl")],
+                ["history", "export", "--jsonl", str(Path(tmp) / "runs.jsonl")],
                 env,
                 args.repeats,
             )
             put("export --jsonl s (cpu)", f"{jsonl:.2f} ({jsonl_cpu:.2f})")
             put("export --jsonl peak MiB", f"{jsonl_rss:.0f}")
-            startup, startup_cpu, _ = timed([*CLI, "--version"], env, args.repeats)
+            startup, startup_cpu, _ = timed(["--version"], env, args.repeats)
             put("(tui-bench --version s (cpu))", f"{startup:.2f} ({startup_cpu:.2f})")
             os.environ["TUI_BENCH_HOME"] = str(home)
             median, worst = run_writes(home)

@@ -6,17 +6,17 @@ these, never each other."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.errors import PresetError
 from tui_bench.engine.errors import UsageError as UsageError  # the commands raise it from here
-from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
 from tui_bench.engine.results.record import Run, runs_of
-from tui_bench.engine.runs import presets
+
+if TYPE_CHECKING:  # imported where used: `history list` at 10,000 runs must start in < 0.5 s
+    from rich.console import Console
+    from rich.table import Table
+
+    from tui_bench.engine.runs import presets
 
 
 def one_line(message: object) -> str:
@@ -32,6 +32,8 @@ def error_line(message: object) -> str:
 
 def load_preset(name_or_path: str) -> presets.Preset:
     """A preset by name or path; a wrong one is a UsageError (one line, exit 2)."""
+    from tui_bench.engine.runs import presets  # the whole catalog: only commands that need it
+
     try:
         return presets.load(presets.find(name_or_path))
     except PresetError as exc:
@@ -40,6 +42,8 @@ def load_preset(name_or_path: str) -> presets.Preset:
 
 def console(stderr: bool = False) -> Console:
     # NO_COLOR is honoured by rich itself.
+    from rich.console import Console
+
     return Console(stderr=stderr, highlight=False)
 
 
@@ -101,6 +105,11 @@ SHOWN_SETTINGS = (
 
 def summary_table(records: Sequence[Run | dict[str, Any]]) -> Table:
     """Metrics as rows, runs as columns: stays readable at 80 columns."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
+
     runs = runs_of(records)
     table = Table(title="tui-bench results", title_justify="left")
     table.add_column("metric")

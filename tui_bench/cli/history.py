@@ -7,19 +7,24 @@ import json
 import sys
 from pathlib import Path
 
-from rich import box
-from rich.table import Table
-
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
-from tui_bench.engine.results import check, mlflow_export, stability, transfer
 from tui_bench.engine.results.history import History
 from tui_bench.engine.results.record import runs_of
-from tui_bench.engine.spec import bounded_option, flag_parser
 
-LIMIT = bounded_option(
-    "limit", int, "only the newest N runs (0: all)", default=0, low=0, high=10**9
-)
+
+def _limit(text: str) -> int:
+    """``--limit``, checked and refused like a spec field (the spec module, and with it the
+    catalog, imported only when the flag is given)."""
+    from tui_bench.engine.spec import bounded_option, flag_parser
+
+    limit = bounded_option(
+        "limit", int, "only the newest N runs (0: all)", default=0, low=0, high=10**9
+    )
+    return flag_parser(limit)(text)
+
+
+_limit.__name__ = "limit"
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -37,6 +42,11 @@ def cmd_history(args: argparse.Namespace) -> int:
         if len(shown) > _PLAIN_ABOVE:
             _print_plain(records, shown, history.home)
             return 0
+        # Each action imports what it alone uses: every `history` command pays for every
+        # import at start (a tenth of a second of `history list`).
+        from rich import box
+        from rich.table import Table
+
         table = Table(
             title=f"{len(records)} run(s) in {history.home}",
             title_justify="left",
@@ -67,6 +77,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(json.dumps(record, indent=2, default=str))
         return 0
     if args.history_command == "export" and args.mlflow:
+        from tui_bench.engine.results import mlflow_export
+
         uri = mlflow_export.default_uri(history.home) if args.mlflow == "default" else args.mlflow
         done = mlflow_export.export(history.all(), history, uri, by=args.experiment_per)
         _warn(history)
@@ -77,6 +89,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     if args.history_command == "export":
         if args.jsonl:
+            from tui_bench.engine.results import transfer
+
             count = transfer.export_jsonl(history, Path(args.jsonl))
             target = args.jsonl
         else:
@@ -86,6 +100,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         common.console(stderr=True).print(f"wrote {count} run(s) to {target}")
         return 0
     if args.history_command == "import":
+        from tui_bench.engine.results import transfer
+
         added, present = transfer.import_jsonl(history, Path(args.file))
         _warn(history)
         common.console(stderr=True).print(
@@ -93,6 +109,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         )
         return 0
     if args.history_command == "recheck":  # the rules live in engine/results/stability.py
+        from tui_bench.engine.results import stability
+
         rechecked, skipped = stability.recheck(history, args.run_ids)
         for item in [] if args.json else rechecked:
             was = item["before"] != item["stability"]["verdict"]
@@ -139,6 +157,8 @@ def _warn(history: History) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from tui_bench.engine.results import check
+
     report = check.check(repair=args.repair)
     out = common.console()
     for problem in report.problems:
@@ -165,7 +185,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     hist_sub = hist.add_subparsers(dest="history_command", metavar="ACTION")
     hist_list = hist_sub.add_parser("list", help="one line per run")
-    hist_list.add_argument("--limit", type=flag_parser(LIMIT), default=0, help="only the newest N")
+    hist_list.add_argument("--limit", type=_limit, default=0, help="only the newest N")
     hist_list.add_argument("--json", action="store_true")
     hist_show = hist_sub.add_parser("show", help="everything recorded about a run, as JSON")
     hist_show.add_argument("run_id", help="id or unique prefix")

@@ -8,27 +8,31 @@ from __future__ import annotations
 
 import argparse
 import json
-
-from rich import box
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from tui_bench.cli import common
 from tui_bench.engine.errors import UsageError
-from tui_bench.engine.results import trends as trends_module
 from tui_bench.engine.results.history import History
-from tui_bench.engine.results.identity import versions
+
+if TYPE_CHECKING:  # imported where used: every `history` command registers this one
+    from rich.table import Table
+
+    from tui_bench.engine.results import trends as trends_module
 
 
 def cmd_trends(args: argparse.Namespace) -> int:
+    from tui_bench.engine.results import trends as trends_module
+
     if args.limit < 0:
         raise UsageError(f"--limit must be 0 (all) or more, got {args.limit}")
     history = History()
     for warning in history.warnings:
         common.console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
-    found = trends_module.trends(history.all(), args.filter, args.metric)
+    metric = args.metric or trends_module.DEFAULT_METRIC
+    found = trends_module.trends(history.all(), args.filter, metric)
     if not found:
         what = f" matching {' '.join(args.filter)!r}" if args.filter else ""
-        raise UsageError(f"no configuration{what} has a run with {args.metric} in this history")
+        raise UsageError(f"no configuration{what} has a run with {metric} in this history")
     if args.figure:
         from tui_bench.engine.results import figures  # lazy: matplotlib is an optional extra
 
@@ -53,6 +57,12 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
     """One configuration: its newest runs as rows, its change points in the caption. Fits 80
     columns: no date column (a run id starts with the date and time it was started), the
     framework's version only."""
+    from rich import box
+    from rich.table import Table
+
+    from tui_bench.engine.results import trends as trends_module
+    from tui_bench.engine.results.identity import versions
+
     default = item.metric == trends_module.DEFAULT_METRIC
     shown = item.points[-limit:] if limit else item.points
     framework = str(item.configuration.get("framework") or "")
@@ -103,7 +113,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILTER",
         help="words that must all appear in the configuration's label, or its key's start",
     )
-    parser.add_argument("--metric", default=trends_module.DEFAULT_METRIC, help="a run metric")
+    # None: trends.DEFAULT_METRIC, read when the command runs (registering imports no engine)
+    parser.add_argument("--metric", default=None, help="a run metric (default: the step time)")
     parser.add_argument(
         "--limit", type=int, default=12, help="newest N runs per configuration shown (0: all)"
     )

@@ -21,23 +21,29 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import functools
 import json
+import operator
 import os
-import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from filelock import FileLock, Timeout
+from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
-from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import store
-from tui_bench.engine.results.export_safety import FORMULA_FIRST, csv_cell
+from tui_bench.engine.results.export_safety import FORMULA_FIRST, FORMULA_STARTS, csv_cell
 from tui_bench.engine.results.store import atomic_write
+
+if TYPE_CHECKING:
+    from filelock import FileLock
+
+# filelock, psutil (procs) and secrets are imported where used: together a fifth of a second of
+# `history list`, which reads the cache and takes no lock and, with no run in progress, asks
+# after no process.
 
 __all__ = ["History", "HistoryError", "atomic_write", "new_run_id", "now_iso", "read_jsonl"]
 
@@ -60,6 +66,8 @@ def new_run_id() -> str:
     """Sortable, and unique in practice: 20261121-101502-3f9a0c1e (32 random bits).
 
     ``History.reserve_run_id`` makes it unique for certain within one history."""
+    import secrets
+
     return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(4)
 
 
@@ -76,12 +84,18 @@ class History:
         self.cache_path = self.home / store.CACHE_NAME
         self.runs_dir = self.home / "runs"
         self.runs_dir.mkdir(parents=True, exist_ok=True)
-        self.lock = FileLock(str(self.home / "history.lock"), timeout=60)
         self.repair = repair
         self.warnings: list[str] = []
         self._checked = False
         self._added: set[str] = set()  # ids this object added: updated without a lookup
         self._known: store.Summaries | None = None  # the last read: the next reads what follows
+
+    @functools.cached_property
+    def lock(self) -> FileLock:
+        """One writer at a time, across processes (reentrant within this History)."""
+        from filelock import FileLock
+
+        return FileLock(str(self.home / "history.lock"), timeout=60)
 
     # -- reading --------------------------------------------------------------------------------
     def summaries(self) -> list[dict[str, Any]]:
@@ -115,6 +129,41 @@ class History:
     def records(self, ids: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
         """Full records, oldest first (only ``ids`` when given). Parsed one run at a time in
         the order the summaries give: 10,000 runs are never all in memory as dicts."""
+        for run_id, lines in self._journal_lines(ids):
+            record = store.final_record(run_id, lines)
+            if record is not None:
+                yield settle(record)
+
+    def record_texts(self, ids: Iterable[str] | None = None) -> Iterator[tuple[str, str]]:
+        """What ``records`` yields, as JSON text (``json.dumps(record, separators=(",", ":"),
+        default=str)``) with its run's id: copied from the journal where a run is one line
+        written as we write it (``store.stored_record_text``), else parsed and encoded."""
+        for run_id, lines in self._journal_lines(ids):
+            text = store.stored_record_text(run_id, lines)
+            if text is None:
+                record = store.final_record(run_id, lines)
+                if record is None:
+                    continue
+                text = json.dumps(settle(record), separators=(",", ":"), default=str)
+            yield run_id, text
+
+    def _csv_records(
+        self, ids: Iterable[str] | None
+    ) -> Iterator[tuple[str, list[bytes], dict[str, Any], bytes | None]]:
+        """What ``records`` yields, with each run's id and journal lines; a run that is one line
+        as we write it comes with its non-integer numbers as their text and its record's JSON
+        text (``store.written_record``), any other with None."""
+        for run_id, lines in self._journal_lines(ids):
+            written = store.written_record(run_id, lines)
+            if written is not None:
+                yield run_id, lines, written[0], written[1]
+                continue
+            record = store.final_record(run_id, lines)
+            if record is not None:
+                yield run_id, lines, settle(record), None
+
+    def _journal_lines(self, ids: Iterable[str] | None) -> Iterator[tuple[str, list[bytes]]]:
+        """Each run's id and journal lines, oldest run first (only ``ids`` when given)."""
         order = [r["id"] for r in self.summaries()]  # checks (and repairs) the history first
         if ids is not None:
             wanted = set(ids)
@@ -124,9 +173,7 @@ class History:
         else:
             lines = store.lines_by_run(self.journal_path)
         for run_id in order:
-            record = store.final_record(run_id, lines.pop(run_id, []))
-            if record is not None:
-                yield settle(record)
+            yield run_id, lines.pop(run_id, [])
 
     def get(self, run_id: str) -> dict[str, Any]:
         """A run by id or unique id prefix."""
@@ -217,6 +264,8 @@ class History:
         series and the history) is recovered from it; any other becomes 'interrupted' with the
         reason, keeping what its series holds, and a worker it left behind is killed. Returns
         how many became interrupted."""
+        from tui_bench.engine.machine import procs
+
         interrupted = 0
         procs.clean_stale_temp()  # FIFOs and sockets of runners that died with their runs
         running = (self._ensure_sound() or self._read_summaries(full=False)).running
@@ -302,6 +351,8 @@ class History:
             return False
         if locked:
             return True
+        from filelock import Timeout
+
         try:
             with self.lock.acquire(timeout=0):
                 return store.scan(self.journal_path, only=b"\x00").torn
@@ -333,6 +384,13 @@ class History:
     def plan_repair(self) -> tuple[list[dict[str, Any]], list[str]]:
         """What a repair would write (every run the journal, the schema-1 file and the series
         files hold) and the problems that call for it, one line each."""
+        return self._plan_repair(None)
+
+    def _plan_repair(
+        self, texts: dict[int, bytes] | None
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """``plan_repair``; ``texts``: filled with the stored JSON text of the schema-1 records
+        that can be written as they are (``store.read_legacy``)."""
         problems: list[str] = []
         found = store.scan(self.journal_path)
         records = store.replay(found.entries)
@@ -341,11 +399,15 @@ class History:
         if found.torn:
             problems.append(f"{store.JOURNAL_NAME}: its last line was cut short (a crash)")
         if self.legacy_path.exists():
-            legacy, why = store.read_legacy(self.legacy_path)
+            legacy, why = store.read_legacy(self.legacy_path, texts)
             if why:
                 problems.append(f"{store.LEGACY_NAME} (schema 1): {why}")
             for record in legacy:
                 records.setdefault(record["id"], record)
+            if texts:  # only the records kept (the others' ids may be reused once they are gone)
+                kept = {id(r) for r in records.values()}
+                for key in [k for k in texts if k not in kept]:
+                    del texts[key]
         recovered = 0
         for run_id in sorted(self._series_ids() - set(records)):
             rebuilt = record_from_series(self.series_path(run_id))
@@ -357,11 +419,18 @@ class History:
         return _ordered(records.values()), problems
 
     def _rebuild(self) -> list[str]:
-        records, problems = self.plan_repair()
+        with store.collector_paused():  # every run's record in memory at once, no cycles
+            return self._rebuild_records()
+
+    def _rebuild_records(self) -> list[str]:
+        texts: dict[int, bytes] = {}
+        records, problems = self._plan_repair(texts)
         stamp = store.aside_name("history.damaged", ".jsonl")
         damaged = bool(problems) and self.journal_path.exists()
         try:
-            kept = store.rewrite(self.journal_path, records, keep_as=stamp if damaged else None)
+            kept = store.rewrite(
+                self.journal_path, records, keep_as=stamp if damaged else None, texts=texts
+            )
             store.cache_records(self.journal_path, self.cache_path, records)  # not parsed again
             if self.legacy_path.exists():
                 legacy_kept = self.legacy_path.with_name(store.aside_name("history.v1", ".json"))
@@ -399,27 +468,19 @@ class History:
         runs stream past (the header needs every column first): at 10,000 runs that is a
         third of the memory of one dict per row."""
         ids = None if records is None else [r["id"] for r in records]
-        columns: dict[str, int] = {c: i for i, c in enumerate(_FIRST_COLUMNS)}
-        rows: list[list[Any]] = []
-        for record in self.records(ids):
-            row: list[Any] = [""] * len(columns)
-            for key, value in flatten(record).items():
-                index = columns.get(key)
-                if index is None:  # a new column: the last one, so it is this row's next cell
-                    index = columns[key] = len(columns)
-                    row.append("")
-                # Formulas neutralised (OWASP); only text can be one, and only text that starts
-                # like one (two million cells: csv_cell is called for the few that do).
-                row[index] = (
-                    csv_cell(value)
-                    if value.__class__ is str and value[:1] in FORMULA_FIRST
-                    else value
-                )
-            rows.append(row)
-        width = len(columns)
+        table = _CsvTable()
+        rows = []
+        with store.collector_paused():  # 10,000 rows of lists: nothing for it to find
+            for run_id, lines, record, text in self._csv_records(ids):
+                try:
+                    rows.append(table.row(record, text))
+                except _NumberOrText:  # a list's value: read again, with its numbers
+                    full = store.final_record(run_id, lines)
+                    rows.append(table.row(settle(full) if full is not None else record))
+        width = len(table.columns)
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
-            writer.writerow([csv_cell(c) for c in columns])
+            writer.writerow([csv_cell(c) for c in table.columns])
             # a run that lacks later columns gets empty cells for them
             writer.writerows(row + [""] * (width - len(row)) for row in rows)
         return len(rows)
@@ -439,6 +500,8 @@ def _ordered(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def recorder_alive(record: dict[str, Any]) -> bool:
     """Is the process that records this run (its supervisor) still the one that started it?"""
+    from tui_bench.engine.machine import procs
+
     return procs.alive(record.get("recorder_pid"), record.get("recorder_started"))
 
 
@@ -497,19 +560,6 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 _FIRST_COLUMNS = ["id", "started_at", "finished_at", "status", "reason"]
 
 
-def flatten(record: dict[str, Any]) -> dict[str, Any]:
-    """One CSV row: nested dicts become dotted columns (spec.threads, metrics.step_median_s)."""
-    row: dict[str, Any] = {}
-    stab = record.get("stability")
-    _flatten_into(row, "", record)
-    if isinstance(stab, dict):  # two columns a spreadsheet can read
-        row["stability"] = stab.get("verdict")
-        row["stability_reasons"] = "; ".join(
-            r.get("message", "") for r in stab.get("reasons") or [] if isinstance(r, dict)
-        )
-    return row
-
-
 # Not in a cell: the log (in its file), the recorder's process, the verdict's nested form (two
 # columns instead), thousands of step times (in JSON).
 _NOT_EXPORTED = frozenset(
@@ -517,16 +567,226 @@ _NOT_EXPORTED = frozenset(
 )
 
 
-def _flatten_into(row: dict[str, Any], prefix: str, value: dict[str, Any]) -> None:
-    # One call per dict, not per leaf: a 10,000-run export has two million leaves.
-    for key, inner in value.items():
-        name = f"{prefix}{key}"
-        if name in _NOT_EXPORTED:
-            continue
-        kind = inner.__class__
-        if kind is dict:
-            _flatten_into(row, name + ".", inner)
-        elif kind is list:
-            row[name] = json.dumps(inner)
+class _CsvTable:
+    """The CSV export's columns, and each run's row placed in them: nested dicts become dotted
+    columns (spec.threads, metrics.step_median_s), lists JSON text, the stability verdict two
+    columns a spreadsheet can read. A column is the next one the first time a run has it.
+
+    Each dict's keys are resolved to columns once per table, not once per run (a node per
+    nested dict: its leaves' columns, its nested dicts' nodes). And runs recorded alike share
+    a shape (the same keys holding the same kinds of value, nested alike): the first run of a
+    shape is walked cell by cell, which makes a plan of which value goes to which column; the
+    others' values are then picked into their row at once (a 10,000-run export has two
+    million cells)."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, int] = {c: i for i, c in enumerate(_FIRST_COLUMNS)}
+        self._root = _CsvNode("")
+        self._plans: dict[tuple[Any, ...], _CsvPlan] = {}
+        self._list_json: Callable[[Any], str] = json.dumps
+
+    def row(self, record: dict[str, Any], text: bytes | None = None) -> list[Any]:
+        """``text``: the record was read with its non-integer numbers as their text
+        (``store.written_record``) from this JSON text; a list is then written with the
+        numbers it held, and raises ``_NumberOrText`` where a string in it reads alike."""
+        self._list_json = json.dumps if text is None else _ListOfTexts(text)
+        values: list[Any] = []
+        shape = _shape(record, values)
+        plan = self._plans.get(shape)
+        if plan is None:
+            row = self._walked_row(record)
+            self._plans[shape] = self._plan(record)
+            return row
+        for at in plan.lists:
+            values[at] = self._list_json(values[at])
+        if plan.stability:
+            values.extend(_stability_cells(record["stability"]))
+        values.append("")  # the cell of every column this shape lacks
+        row = list(plan.pick(values))
+        # Text that starts like a formula is rare: looked for in all the row's text at once.
+        joined = "\0" + "\0".join(plan.pick_texts(row)) if plan.texts else ""
+        found = any(start in joined for start in _FORMULA_AFTER_NUL)
+        for index in plan.texts + plan.others if found else plan.others:
+            value = row[index]
+            if value.__class__ is str and value[:1] in FORMULA_FIRST:
+                row[index] = csv_cell(value)
+        return row
+
+    def _plan(self, record: dict[str, Any]) -> _CsvPlan:
+        """Which of ``_shape``'s values goes to which column, for the runs shaped as
+        ``record``, whose walk (``_walked_row``) has made every column and node it needs.
+        Where two values fall on one column, the later in the walk's order wins, as there."""
+        starts: dict[int, int] = {}  # id(dict) -> where its values begin in _shape's list
+        values: list[Any] = []
+
+        def place(value: dict[str, Any]) -> None:  # _shape's order
+            starts[id(value)] = len(values)
+            values.extend(value.values())
+            for inner in list(value.values()):
+                if inner.__class__ is dict:
+                    place(inner)
+
+        place(record)
+        source: dict[int, int] = {}  # column -> the position of its value
+        lists: list[int] = []
+
+        def walk(node: _CsvNode, value: dict[str, Any]) -> None:  # _fill's order
+            start = starts[id(value)]
+            for offset, (key, inner) in enumerate(value.items()):
+                if inner.__class__ is dict:
+                    child = node.children[key]
+                    if child is not None:
+                        walk(child, inner)
+                elif node.leaves[key] >= 0:
+                    source[node.leaves[key]] = start + offset
+                    if inner.__class__ is list:
+                        lists.append(start + offset)
+
+        walk(self._root, record)
+        end = len(values)
+        stability = isinstance(record.get("stability"), dict)
+        if stability:  # two cells after the shape's values, placed after them all
+            source[self.columns["stability"]] = end
+            source[self.columns["stability_reasons"]] = end + 1
+        absent = end + 2 if stability else end
+        texts = sorted(c for c, at in source.items() if at < end and values[at].__class__ is str)
+        others = sorted(c for c, at in source.items() if at >= end)  # of any kind
+        pick = operator.itemgetter(*(source.get(c, absent) for c in range(len(self.columns))))
+        return _CsvPlan(pick, lists, texts, _picker(texts), others, stability)
+
+    def _walked_row(self, record: dict[str, Any]) -> list[Any]:
+        row: list[Any] = [""] * len(self.columns)
+        self._fill(row, self._root, record)
+        stab = record.get("stability")
+        if isinstance(stab, dict):
+            verdict, reasons = _stability_cells(stab)
+            self._put(row, self._column("stability"), verdict)
+            self._put(row, self._column("stability_reasons"), reasons)
+        return row
+
+    def _fill(self, row: list[Any], node: _CsvNode, value: dict[str, Any]) -> None:
+        leaves, children = node.leaves, node.children
+        for key, inner in value.items():
+            kind = inner.__class__
+            if kind is dict:
+                if key not in children:
+                    name = node.prefix + key
+                    children[key] = None if name in _NOT_EXPORTED else _CsvNode(name + ".")
+                child = children[key]
+                if child is not None:
+                    self._fill(row, child, inner)
+                continue
+            index = leaves.get(key)
+            if index is None:
+                name = node.prefix + key
+                index = leaves[key] = -1 if name in _NOT_EXPORTED else self._column(name)
+            if index >= 0:
+                self._put(row, index, self._list_json(inner) if kind is list else inner)
+
+    def _column(self, name: str) -> int:
+        index = self.columns.get(name)
+        if index is None:
+            index = self.columns[name] = len(self.columns)
+        return index
+
+    @staticmethod
+    def _put(row: list[Any], index: int, value: Any) -> None:
+        # Formulas neutralised (OWASP); only text can be one, and only text that starts like
+        # one (csv_cell is called for the few that do).
+        if value.__class__ is str and value[:1] in FORMULA_FIRST:
+            value = csv_cell(value)
+        if index == len(row):  # a column new with this run: the last one, its next cell
+            row.append(value)
         else:
-            row[name] = inner
+            row[index] = value
+
+
+def _shape(value: dict[str, Any], values: list[Any]) -> tuple[Any, ...]:
+    """What makes runs alike for the CSV: each dict's keys and the kinds of their values, nested
+    dicts after them; ``values`` gets every value in the same order (a dict's, then its nested
+    dicts')."""
+    start = len(values)
+    values.extend(value.values())
+    kinds = tuple(map(type, value.values()))
+    if dict not in kinds:
+        return (tuple(value), kinds)
+    nested = tuple(_shape(values[start + i], values) for i, k in enumerate(kinds) if k is dict)
+    return (tuple(value), kinds, nested)
+
+
+class _NumberOrText(Exception):
+    """A list holds a string that reads like a number: from a record read with its numbers as
+    text, which of the two it was cannot be told."""
+
+
+class _ListOfTexts:
+    """A list's cell as ``json.dumps`` writes it, from a record read with its non-integer
+    numbers as their text: each such text is a number again, unless the record's JSON holds
+    it as a string too (``_NumberOrText``)."""
+
+    def __init__(self, text: bytes) -> None:
+        self.text = text
+
+    def __call__(self, value: list[Any]) -> str:
+        return json.dumps(self._numbers(value))
+
+    def _numbers(self, value: Any) -> Any:
+        kind = value.__class__
+        if kind is str:
+            if not store.NUMBER_TEXT.fullmatch(value):
+                return value
+            if b'"' + value.encode("ascii") + b'"' in self.text:
+                raise _NumberOrText(value)
+            return float(value)
+        if kind is list:
+            return [self._numbers(v) for v in value]
+        if kind is dict:
+            return {k: self._numbers(v) for k, v in value.items()}
+        return value
+
+
+def _stability_cells(stab: dict[str, Any]) -> tuple[Any, str]:
+    """The verdict's two columns: the verdict, and its reasons' messages."""
+    reasons = stab.get("reasons") or []
+    return stab.get("verdict"), "; ".join(
+        r.get("message", "") for r in reasons if isinstance(r, dict)
+    )
+
+
+@dataclass(frozen=True)
+class _CsvPlan:
+    """How a shape's values (``_shape``) become a row: ``pick`` takes each column's value from
+    them (the last one: an empty cell); ``lists`` are encoded as JSON first; ``texts`` are the
+    columns that hold text (``pick_texts`` picks them) and ``others`` those that may (the
+    verdict's): a formula there is neutralised; ``stability``: the two verdict cells follow the
+    values."""
+
+    pick: Callable[[list[Any]], tuple[Any, ...]]
+    lists: list[int]
+    texts: list[int]
+    pick_texts: Callable[[list[Any]], tuple[str, ...]]
+    others: list[int]
+    stability: bool
+
+
+def _picker(indices: list[int]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """A tuple of the items at ``indices`` (itemgetter gives a bare item for one index)."""
+    if len(indices) == 1:
+        return lambda items: (items[indices[0]],)
+    return operator.itemgetter(*indices) if indices else lambda items: ()
+
+
+# A cell that starts like a formula, found in the row's text cells joined by NULs.
+_FORMULA_AFTER_NUL = tuple("\0" + start for start in FORMULA_STARTS)
+
+
+class _CsvNode:
+    """One nested dict's place in the CSV: its column-name prefix, the column of each scalar key
+    (-1: not exported) and the node of each dict key (None: not exported)."""
+
+    __slots__ = ("children", "leaves", "prefix")
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.leaves: dict[str, int] = {}
+        self.children: dict[str, _CsvNode | None] = {}
