@@ -30,7 +30,7 @@ TRAINED_ELSEWHERE = {
     "nayak-jain-2019-quick": "tests/test_frameworks.py::test_reference_cnn_trains_identically_everywhere",
     "scaling-quick": "tests/test_data_parallel.py::test_two_workers_train_the_same_global_batches",
     "shatnawi-2018-quick": "tests/test_frameworks.py::test_reference_cnn_trains_identically_everywhere"
-    " (1 thread) and test_two_threads_take_effect_and_mlp_counts_match (more)",
+    " (1 thread; test_two_threads_take_effect_and_mlp_counts_match reads 2 back)",
 }
 
 
@@ -174,8 +174,8 @@ def trained_by_other_tests() -> set[tuple]:
     return single | parallel
 
 
-def threads_trained_by_other_tests() -> set[tuple[str, str]]:
-    """(framework, API) whose way of setting 2 threads a real run checks (tests/test_frameworks.py
+def threads_checked_by_other_tests() -> set[tuple[str, str]]:
+    """(framework, API) whose way of setting 2 threads a worker checks (tests/test_frameworks.py
     reads the count back from the library), itself or through an API that shares its code."""
     from tests.test_frameworks import COMBOS, THREAD_MECHANISMS, THREADS_SET_AS
 
@@ -196,9 +196,9 @@ def test_presets_trained_elsewhere_are_trained(name):
     assert on_cpu
     signatures = {(s.framework, s.api, s.model, s.dataset, s.workers) for s in on_cpu}
     assert signatures <= trained_by_other_tests(), signatures - trained_by_other_tests()
-    # More than one thread: the framework's way of setting threads is trained with 2 elsewhere.
+    # More than one thread: the framework's way of setting threads is checked with 2 elsewhere.
     threaded = {(s.framework, s.api) for s in on_cpu if s.threads > 1 and s.workers == 1}
-    assert threaded <= threads_trained_by_other_tests(), threaded - threads_trained_by_other_tests()
+    assert threaded <= threads_checked_by_other_tests(), threaded - threads_checked_by_other_tests()
     if name == "attention-quick":  # every framework x API, nothing less
         from tests.test_frameworks import COMBOS
 
