@@ -106,11 +106,7 @@ def _record(n: int, **extra: Any) -> dict[str, Any]:
         "label": f"run {n}",
         "started_at": f"2026-11-01T10:00:{n:02d}+00:00",
         "spec": {"framework": "torch", "threads": n, "device": "cpu"},
-        "metrics": {
-            "step_median_s": 0.01 * n,
-            "steady_step_times": [0.01, 0.0125, 1e-7],
-            "rank_step_median_s": [0.01 * n, -1.5e-07, {"f": 2.5, "t": "0.75"}, "x", 3],
-        },
+        "metrics": {"step_median_s": 0.01 * n, "steady_step_times": [0.01, 0.0125, 1e-7]},
         "stability": {"verdict": "stable", "reasons": [{"message": "ok"}, "odd"]},
         **extra,
     }
@@ -138,8 +134,6 @@ def build(home: Path) -> None:
     plain[4]["metrics.step_median_s"] = "+a formula in the literal key"
     plain[4]["stability"]["verdict"] = "@verdict"
     plain[5]["stability"]["reasons"] = [{"message": "-1"}, {"message": "why"}]
-    plain[5]["metrics"]["rank_step_median_s"].append("0.12")  # text that reads as the number
-    plain[2]["note"] = "0.03"  # the text of a number in a list, elsewhere
     odd = _record(5, spec="not a dict", metrics=None, stability="not a dict")
     odd["note"] = float("inf")
     patched = _record(6)

@@ -147,21 +147,6 @@ class History:
                 text = json.dumps(settle(record), separators=(",", ":"), default=str)
             yield run_id, text
 
-    def _csv_records(
-        self, ids: Iterable[str] | None
-    ) -> Iterator[tuple[str, list[bytes], dict[str, Any], bytes | None]]:
-        """What ``records`` yields, with each run's id and journal lines; a run that is one line
-        as we write it comes with its non-integer numbers as their text and its record's JSON
-        text (``store.written_record``), any other with None."""
-        for run_id, lines in self._journal_lines(ids):
-            written = store.written_record(run_id, lines)
-            if written is not None:
-                yield run_id, lines, written[0], written[1]
-                continue
-            record = store.final_record(run_id, lines)
-            if record is not None:
-                yield run_id, lines, settle(record), None
-
     def _journal_lines(self, ids: Iterable[str] | None) -> Iterator[tuple[str, list[bytes]]]:
         """Each run's id and journal lines, oldest run first (only ``ids`` when given)."""
         order = [r["id"] for r in self.summaries()]  # checks (and repairs) the history first
@@ -469,14 +454,8 @@ class History:
         third of the memory of one dict per row."""
         ids = None if records is None else [r["id"] for r in records]
         table = _CsvTable()
-        rows = []
         with store.collector_paused():  # 10,000 rows of lists: nothing for it to find
-            for run_id, lines, record, text in self._csv_records(ids):
-                try:
-                    rows.append(table.row(record, text))
-                except _NumberOrText:  # a list's value: read again, with its numbers
-                    full = store.final_record(run_id, lines)
-                    rows.append(table.row(settle(full) if full is not None else record))
+            rows = [table.row(record) for record in self.records(ids)]
         width = len(table.columns)
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
@@ -583,13 +562,8 @@ class _CsvTable:
         self.columns: dict[str, int] = {c: i for i, c in enumerate(_FIRST_COLUMNS)}
         self._root = _CsvNode("")
         self._plans: dict[tuple[Any, ...], _CsvPlan] = {}
-        self._list_json: Callable[[Any], str] = json.dumps
 
-    def row(self, record: dict[str, Any], text: bytes | None = None) -> list[Any]:
-        """``text``: the record was read with its non-integer numbers as their text
-        (``store.written_record``) from this JSON text; a list is then written with the
-        numbers it held, and raises ``_NumberOrText`` where a string in it reads alike."""
-        self._list_json = json.dumps if text is None else _ListOfTexts(text)
+    def row(self, record: dict[str, Any]) -> list[Any]:
         values: list[Any] = []
         shape = _shape(record, values)
         plan = self._plans.get(shape)
@@ -598,7 +572,7 @@ class _CsvTable:
             self._plans[shape] = self._plan(record)
             return row
         for at in plan.lists:
-            values[at] = self._list_json(values[at])
+            values[at] = json.dumps(values[at])
         if plan.stability:
             values.extend(_stability_cells(record["stability"]))
         values.append("")  # the cell of every column this shape lacks
@@ -681,7 +655,7 @@ class _CsvTable:
                 name = node.prefix + key
                 index = leaves[key] = -1 if name in _NOT_EXPORTED else self._column(name)
             if index >= 0:
-                self._put(row, index, self._list_json(inner) if kind is list else inner)
+                self._put(row, index, json.dumps(inner) if kind is list else inner)
 
     def _column(self, name: str) -> int:
         index = self.columns.get(name)
@@ -712,37 +686,6 @@ def _shape(value: dict[str, Any], values: list[Any]) -> tuple[Any, ...]:
         return (tuple(value), kinds)
     nested = tuple(_shape(values[start + i], values) for i, k in enumerate(kinds) if k is dict)
     return (tuple(value), kinds, nested)
-
-
-class _NumberOrText(Exception):
-    """A list holds a string that reads like a number: from a record read with its numbers as
-    text, which of the two it was cannot be told."""
-
-
-class _ListOfTexts:
-    """A list's cell as ``json.dumps`` writes it, from a record read with its non-integer
-    numbers as their text: each such text is a number again, unless the record's JSON holds
-    it as a string too (``_NumberOrText``)."""
-
-    def __init__(self, text: bytes) -> None:
-        self.text = text
-
-    def __call__(self, value: list[Any]) -> str:
-        return json.dumps(self._numbers(value))
-
-    def _numbers(self, value: Any) -> Any:
-        kind = value.__class__
-        if kind is str:
-            if not store.NUMBER_TEXT.fullmatch(value):
-                return value
-            if b'"' + value.encode("ascii") + b'"' in self.text:
-                raise _NumberOrText(value)
-            return float(value)
-        if kind is list:
-            return [self._numbers(v) for v in value]
-        if kind is dict:
-            return {k: self._numbers(v) for k, v in value.items()}
-        return value
 
 
 def _stability_cells(stab: dict[str, Any]) -> tuple[Any, str]:

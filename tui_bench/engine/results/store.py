@@ -357,31 +357,11 @@ def final_record(run_id: str, lines: list[bytes]) -> dict[str, Any] | None:
 def stored_record_text(run_id: str, lines: list[bytes]) -> str | None:
     """The JSON text of a run's record as it stands, copied from its journal line instead of
     parsed and encoded again (two thirds of the CPU of ``history export --jsonl`` at 10,000
-    runs), or None when it cannot be (``_as_written``). It is then ``json.dumps(record,
-    separators=(",", ":"), default=str)`` of the record ``final_record`` reads, byte for byte."""
-    found = _as_written(run_id, lines)
-    return found[0].decode("ascii") if found is not None else None
-
-
-def written_record(run_id: str, lines: list[bytes]) -> tuple[dict[str, Any], bytes] | None:
-    """The record ``final_record`` reads, but with each non-integer number left as the text
-    ``json.dumps`` wrote for it, which is ``repr`` of the float: what a CSV writer writes for
-    the float (parsing and writing them out are then a fifth cheaper); and the record's JSON
-    text, where a list's number can be told from a string that reads alike (``NUMBER_TEXT``).
-    None when the run is not one line as we write it (``_as_written``)."""
-    found = _as_written(run_id, lines)
-    return (found[1], found[0]) if found is not None else None
-
-
-# A JSON number with a fraction or an exponent: the text json hands parse_float.
-NUMBER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+)")
-
-
-def _as_written(run_id: str, lines: list[bytes]) -> tuple[bytes, dict[str, Any]] | None:
-    """The record's text and its ``checked_object`` when the run is one ``put`` line as
-    ``put_line`` writes it (ASCII, our prefix, one object after it, compact) and its status is
-    not ``running`` (a reader may settle that); else None. The record is checked as JSON:
-    damage is never copied."""
+    runs), or None when it cannot be. It can when the run is one ``put`` line as ``put_line``
+    writes it (ASCII, our prefix, one object after it, compact), which is then ``json.dumps(record,
+    separators=(",", ":"), default=str)`` of the record ``final_record`` reads, byte for byte;
+    and when its status is not ``running`` (a reader may settle that). The record is still
+    checked as JSON: damage is never copied."""
     if len(lines) != 1:
         return None
     raw = lines[0]
@@ -394,18 +374,17 @@ def _as_written(run_id: str, lines: list[bytes]) -> tuple[bytes, dict[str, Any]]
     record = checked_object(text)
     if record is None or record.get("id") != run_id or record.get("status") == "running":
         return None
-    return text, record
+    return text.decode("ascii")
 
 
 # Accepts what json.loads accepts (the same scanner), but leaves numbers with a fraction as their
 # text: a check that a line is JSON need not build a float for each of 10,000 runs' step times.
-_CHECKER = json.JSONDecoder(parse_float=str)
+_CHECKER = json.JSONDecoder(parse_float=str, parse_constant=str)
 
 
 def checked_object(raw: bytes) -> dict[str, Any] | None:
     """``raw`` as a JSON object if ``json.loads(raw)`` would give one (decoded as it decodes
-    bytes), with its non-integer numbers left as their text (NaN and Infinity are floats);
-    else None."""
+    bytes), with its non-integer numbers left as text; else None."""
     try:
         value = _CHECKER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
     except (ValueError, UnicodeDecodeError):
