@@ -571,8 +571,8 @@ class _CsvTable:
             row = self._walked_row(record)
             self._plans[shape] = self._plan(record)
             return row
-        for at in plan.lists:
-            values[at] = json.dumps(values[at])
+        for at in plan.lists:  # half of them empty (no GPUs, no cluster GPUs)
+            values[at] = json.dumps(values[at]) if values[at] else "[]"
         if plan.stability:
             values.extend(_stability_cells(record["stability"]))
         values.append("")  # the cell of every column this shape lacks

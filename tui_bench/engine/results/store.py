@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 from tinydb.storages import Storage
 
 SCHEMA = "tui-bench-history"
@@ -179,10 +180,29 @@ class Damage:
         return "; ".join(parts)
 
 
+# Digits as "0", everything else as " ": a run of 19 zeros is an integer orjson may not hold.
+_DIGITS_AS_ZERO = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
+_LONG_DIGITS = b"0" * 19
+
+
+def loads(raw: bytes) -> Any:
+    """``json.loads(raw)``, read by orjson where that gives the same value: about twice as fast
+    (parsing is most of exporting 10,000 runs). orjson is stricter (it refuses NaN, Infinity,
+    lone surrogates, a byte-order mark, deep nesting): json reads those lines, and judges them,
+    as before. The one value orjson reads otherwise is an integer beyond 64 bits, which it
+    makes a float: a line with 19 digits in a row is read by json."""
+    if _LONG_DIGITS not in raw.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
 def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     """One journal line as an entry, or None and why not."""
     try:
-        entry = json.loads(raw)
+        entry = loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return None, f"not JSON ({type(exc).__name__})"
     if not isinstance(entry, dict):

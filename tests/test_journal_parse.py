@@ -1,0 +1,73 @@
+"""``store.loads`` reads journal lines with orjson where that gives what ``json.loads`` gives, and
+with json everywhere else: the same value, of the same type, or the same refusal, for any line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tui_bench.engine.results import store
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()  # unbounded: orjson makes integers beyond 64 bits floats
+    | st.floats(allow_nan=True, allow_infinity=True)  # json writes NaN and Infinity
+    | st.text()  # lone surrogates included: json writes them escaped, orjson refuses them
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def same(a: object, b: object) -> bool:
+    """Equal, with the same types all the way down (1 is not 1.0 here) and NaN equal to NaN."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES, st.booleans())
+def test_loads_reads_what_json_reads(value: object, ascii_only: bool) -> None:
+    raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    assert same(store.loads(raw), json.loads(raw))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"id":"r1","big":123456789012345678901234567890}',  # orjson: a float
+        b'{"neg":-9223372036854775809}',  # 19 digits below int64
+        b'{"x":1e400}',
+        b'{"x":NaN,"y":-Infinity}',
+        b'{"x":"\\ud800"}',
+        b'\xef\xbb\xbf{"x":1}',  # a byte-order mark
+        b'{"a":1,"a":2}',  # the last of a repeated key wins, in the first one's place
+    ],
+)
+def test_lines_orjson_reads_otherwise_or_refuses_are_read_by_json(raw: bytes) -> None:
+    assert same(store.loads(raw), json.loads(raw))
+
+
+@pytest.mark.parametrize(
+    "raw", [b'{"x":1,}', b'{"x":"\xff"}', b'{"x":1}x', b"[" * 5000 + b"]" * 5000, b""]
+)
+def test_what_json_refuses_is_refused_the_same_way(raw: bytes) -> None:
+    with pytest.raises(Exception) as by_json:
+        json.loads(raw)
+    with pytest.raises(Exception) as by_store:
+        store.loads(raw)
+    assert type(by_store.value) is type(by_json.value)
