@@ -906,7 +906,10 @@ def test_other_numpy_runtime_parses_the_same_bytes(adapters, tmp_path):
     numpy 1.23 runtime): it must build bit-identical arrays from the same files."""
     other = os.environ.get("TUI_BENCH_OTHER_NUMPY_PYTHON")
     if not other:
-        pytest.skip("TUI_BENCH_OTHER_NUMPY_PYTHON is not set")
+        pytest.skip(
+            "TUI_BENCH_OTHER_NUMPY_PYTHON is not set: point it at an interpreter with another "
+            "numpy, e.g. the mxnet runtime's (tui-bench runtime setup mxnet)"
+        )
     write_mnist(tmp_path / "mnist")
     write_cifar(tmp_path / "cifar10" / "cifar-10-python.tar.gz")
     write_imdb(tmp_path / "imdb")
