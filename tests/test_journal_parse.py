@@ -62,8 +62,12 @@ def test_lines_orjson_reads_otherwise_or_refuses_are_read_by_json(raw: bytes) ->
     assert same(store.loads(raw), json.loads(raw))
 
 
+# (Nesting deeper than the interpreter's recursion limit: json raises RecursionError, and so does
+# store.loads, after orjson refuses it; the limit differs between test processes, so it is left out.)
 @pytest.mark.parametrize(
-    "raw", [b'{"x":1,}', b'{"x":"\xff"}', b'{"x":1}x', b"[" * 5000 + b"]" * 5000, b""]
+    "raw",
+    [b'{"x":1,}', b'{"x":"\xff"}', b'{"x":1}x', b""],
+    ids=["trailing comma", "not UTF-8", "text after", "empty"],
 )
 def test_what_json_refuses_is_refused_the_same_way(raw: bytes) -> None:
     with pytest.raises(Exception) as by_json:
