@@ -557,3 +557,33 @@ def test_a_runtime_missing_the_backend_fails_with_the_fix(isolated: Path) -> Non
     assert result.status == "failed"
     assert result.reason.startswith("ModuleNotFoundError: No module named 'keras'")
     assert result.reason.endswith("runtime 'keras-jax' lacks it: tui-bench runtime setup keras-jax")
+
+
+def test_runtime_setup_all_except_leaves_those_out(
+    capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, isolated: Path
+) -> None:
+    """The README's test command installs torch into the app while the other runtimes are set
+    up beside it: `--except torch` keeps `all` from making a torch runtime of its own."""
+    monkeypatch.setattr(runtimes, "needed_runtimes", lambda: ["torch", "mxnet"])
+    monkeypatch.setattr(
+        runtimes, "probe", lambda python, name, refresh=False: runtimes.Probe(python, ok=True)
+    )
+    planned = []
+
+    def plan(name: str, gpu: bool = False, python: str | None = None) -> list[list[str]]:
+        planned.append(name)
+        python_path = runtimes.managed_python(name)
+        make = f"import pathlib; p = pathlib.Path({str(python_path)!r}); "
+        make += "p.parent.mkdir(parents=True); p.touch()"
+        return [[sys.executable, "-c", make]]
+
+    monkeypatch.setattr(runtimes, "setup_plan", plan)
+    assert cli.main(["runtime", "setup", "all", "--except", "torch"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "runtimes this installation needs: mxnet (left out: torch)"
+    assert planned == ["mxnet"]
+    assert cli.main(["runtime", "setup", "all", "--except", "pytorch"]) == 2
+    assert "--except takes a managed runtime" in capsys.readouterr().err
+    assert cli.main(["runtime", "setup", "mxnet", "--except", "torch"]) == 2
+    err = capsys.readouterr().err
+    assert "--except goes with `runtime setup all`" in err and "Traceback" not in err

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from tui_bench.cli import common
 from tui_bench.engine import catalog
+from tui_bench.engine.errors import UsageError
 from tui_bench.engine.machine import runtimes
 
 
@@ -56,10 +57,16 @@ def cmd_runtime_list(args: argparse.Namespace) -> int:
 def cmd_runtime_setup(args: argparse.Namespace) -> int:
     out = common.console()
     if args.name != "all":
+        if args.left_out:
+            raise UsageError("--except goes with `runtime setup all`")
         _setup_one(args.name, args, out, "")
         return 0
-    names = runtimes.needed_runtimes()
-    out.print(f"runtimes this installation needs: {', '.join(names) or 'none'}", soft_wrap=True)
+    left_out = args.left_out or []
+    names = [name for name in runtimes.needed_runtimes() if name not in left_out]
+    needs = f"runtimes this installation needs: {', '.join(names) or 'none'}"
+    if left_out:
+        needs += f" (left out: {', '.join(left_out)})"
+    out.print(needs, soft_wrap=True)
     todo = []
     for position, name in enumerate(names, 1):
         counter = f"[{position}/{len(names)}] "
@@ -174,6 +181,14 @@ def _jobs(text: str) -> int:
     return jobs
 
 
+def _managed_name(text: str) -> str:
+    if text not in runtimes.MANAGED:
+        raise argparse.ArgumentTypeError(
+            f"--except takes a managed runtime ({', '.join(runtimes.MANAGED)}), got {text!r}"
+        )
+    return text
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     runtime = subparsers.add_parser("runtime", help="framework runtimes: list them, set one up")
     runtime_sub = runtime.add_subparsers(dest="runtime_command", metavar="ACTION", required=True)
@@ -202,6 +217,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=min(2, os.cpu_count() or 1),
         help="with all: how many runtimes to set up at a time (default: 2, 1 on one core); "
         "each pip install keeps about one core busy",
+    )
+    setup.add_argument(
+        "--except",
+        dest="left_out",
+        metavar="NAME",
+        action="append",
+        type=_managed_name,
+        help="with all: leave this runtime out (repeatable), e.g. torch while pip installs "
+        "torch into the app beside it",
     )
     setup.add_argument("--gpu", action="store_true", help="install the CUDA variant")
     setup.add_argument(
