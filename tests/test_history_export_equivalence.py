@@ -262,3 +262,40 @@ def test_the_tinydb_reader_gives_what_json_loads_gives():
         json.dumps(table) + "x",
     ):
         assert store._tinydb_documents(text) is None
+
+
+@pytest.mark.parametrize("child", ["works", "fails"])
+@pytest.mark.parametrize("damaged", [False, True])
+def test_the_export_split_over_two_processes_writes_the_same_file(
+    tmp_path, monkeypatch, damaged, child
+):
+    """Many runs are split with a forked process (history._csv_rows_in_two); here every history
+    is "many". The later half has a column the first lacks (a patch's metrics.x). A child that
+    fails leaves the parent to make its rows: the same file either way."""
+    from tui_bench.engine.results import history as history_module
+
+    home = tmp_path / "home"
+    home.mkdir()
+    build(home)
+    if damaged:
+        damage(home)
+    old_csv(History(home), tmp_path / "old.csv")
+    monkeypatch.setattr(history_module, "_CSV_FORK_RUNS", 1)
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
+    if child == "fails":
+        parent = os.getpid()
+        real_row = history_module._CsvTable.row
+
+        def row(self, record):
+            if os.getpid() != parent:
+                raise RuntimeError("the child fails")
+            return real_row(self, record)
+
+        monkeypatch.setattr(history_module._CsvTable, "row", row)
+    count = History(home).export_csv(tmp_path / "new.csv")
+    assert forks == [1]
+    assert (tmp_path / "new.csv").read_bytes() == (tmp_path / "old.csv").read_bytes()
+    assert count == len(list(History(home).records()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "new.csv", "old.csv"]
