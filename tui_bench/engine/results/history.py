@@ -132,10 +132,7 @@ class History:
     def records(self, ids: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
         """Full records, oldest first (only ``ids`` when given). Parsed one run at a time in
         the order the summaries give: 10,000 runs are never all in memory as dicts."""
-        for run_id, lines in self._journal_lines(ids):
-            record = store.final_record(run_id, lines)
-            if record is not None:
-                yield settle(record)
+        yield from _records_of(self._journal_lines(ids))
 
     def record_texts(self, ids: Iterable[str] | None = None) -> Iterator[tuple[str, str]]:
         """What ``records`` yields, as JSON text (``json.dumps(record, separators=(",", ":"),
