@@ -68,6 +68,7 @@ def test_setup_creates_an_isolated_env_streams_pip_and_probes_it(
 ) -> None:
     """A real (small) managed environment: pip's output is streamed, the result is probed, and
     the new interpreter cannot see the app's packages."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     tiny = runtimes.ManagedSpec("tiny", ("numpy",), ("numpy",), "numpy only")
     monkeypatch.setitem(runtimes.MANAGED, "tiny", tiny)
     lines: list[str] = []
@@ -78,6 +79,11 @@ def test_setup_creates_an_isolated_env_streams_pip_and_probes_it(
     assert probe.ok and probe.numpy
     sees_app = subprocess.run([str(python), "-I", "-c", "import textual"], capture_output=True)
     assert sees_app.returncode != 0
+    # pip compiled nothing; the isolated probe wrote the bytecode of what it imported, even where
+    # the environment says not to write any (-I ignores PYTHONDONTWRITEBYTECODE).
+    site = next(python.parent.parent.glob("lib/python3*/site-packages"))
+    assert list((site / "numpy").glob("__pycache__/__init__.*.pyc"))
+    assert not list((site / "numpy" / "f2py").glob("__pycache__/*.pyc"))
 
 
 def test_failed_setup_is_one_line_and_leaves_nothing_behind(
