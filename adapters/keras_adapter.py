@@ -488,7 +488,15 @@ class KerasBackend(Backend):
         else:
             batches = _Batches(self, x, y, batch_indices)
         with self._place():
-            self.model.fit(batches, epochs=1, verbose=0, callbacks=[_ClockCallback(clock, self)])
+            # shuffle=False: fit's default shuffles a PyDataset's batches with Python's random,
+            # and every framework must see the batches in the order data.batches drew them.
+            self.model.fit(
+                batches,
+                epochs=1,
+                shuffle=False,
+                verbose=0,
+                callbacks=[_ClockCallback(clock, self)],
+            )
 
     # tui-bench:end step
 

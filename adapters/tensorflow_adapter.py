@@ -491,7 +491,10 @@ class TensorFlowBackend(Backend):
             return super().train_epoch(x, y, batch_indices, clock)
         batches = host_batches(x, y, batch_indices, self.threads, self._labels)
         with tf.device(self.device):
-            self.model.fit(batches, epochs=1, verbose=0, callbacks=[_ClockCallback(clock)])
+            # shuffle=False: a tf.data input is never reshuffled by fit, but say it (keras_adapter)
+            self.model.fit(
+                batches, epochs=1, shuffle=False, verbose=0, callbacks=[_ClockCallback(clock)]
+            )
 
     # tui-bench:end step
 
