@@ -167,4 +167,4 @@ def test_a_cold_theano_compile_uses_the_header_and_builds_the_same_library(tmp_p
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["used"] in found["built"]  # built by the first compile, taken by the second
     assert found["same_bytes"]
-    assert found["value"] == pytest.approx([[3.0, 3 * 2.718281828 - 1]], rel=1e-6)
+    assert found["value"][0] == pytest.approx([3.0, 3 * 2.718281828 - 1], rel=1e-6)
