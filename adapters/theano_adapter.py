@@ -113,7 +113,7 @@ from theano.sandbox.rng_mrg import MRG_RandomStreams  # noqa: E402
 from theano.tensor.nnet import conv2d  # noqa: E402
 from theano.tensor.signal.pool import pool_2d  # noqa: E402
 
-from adapters import shared_init  # noqa: E402
+from adapters import shared_init, theano_pch  # noqa: E402
 from adapters.data import binary_head  # noqa: E402
 from adapters.loop import (  # noqa: E402
     Backend,
@@ -125,6 +125,9 @@ from adapters.loop import (  # noqa: E402
     evaluate_in_batches,
     logits_loss_correct,
 )
+
+# Theano's C modules compile with their shared include block precompiled (see theano_pch).
+theano_pch.install(theano.gof.cmodule, theano.config)
 
 # Keras 2 is imported only for its API (the runner sets KERAS_BACKEND=theano for it and clears
 # it for the plain Theano API), so its import time is counted where it is paid.
