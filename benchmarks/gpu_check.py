@@ -244,12 +244,19 @@ def step_device() -> dict[str, Any]:
 
 
 def step_runtimes(
-    out: Path, bundle: Path | None, dry_run: bool, budget: Budget, env: dict[str, str]
+    out: Path,
+    bundle: Path | None,
+    dry_run: bool,
+    budget: Budget,
+    env: dict[str, str],
+    only: str | None = None,
 ) -> dict[str, Any]:
     """Make the runtimes this machine can have, laid out as managed runtimes in DIR/runtimes
     (what both the CLI and the tests' conftest read through TUI_BENCH_RUNTIMES_DIR): Keras
     venvs over the app interpreter's packages (its CUDA torch and JAX), with the Keras wheels
-    from the bundle, since there is no network there. torch runs in the app interpreter itself."""
+    from the bundle, since there is no network there. torch runs in the app interpreter itself.
+    Probes what the figures use: with ``--only``, that API's runtime alone (a probe imports
+    the framework: seconds each)."""
     from tui_bench.engine.machine import runtimes
 
     if budget.left() < 20:
@@ -277,6 +284,8 @@ def step_runtimes(
             notes[name] = f"made in {venv}" if status == 0 else f"failed: {text.strip()[-400:]}"
     seen = {}
     for framework, api in (("torch", "eager"), ("keras", "torch"), ("keras", "jax")):
+        if only and f"{framework}/{api}" != only:
+            continue
         found = runtimes.availability(framework, api)
         seen[f"{framework}/{api}"] = found.python if found.ok else f"unavailable: {found.problem}"
     failed = [name for name, note in notes.items() if note.startswith("failed")]
@@ -486,7 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=510.0)
     parser.add_argument("--pytest-limit-s", type=float, default=180.0)
     parser.add_argument("--per-run-s", type=float, default=90.0)
-    parser.add_argument("--only", metavar="FRAMEWORK/API", help="figures for one API only")
+    parser.add_argument(
+        "--only", metavar="FRAMEWORK/API", help="figures (and runtime probes) for one API only"
+    )
     parser.add_argument("--skip-pytest", action="store_true", help="no `pytest -m gpu` step")
     args = parser.parse_args(argv)
     if args.make_bundle:
@@ -530,7 +541,10 @@ def main(argv: list[str] | None = None) -> int:
         report.write()
         print(f"gpu_check: no CUDA device seen; report in {out}", file=sys.stderr)
         return 1
-    timed("runtimes", lambda: step_runtimes(out, args.bundle, args.cpu_dry_run, budget, env))
+    timed(
+        "runtimes",
+        lambda: step_runtimes(out, args.bundle, args.cpu_dry_run, budget, env, args.only),
+    )
     if args.skip_pytest:
         report.add({"step": "pytest", "status": "skipped", "reason": "--skip-pytest"})
     else:

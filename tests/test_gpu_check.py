@@ -40,7 +40,9 @@ def test_cpu_dry_run_runs_every_step_and_skips_the_gpu_parts_with_reasons(tmp_pa
     steps = steps_of(out)
     assert list(steps) == ["device", "runtimes", "pytest", "figures"]
     assert steps["device"]["details"]["cuda_seen"] is False
-    assert not steps["runtimes"]["details"]["runtimes"]["torch/eager"].startswith("unavailable")
+    probed = steps["runtimes"]["details"]["runtimes"]
+    assert list(probed) == ["torch/eager"]  # --only: the other runtimes are not probed
+    assert not probed["torch/eager"].startswith("unavailable")
     # pytest -m gpu ran, with its JUnit XML: on a CPU every GPU test skips, none fails.
     tested = steps["pytest"]["details"]
     assert (out / "pytest-gpu.xml").is_file() and tested["tests"] > 0
