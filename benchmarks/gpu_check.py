@@ -244,14 +244,24 @@ def step_device() -> dict[str, Any]:
 
 
 def step_runtimes(
-    out: Path, bundle: Path | None, dry_run: bool, budget: Budget, env: dict[str, str]
+    out: Path,
+    bundle: Path | None,
+    dry_run: bool,
+    budget: Budget,
+    env: dict[str, str],
+    only: str | None = None,
 ) -> dict[str, Any]:
     """Make the runtimes this machine can have, laid out as managed runtimes in DIR/runtimes
     (what both the CLI and the tests' conftest read through TUI_BENCH_RUNTIMES_DIR): Keras
     venvs over the app interpreter's packages (its CUDA torch and JAX), with the Keras wheels
-    from the bundle, since there is no network there. torch runs in the app interpreter itself."""
+    from the bundle, since there is no network there. torch runs in the app interpreter itself.
+    Probes what the figures use: with ``--only``, that API's runtime alone (a probe imports
+    the framework: seconds each)."""
     from tui_bench.engine.machine import runtimes
 
+    if budget.left() < 20:
+        # The probes import every framework (seconds each), for figures that could not run.
+        return {"status": "skipped", "reason": "out of time budget"}
     notes: dict[str, str] = {}
     if dry_run:
         notes["all"] = f"dry run: this machine's runtimes in {env.get('TUI_BENCH_RUNTIMES_DIR')}"
@@ -274,6 +284,8 @@ def step_runtimes(
             notes[name] = f"made in {venv}" if status == 0 else f"failed: {text.strip()[-400:]}"
     seen = {}
     for framework, api in (("torch", "eager"), ("keras", "torch"), ("keras", "jax")):
+        if only and f"{framework}/{api}" != only:
+            continue
         found = runtimes.availability(framework, api)
         seen[f"{framework}/{api}"] = found.python if found.ok else f"unavailable: {found.problem}"
     failed = [name for name, note in notes.items() if note.startswith("failed")]
@@ -302,8 +314,9 @@ def step_pytest(
     cmd += ["--junitxml", str(xml), "-rfE", "tests/"]
     if dry_run:
         # Every GPU test skips on a CPU: one test process, not the suite's two that would each
-        # collect the whole suite (49 s against 23 s here).
-        cmd += ["-n", "0"]
+        # collect the whole suite (49 s against 23 s here), and no assertion rewriting, as no
+        # test body runs (rewriting every test module was 5 of its 21 CPU seconds).
+        cmd += ["-n", "0", "--assert=plain"]
     status, text = _run(cmd, timeout, env)
     (out / "pytest-gpu.log").write_text(text)
     details: dict[str, Any] = {"exit": status, "log": "pytest-gpu.log", "junit": xml.name}
@@ -482,7 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=510.0)
     parser.add_argument("--pytest-limit-s", type=float, default=180.0)
     parser.add_argument("--per-run-s", type=float, default=90.0)
-    parser.add_argument("--only", metavar="FRAMEWORK/API", help="figures for one API only")
+    parser.add_argument(
+        "--only", metavar="FRAMEWORK/API", help="figures (and runtime probes) for one API only"
+    )
     parser.add_argument("--skip-pytest", action="store_true", help="no `pytest -m gpu` step")
     args = parser.parse_args(argv)
     if args.make_bundle:
@@ -526,7 +541,10 @@ def main(argv: list[str] | None = None) -> int:
         report.write()
         print(f"gpu_check: no CUDA device seen; report in {out}", file=sys.stderr)
         return 1
-    timed("runtimes", lambda: step_runtimes(out, args.bundle, args.cpu_dry_run, budget, env))
+    timed(
+        "runtimes",
+        lambda: step_runtimes(out, args.bundle, args.cpu_dry_run, budget, env, args.only),
+    )
     if args.skip_pytest:
         report.add({"step": "pytest", "status": "skipped", "reason": "--skip-pytest"})
     else:

@@ -17,6 +17,7 @@ from test_cli import cli
 from tui_bench.cli import build_parser, following
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import BatchEvent
+from tui_bench.engine.machine import peaks
 from tui_bench.engine.results.history import History, read_jsonl
 from tui_bench.engine.runs import batch, presets, runner, supervisor
 from tui_bench.engine.runs import sweep as sweep_module
@@ -221,9 +222,11 @@ def test_the_supervisor_ends_a_batch_with_a_bad_request_in_one_line(request_fiel
 
 # -- the CLI -----------------------------------------------------------------------------------
 def planned_request(monkeypatch, *argv: str) -> BatchRequest:
-    """What ``tui-bench run ARGV`` hands to a supervisor (nothing is started)."""
+    """What ``tui-bench run ARGV`` hands to a supervisor (nothing is started: not the batch,
+    nor the matmul peak probe that `run` measures before it, here a probe that cannot run)."""
     handed = []
     monkeypatch.setattr(following, "start_batch", lambda request, args, err: handed.append(request))
+    monkeypatch.setattr(peaks, "run_probe", lambda *_, **__: {"error": "not measured in a test"})
     args = build_parser().parse_args(["run", *argv])
     args.func(args)
     (request,) = handed

@@ -42,7 +42,7 @@ from tui_bench import cli
 from tui_bench.engine import datasets
 from tui_bench.engine.config import SETTINGS, load_config
 from tui_bench.engine.errors import TuiBenchError
-from tui_bench.engine.machine import runtimes
+from tui_bench.engine.machine import peaks, runtimes
 from tui_bench.engine.protocol import EVENT_TYPES, SCHEMA_VERSION, DecodeError, LineSplitter, decode
 from tui_bench.engine.results import cards
 from tui_bench.engine.results.history import History
@@ -417,6 +417,10 @@ def guarded(isolated_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(runtimes, "probe", blocked)
     monkeypatch.setattr(cards, "framework_card", blocked)
     monkeypatch.setattr(cards, "hardware_card", blocked)
+    # `run` measures the machine's matmul peak before it launches (a torch subprocess, seconds of
+    # both cores per thread count fuzzed: most of this file's time). As a probe that cannot run,
+    # so the command goes on to the launch, where Blocked stops it as before.
+    monkeypatch.setattr(peaks, "run_probe", lambda *_, **__: {"error": "blocked in the fuzz"})
     monkeypatch.chdir(tmp_path)  # a stray relative path lands here, never in the checkout
     return isolated_home
 

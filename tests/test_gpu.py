@@ -33,15 +33,23 @@ def gpus_seen(framework: str, api: str) -> tuple[runtimes.Runtime | None, str]:
         runtime = runtimes.resolve(framework, api)
     except runtimes.RuntimeUnavailable as exc:
         return None, str(exc)
-    probe = PROBE["jax" if api == "jax" else "torch"]
+    count, why = cuda_devices(runtime.python, "jax" if api == "jax" else "torch")
+    if why:
+        return None, why
+    return (runtime, "") if count > 0 else (None, f"{runtime.python} sees no CUDA GPU")
+
+
+@functools.cache
+def cuda_devices(python: str, library: str) -> tuple[int, str]:
+    """(CUDA devices this interpreter's torch or JAX sees, why the probe failed): asked once per
+    interpreter, as torch eager and compile share one (the probe imports the library: seconds)."""
     try:
         out = subprocess.run(
-            [runtime.python, "-I", "-c", probe], capture_output=True, text=True, timeout=120
+            [python, "-I", "-c", PROBE[library]], capture_output=True, text=True, timeout=120
         )
-        count = int(out.stdout.strip().splitlines()[-1])
+        return int(out.stdout.strip().splitlines()[-1]), ""
     except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as exc:
-        return None, f"probe failed: {exc}"
-    return (runtime, "") if count > 0 else (None, f"{runtime.python} sees no CUDA GPU")
+        return 0, f"probe failed: {exc}"
 
 
 def gpu_run(framework: str, api: str, **changes):
