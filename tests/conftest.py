@@ -4,7 +4,9 @@ The managed framework runtimes (GBs, made by `tui-bench runtime setup all`) are 
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -27,6 +29,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "needs_runtime(framework, api='eager'): skip, with the command that sets it up, where "
         "that framework/API cannot run (a failure with TUI_BENCH_REQUIRE_RUNTIMES=1)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "fresh_caches: a slow test that measures the machine facts the session shares "
+        "(SHARED_FACTS) starts without them",
     )
 
 
@@ -101,16 +108,67 @@ def shared_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("compiled")
 
 
+# Machine facts the app caches (this machine's measured matmul peaks; what each runtime's
+# interpreter imports): every CLI run measured the peak again in each slow test's empty cache (a
+# torch subprocess, ~3 CPU-s) and every preset expansion probed the runtimes again (3-5 CPU-s
+# each). Their entries are keyed by host, interpreter and install, so one session's are every
+# test's. A test that measures them itself says @pytest.mark.fresh_caches.
+SHARED_FACTS = ("peaks.json", "runtime-probes.json")
+
+
+@pytest.fixture(scope="session")
+def shared_machine_facts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session keeps SHARED_FACTS, one place for every test process (as above)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "machine-facts"
+        shared.mkdir(exist_ok=True)
+        return shared
+    return tmp_path_factory.mktemp("machine-facts")
+
+
+def _lend_machine_facts(shared: Path, cache: Path) -> None:
+    for name in SHARED_FACTS:
+        if (shared / name).is_file():
+            shutil.copyfile(shared / name, cache / name)
+
+
+def _keep_machine_facts(shared: Path, cache: Path) -> None:
+    """Add what the test measured to the session's copy (entries are per machine fact, so a
+    merge; a file the test damaged on purpose is left out)."""
+    from filelock import FileLock
+
+    with FileLock(str(shared / ".lock")):
+        for name in SHARED_FACTS:
+            try:
+                found = json.loads((cache / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            try:
+                kept = json.loads((shared / name).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                kept = {}
+            if not isinstance(found, dict) or not isinstance(kept, dict):
+                continue
+            if any(kept.get(key) != value for key, value in found.items()):
+                partial = shared / f".{name}.{os.getpid()}"
+                partial.write_text(json.dumps({**kept, **found}), encoding="utf-8")
+                os.replace(partial, shared / name)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Path:
     home = tmp_path / "home"
+    facts = None
     if request.node.get_closest_marker("slow"):
         # Real training only: fast tests keep a cache directory that does not exist yet.
         shared = request.getfixturevalue("shared_compile_cache")
         (tmp_path / "cache").mkdir()
         (tmp_path / "cache" / "compiled").symlink_to(shared, target_is_directory=True)
+        if not request.node.get_closest_marker("fresh_caches"):
+            facts = request.getfixturevalue("shared_machine_facts")
+            _lend_machine_facts(facts, tmp_path / "cache")
     monkeypatch.setenv("TUI_BENCH_HOME", str(home))
     monkeypatch.setenv("TUI_BENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
@@ -120,6 +178,8 @@ def isolated_home(
     monkeypatch.setenv("TUI_BENCH_TESTING", "1")
     yield home
     _stop_batches_left_running(home)
+    if facts is not None:
+        _keep_machine_facts(facts, tmp_path / "cache")
 
 
 def _stop_batches_left_running(home: Path) -> None:

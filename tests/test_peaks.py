@@ -144,6 +144,7 @@ def test_mfu_above_one_is_an_error_never_a_number():
 
 
 @pytest.mark.slow
+@pytest.mark.fresh_caches
 def test_real_probe_measures_a_peak_once_and_the_mfu_of_it_is_below_one():
     from conftest import require_runtime
 
