@@ -99,13 +99,17 @@ def shared_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One compile cache for the session (Theano's generated C, keyed by the code's hash): a
     cold cache costs minutes of g++ per run on a 2-core machine, and compiling the same ops
     again in every test checks nothing more. Each test's cache still has its own path to it."""
+    return _session_dir(tmp_path_factory, "compiled")
+
+
+def _session_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A directory for the whole session, one for every test process too (Theano locks its
+    compile dir): the xdist workers' temp dirs share a parent."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        # one cache for every test process too (Theano locks its compile dir): the workers'
-        # temp dirs share a parent
-        shared = tmp_path_factory.getbasetemp().parent / "compiled"
+        shared = tmp_path_factory.getbasetemp().parent / name
         shared.mkdir(exist_ok=True)
         return shared
-    return tmp_path_factory.mktemp("compiled")
+    return tmp_path_factory.mktemp(name)
 
 
 # Machine facts the app caches (this machine's measured matmul peaks; what each runtime's
@@ -118,12 +122,8 @@ SHARED_FACTS = ("peaks.json", "runtime-probes.json")
 
 @pytest.fixture(scope="session")
 def shared_machine_facts(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Where the session keeps SHARED_FACTS, one place for every test process (as above)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = tmp_path_factory.getbasetemp().parent / "machine-facts"
-        shared.mkdir(exist_ok=True)
-        return shared
-    return tmp_path_factory.mktemp("machine-facts")
+    """Where the session keeps SHARED_FACTS, one place for every test process."""
+    return _session_dir(tmp_path_factory, "machine-facts")
 
 
 def _lend_machine_facts(shared: Path, cache: Path) -> None:
