@@ -47,6 +47,33 @@ def test_make_rule_prerequisites_keep_escaped_spaces(pch) -> None:
     assert pch._dependencies(rule) == ["/tmp/s/block.h", "/usr/include/stdio.h", "/opt/my dir/a.h"]
 
 
+@pytest.mark.parametrize(
+    "made_from",
+    [
+        b"",
+        b"{not json",
+        b"\xff\xfe\x00garbage",
+        b"[1, 2]",
+        b'{"/no/such/header.h": [1, 2]}',
+        b'{"HERE": "not a stamp"}',
+        b'{"HERE": null}',
+    ],
+)
+def test_a_damaged_record_of_a_headers_sources_means_rebuild_never_a_traceback(
+    pch, tmp_path: Path, made_from: bytes
+) -> None:
+    source = tmp_path / "a.h"
+    source.write_text("#pragma once\n")
+    (tmp_path / "Python.h.gch").write_bytes(b"header")
+    (tmp_path / "made_from.json").write_bytes(made_from.replace(b"HERE", str(source).encode()))
+    assert pch._fresh(tmp_path) is False
+    # the record as the build writes it is fresh; a changed source makes it stale
+    (tmp_path / "made_from.json").write_text(json.dumps({str(source): pch._stamp(str(source))}))
+    assert pch._fresh(tmp_path) is True
+    source.write_text("#pragma once\nint changed;\n")
+    assert pch._fresh(tmp_path) is False
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 def test_a_block_whose_second_reading_adds_code_gets_no_header(pch, tmp_path: Path) -> None:
     (tmp_path / "guarded.h").write_text("#ifndef GUARDED\n#define GUARDED\nint guarded;\n#endif\n")
