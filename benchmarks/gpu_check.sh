@@ -10,6 +10,12 @@ bundle="${2:-.gpu-bundle}"
 venv="${GPU_CHECK_VENV:-/tmp/tui-bench-gpu-venv}"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv --system-site-packages "$venv"
+  # --system-site-packages reaches only the base interpreter's packages: where python3 is itself
+  # a venv or has user-site packages (as on the lent H200 image), its torch and JAX stay unseen.
+  # A .pth file puts every site directory python3 sees after the venv's own.
+  site_dir="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  python3 -c 'import sys; print("\n".join(p for p in sys.path if p.endswith(("site-packages", "dist-packages"))))' \
+    > "$site_dir/_system_python.pth"
   "$venv/bin/pip" install -q --no-index --find-links "$bundle" setuptools wheel
   # tui-bench and what `pytest -m gpu` needs (the dev extra less its linters, not carried)
   "$venv/bin/pip" install -q --no-index --find-links "$bundle" --no-build-isolation -e . \

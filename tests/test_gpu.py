@@ -14,6 +14,7 @@ import pytest
 
 from tui_bench.engine import catalog
 from tui_bench.engine.machine import runtimes
+from tui_bench.engine.machine.sampler import COUNTER_MIN_WINDOW_S
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs.runner import execute
 from tui_bench.engine.spec import RunSpec
@@ -115,11 +116,19 @@ def test_keras_on_gpu_every_precision_timing_and_input(api, precision, timing, i
     assert summary["allocator_peak_mib"] > 0 and summary["allocator"]
 
 
+@pytest.mark.gpu_alone
 def test_nvml_sampling_and_steady_window_energy():
-    result = gpu_run("torch", "eager", steps_per_epoch=200, epochs=2, model="cnn")
+    # Steady windows of seconds: the counter moves in ~0.1 s steps and is read only over 1 s or
+    # more. VGG16's 312 steps of ~6 ms on an H200 (the CNN's 2 ms steps, 375 at most, are not).
+    result = gpu_run(
+        "torch", "eager", model="vgg16", dataset="synthetic-cifar10", epochs=2,
+        steps_per_epoch=None, train_samples=None,
+    )  # fmt: skip
     metrics = result.metrics()
     assert metrics["res_mean_gpu_util"] is not None and metrics["res_peak_gpu_mem_mib"] > 0
     assert metrics["res_steady_windows"] == 2
+    window = metrics["res_steady_s"] / 2
+    assert window >= COUNTER_MIN_WINDOW_S, f"{window:.2f} s windows: a faster GPU, more steps"
     assert 0 < metrics["res_steady_energy_j"] < metrics["res_energy_j"]
     assert metrics["samples_per_joule"] > 0
 
@@ -136,8 +145,12 @@ def test_no_framework_preallocates_the_gpu():
     assert total and result.metrics()["res_peak_gpu_mem_mib"] < 0.5 * total
 
 
+@pytest.mark.gpu_alone
 def test_synced_and_pipelined_reference_cnn_on_gpu():
-    synced = gpu_run("torch", "eager", steps_per_epoch=200)
-    pipelined = gpu_run("torch", "eager", steps_per_epoch=200, timing="pipelined")
+    # 200 steps need 32,000 samples (20 % validate): 4,000 capped the epoch at 25.
+    synced = gpu_run("torch", "eager", steps_per_epoch=200, train_samples=33_000)
+    pipelined = gpu_run(
+        "torch", "eager", steps_per_epoch=200, train_samples=33_000, timing="pipelined"
+    )
     ratio = pipelined.summary["samples_per_s"] / synced.summary["samples_per_s"]
     assert ratio > 0.9, ratio  # without per-step syncs a GPU loop is never much slower

@@ -98,3 +98,62 @@ def test_bad_arguments_are_one_line_and_exit_2(tmp_path, args):
     done = gpu_check(*(["--out", str(tmp_path)] if args else []), *args, timeout=60)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("gpu_check.py: error:")
+
+
+def _load_check():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", CHECK)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # its dataclasses look themselves up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_runtime_venv_sees_what_its_parent_venv_sees(tmp_path):
+    """The lent H200's python3 is a venv (/opt/torch/.venv): a venv made over it with
+    --system-site-packages saw the base Python's packages only, not its torch or JAX. This
+    test's interpreter is such a venv too, and tinydb is in its site-packages alone."""
+    check = _load_check()
+    venv = tmp_path / "keras-jax"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+        check=True,
+    )
+    probe = [str(venv / "bin" / "python"), "-c", "import tinydb"]
+    if subprocess.run(probe, capture_output=True).returncode == 0:
+        pytest.skip("this interpreter's base Python has tinydb too: nothing to tell apart")
+    check._see_our_sites(venv)
+    assert subprocess.run(probe, capture_output=True).returncode == 0
+
+
+def test_the_bundle_leaves_out_what_the_gpu_image_brings(tmp_path, monkeypatch):
+    check = _load_check()
+    names = ["scipy-1.16.3-cp312.whl", "ml_dtypes-0.5.1-cp312.whl", "numpy-2.3-cp312.whl"]
+    names += ["keras-3.15.1-py3-none-any.whl", "textual-8.2.8-py3-none-any.whl"]
+
+    def fake_download(cmd, timeout, env=None):
+        for name in names:
+            (tmp_path / name).write_bytes(b"wheel")
+        return 0, ""
+
+    monkeypatch.setattr(check, "_run", fake_download)
+    assert check.make_bundle(tmp_path, "3.12") == 0
+    kept = sorted(p.name.split("-")[0] for p in tmp_path.glob("*.whl"))
+    assert kept == ["keras", "textual"]
+
+
+def test_gpu_alone_tests_run_after_the_rest_in_one_process(tmp_path, monkeypatch):
+    check = _load_check()
+    commands = []
+
+    def fake_pytest(cmd, timeout, env=None):
+        commands.append(cmd)
+        return 0, "1 passed"
+
+    monkeypatch.setattr(check, "_run", fake_pytest)
+    step = check.step_pytest(tmp_path, {}, check.Budget(500), 180)
+    assert step["status"] == "ok"
+    first, alone = commands
+    assert "gpu and not gpu_alone" in first and first[first.index("-n") + 1] == "4"
+    assert "gpu and gpu_alone" in alone and alone[alone.index("-n") + 1] == "0"

@@ -8,6 +8,8 @@ from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
 from tui_bench.engine.results import render, tables
 from tui_bench.engine.spec import RunSpec
 
+SHORT_WINDOWS = "steady windows of 0.05 s are too short for the NVML energy counter (...)"
+
 
 def record(run_id: str, framework: str, api: str, mfu: float | None, **extra) -> dict:
     spec = RunSpec(framework=framework, api=api)
@@ -38,7 +40,7 @@ def test_compare_names_the_framework_that_uses_the_machine_best():
         record("a1", "torch", "eager", 0.30),
         record("a2", "torch", "eager", 0.34),
         record("b1", "tensorflow", "graph", 0.20),
-        record("b2", "tensorflow", "graph", 0.22),
+        record("b2", "tensorflow", "graph", 0.22, gpu_energy_problem=SHORT_WINDOWS),
     ]
     table = tables.compute(runs).table("limits")
     assert table is not None and len(table.rows) == 2
@@ -50,6 +52,7 @@ def test_compare_names_the_framework_that_uses_the_machine_best():
     assert table.note.startswith("uses the machine best: torch")
     assert "32.0% of the measured peak" in table.note
     assert "CPU energy not read: no RAPL zone" in table.note
+    assert f"GPU energy not read: {SHORT_WINDOWS}" in table.note
     page = render.markdown([table])
     assert "machine use" in page and "32.0%" in page and "uses the machine best" in page
 

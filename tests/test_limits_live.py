@@ -95,6 +95,11 @@ def test_a_finished_run_says_its_energy_or_why_not_and_its_memory_peaks():
     assert "1.25 J/step (CPU)" in text and "energy not read" not in text
     assert text.endswith("peak RSS 607 MiB, allocator 120 MiB")
 
+    view = _view([0.01])
+    short = {**unread, "gpu_energy_problem": "steady windows of 0.05 s are too short (...)"}
+    view.apply({"type": SeriesEvent.RESULT, "record": {"status": "finished", "metrics": short}})
+    assert "energy not read: steady windows of 0.05 s are too short" in view.limits_text()
+
 
 def test_the_settings_that_decide_the_step_time_stand_beside_it():
     """Live and a stored run's view say the precision (an emulated bf16 included), the

@@ -167,6 +167,9 @@ def test_a_run_is_held_against_both_peaks_each_named():
     assert figures["peak_measured_tflops"] == 0.05
     line = peaks.limits_line({**figures, "res_peak_rss_mib": 400.0, "allocator": "n/a on CPU"})
     assert "GFLOP/s achieved" in line and "of measured peak" in line and "peak RSS 400 MiB" in line
+    short = "steady windows of 0.05 s are too short for the NVML energy counter"
+    line = peaks.limits_line({**figures, "gpu_energy_problem": short})
+    assert f"GPU energy not read: {short}" in line and "CPU energy" not in line
 
 
 def test_a_run_whose_mfu_exceeds_one_says_the_count_or_peak_is_wrong():

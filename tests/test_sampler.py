@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from tui_bench.engine.machine import sampler
+from tui_bench.engine.machine import energy, sampler
 
 
 def test_no_nvml_is_normal_not_an_error():
@@ -78,11 +78,51 @@ def test_energy_counter_is_read_at_the_steady_window_bounds():
     s.mark("begin")  # 4530
     nvml.counter += 200.0
     s.mark("end")  # 4740
+    for mark, t in zip(s.marks, (1.0, 3.0, 5.0, 7.0), strict=True):
+        mark["t"] = t  # windows of 2 s: long enough for the counter's steps
     whole = [{"t": 0.0, "gpu_energy_j": 0.0}, {"t": 9.0, "gpu_energy_j": 6000.0}]
     summary = sampler.summarise(whole, s.marks)
     assert summary.steady_windows == 2
     assert summary.steady_energy_j == pytest.approx(510.0 + 210.0)
     assert summary.energy_j == 6000.0  # the process-wide figure stays, labelled apart
+    assert summary.steady_energy_problem is None
+
+
+def _counter_marks(*windows: tuple[float, float, float, float]) -> list[dict]:
+    """(begin t, begin J, end t, end J) per window, as the sampler marks them."""
+    marks = []
+    for t0, j0, t1, j1 in windows:
+        marks += [{"t": t0, "edge": "begin", "gpu_energy_j_0": j0}]
+        marks += [{"t": t1, "edge": "end", "gpu_energy_j_0": j1}]
+    return marks
+
+
+def test_windows_shorter_than_the_counters_steps_give_no_energy_and_say_why():
+    # Seen on an H200: 21 steady steps of 2 ms (45 ms) read the same counter value at both ends,
+    # and 0 J became 0 J/sample in the report; a neighbouring window read a whole 0.1 s step.
+    marks = _counter_marks((1.0, 500.0, 1.045, 500.0), (2.0, 600.0, 2.045, 640.0))
+    summary = sampler.summarise([], marks)
+    assert summary.steady_energy_j is None
+    assert "0.04 s are too short for the NVML energy counter" in summary.steady_energy_problem
+    figures = energy.run_energy(summary.as_dict(), 42, 128)
+    assert "gpu_joules_per_step" not in figures
+    assert figures["gpu_energy_problem"] == summary.steady_energy_problem
+
+
+def test_a_long_window_the_counter_did_not_advance_in_gives_no_energy():
+    marks = _counter_marks((1.0, 500.0, 3.0, 900.0), (4.0, 900.0, 6.0, 900.0))
+    summary = sampler.summarise([], marks)
+    assert summary.steady_energy_j is None
+    assert summary.steady_energy_problem == (
+        "the NVML energy counter did not advance inside a steady window"
+    )
+
+
+def test_the_counter_is_trusted_from_one_second_windows():
+    marks = _counter_marks((1.0, 500.0, 2.0, 700.0), (4.0, 900.0, 5.5, 1200.0))
+    summary = sampler.summarise([], marks)
+    assert summary.steady_energy_j == pytest.approx(200.0 + 300.0)
+    assert summary.steady_energy_source == "nvml energy counter"
 
 
 def test_unpaired_marks_and_no_gpu_give_no_steady_energy():

@@ -125,6 +125,7 @@ def run_energy(resources: dict[str, Any], steady_steps: int, global_batch: int) 
         out[f"{device}_samples_per_joule"] = steady_steps * global_batch / joules
         out[f"{device}_avg_watts"] = joules / seconds if seconds else None
         out[f"{device}_energy_source"] = source
-    if "cpu_joules_per_step" not in out and resources.get("cpu_energy_problem"):
-        out["cpu_energy_problem"] = resources["cpu_energy_problem"]
+    for device, problem in (("gpu", "steady_energy_problem"), ("cpu", "cpu_energy_problem")):
+        if f"{device}_joules_per_step" not in out and resources.get(problem):
+            out[f"{device}_energy_problem"] = resources[problem]
     return out

@@ -434,8 +434,9 @@ def limits_line(metrics: dict[str, Any]) -> str | None:
                 + (f", {watts:.0f} W" if watts else "")
                 + " (device-level)"
             )
-    if metrics.get("cpu_energy_problem"):
-        parts.append(f"CPU energy not read: {metrics['cpu_energy_problem']}")
+    for device in ("gpu", "cpu"):
+        if metrics.get(f"{device}_energy_problem"):
+            parts.append(f"{device.upper()} energy not read: {metrics[f'{device}_energy_problem']}")
     rss = metrics.get("res_peak_rss_mib")
     allocator = metrics.get("allocator_peak_mib")
     memory = f"peak RSS {rss:.0f} MiB" if rss is not None else "peak RSS not sampled"

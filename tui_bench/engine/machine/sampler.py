@@ -274,6 +274,9 @@ class SamplerSummary:
     # "nvml energy counter" (delta at the window bounds) or "integrated power" (sampled power
     # inside the windows, where the GPU has no energy counter).
     steady_energy_source: str | None = None
+    # Why the GPU's steady energy is missing where the GPU has a counter (too coarse for the
+    # windows), or None.
+    steady_energy_problem: str | None = None
     # CPU package energy over the steady windows (RAPL through powercap, device-level: the whole
     # package), or the one line saying why it could not be read.
     steady_cpu_energy_j: float | None = None
@@ -410,6 +413,10 @@ def steady_windows(marks: list[dict[str, Any]]) -> list[tuple[dict[str, Any], di
 
 
 CPU_ENERGY_PREFIX = "cpu_energy_uj_"
+# The shortest steady window whose NVML energy-counter delta is reported: the counter advances in
+# steps (measured on an H200, 26 Nov 2026: every 0.04-0.11 s, median 0.1 s, under load), so one
+# window's delta is off by up to one step: under 10 % from 1 s on.
+COUNTER_MIN_WINDOW_S = 1.0
 
 
 def _steady_energy(
@@ -436,6 +443,7 @@ def _steady_energy(
         if seen:
             summary.steady_energy_j = joules
             summary.steady_energy_source = "integrated power"
+            summary.steady_energy_problem = None
     if rapl is None:
         return
     if rapl.problem is not None:
@@ -460,8 +468,20 @@ def _steady(summary: SamplerSummary, samples: list[dict[str, Any]], marks: list[
         summary.steady_windows = len(windows)
         summary.steady_s = sum(end["t"] - begin["t"] for begin, end in windows)
         keys = sorted({k for b, e in windows for k in b if k.startswith("gpu_energy_j") and k in e})
-        if keys:
-            summary.steady_energy_j = sum(e[k] - b[k] for b, e in windows for k in keys if k in b)
+        deltas = [e[k] - b[k] for b, e in windows for k in keys if k in b]
+        shortest = min(e["t"] - b["t"] for b, e in windows)
+        if deltas and shortest >= COUNTER_MIN_WINDOW_S and min(deltas) > 0:
+            summary.steady_energy_j = sum(deltas)
+        elif deltas:
+            # The counter moves in steps (an H200's every ~0.1 s): over a 50 ms window it reads
+            # 0 J or a whole step, so only windows of many steps give a figure within ~10 %.
+            summary.steady_energy_problem = (
+                f"steady windows of {shortest:.2f} s are too short for the NVML energy counter "
+                f"(it advances about every 0.1 s; {COUNTER_MIN_WINDOW_S:.0f} s or more gives a "
+                "figure): more steps per epoch"
+                if shortest < COUNTER_MIN_WINDOW_S
+                else "the NVML energy counter did not advance inside a steady window"
+            )
     bounded = [e for _, e in windows if "win_s" in e]
     wall = sum(e["win_s"] for e in bounded)
     if bounded and wall >= MIN_BOUNDS_WINDOW_S:

@@ -1200,11 +1200,11 @@ def limits_table(configs: list[Group]) -> Table | None:
                 table.note = f"uses the machine best: {label} (median MFU {value:.1%} of the "
                 table.note += f"{kind} peak). "
             break
-    unread = {
-        t for c in configs for r in c.finished() if (t := r.metric_text("cpu_energy_problem"))
-    }
-    if unread:
-        table.note += f"CPU energy not read: {'; '.join(sorted(unread))}. "
+    for device in ("GPU", "CPU"):
+        key = f"{device.lower()}_energy_problem"
+        unread = {t for c in configs for r in c.finished() if (t := r.metric_text(key))}
+        if unread:
+            table.note += f"{device} energy not read: {'; '.join(sorted(unread))}. "
     table.note += (
         "MFU = model FLOPs of a step (engine/flops.py) / steady median step / peak "
         "(engine/machine/peaks.py); energy is device-level (whole CPU package / GPU board)"

@@ -406,8 +406,9 @@ class BatchView:
                 ),
                 None,
             )
-            if energy is None and m.get("cpu_energy_problem"):
-                energy = f"energy not read: {str(m['cpu_energy_problem']).split(' (')[0]}"
+            problem = m.get("gpu_energy_problem") or m.get("cpu_energy_problem")
+            if energy is None and problem:
+                energy = f"energy not read: {str(problem).split(' (')[0]}"
             if energy:
                 parts.append(energy)
             if m.get("res_peak_rss_mib") is not None:
