@@ -112,6 +112,26 @@ def test_probe_runs_in_a_subprocess_and_is_cached(monkeypatch: pytest.MonkeyPatc
     assert again.modules == first.modules
 
 
+def test_a_probe_that_writes_the_first_bytecode_is_still_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A runtime installed with --no-compile has no site-packages/__pycache__ until its first
+    import (the end-of-setup probe's) makes one: that changes the mtime the cache key holds."""
+    venv = tmp_path / "runtime"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    (site / "tui_bench_top_module.py").write_text("VALUE = 1\n", encoding="utf-8")
+    python = str(venv / "bin" / "python")
+    first = runtimes.probe(python, ("tui_bench_top_module",))
+    assert (site / "__pycache__").is_dir()  # the probe's import wrote it
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError("probe ran again: the runtime did not change")
+
+    monkeypatch.setattr(runtimes.subprocess, "run", no_subprocess)
+    assert runtimes.probe(python, ("tui_bench_top_module",)).modules == first.modules
+
+
 def test_probe_reports_a_module_that_fails_to_import() -> None:
     probe = runtimes.probe(sys.executable, ("tui_bench_no_such_module",))
     assert not probe.ok

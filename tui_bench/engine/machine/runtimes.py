@@ -440,7 +440,10 @@ def probe(python: str, modules: tuple[str, ...] | str, refresh: bool = False) ->
         )
         if raw is None:
             return Probe(python, False, f"probing {python}: {problem}")
-        cache[key] = raw
+        # Keyed as the probe left the runtime: its imports write bytecode, and the first write
+        # creates site-packages/__pycache__, changing the mtime in the key (runtimes install with
+        # --no-compile), so a key taken before would miss once, and import the frameworks again.
+        cache[f"{_probe_key(python)}|{','.join(modules)}"] = raw
         _store_probe_cache(cache)
     result = Probe(
         python,
