@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,20 @@ import pytest
 from tui_bench.engine.paths import runtimes_home
 
 REPO = Path(__file__).resolve().parents[1]
+# The suite's own processes (test processes, CLIs, supervisors) write bytecode, as Python does by
+# default: a machine that sets PYTHONDONTWRITEBYTECODE (this project's shared VM does) made every
+# one of them compile tui_bench from source again (0.41 against 0.25 CPU-s a CLI start; ~7 % of
+# the CPU of tests/test_cli.py + test_supervisor.py). Runtimes' workers run -I and write it anyway.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 # Read before any test moves the data home: where this machine's runtimes really are.
 INSTALLED_RUNTIMES = runtimes_home()
-# Where the runtime checks below keep their probe cache: never the user's.
-_PROBE_HOME = tempfile.TemporaryDirectory(prefix="tui-bench-probe-")
 _RUNTIME_PROBLEMS: dict[tuple[str, str], str | None] = {}
+_CONFIG: list[pytest.Config] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG.append(config)
     config.addinivalue_line(
         "markers",
         "needs_runtime(framework, api='eager'): skip, with the command that sets it up, where "
@@ -42,11 +47,17 @@ def runtime_problem(framework: str, api: str = "eager") -> str | None:
     Asked once a session (a probe imports the framework in a subprocess: seconds)."""
     key = (framework, api)
     if key not in _RUNTIME_PROBLEMS:
+        from filelock import FileLock
+
         from tui_bench.engine.machine import runtimes
 
-        with pytest.MonkeyPatch.context() as env:
-            env.setenv("TUI_BENCH_CACHE", _PROBE_HOME.name)
-            env.setenv("TUI_BENCH_CONFIG", str(Path(_PROBE_HOME.name) / "no-config.toml"))
+        # The probes go to the session's machine facts (never the user's cache), which every
+        # test process and every slow test's runs read: each runtime is imported once a session,
+        # not once per test process and again by the first run (~25 CPU-s a round, cold).
+        facts = _machine_facts_dir(_CONFIG[0]._tmp_path_factory)  # type: ignore[attr-defined]
+        with FileLock(str(facts / ".lock")), pytest.MonkeyPatch.context() as env:
+            env.setenv("TUI_BENCH_CACHE", str(facts))
+            env.setenv("TUI_BENCH_CONFIG", str(facts / "no-config.toml"))
             env.setenv("TUI_BENCH_RUNTIMES_DIR", str(INSTALLED_RUNTIMES))
             found = runtimes.availability(framework, api)
         problem = f"{framework}/{api}: {found.problem}"
@@ -105,11 +116,10 @@ def shared_compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _session_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
     """A directory for the whole session, one for every test process too (Theano locks its
     compile dir): the xdist workers' temp dirs share a parent."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = tmp_path_factory.getbasetemp().parent / name
-        shared.mkdir(exist_ok=True)
-        return shared
-    return tmp_path_factory.mktemp(name)
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 # Machine facts the app caches (this machine's measured matmul peaks; what each runtime's
@@ -120,10 +130,14 @@ def _session_dir(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
 SHARED_FACTS = ("peaks.json", "runtime-probes.json")
 
 
-@pytest.fixture(scope="session")
-def shared_machine_facts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _machine_facts_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where the session keeps SHARED_FACTS, one place for every test process."""
     return _session_dir(tmp_path_factory, "machine-facts")
+
+
+@pytest.fixture(scope="session")
+def shared_machine_facts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _machine_facts_dir(tmp_path_factory)
 
 
 def _lend_machine_facts(shared: Path, cache: Path) -> None:
