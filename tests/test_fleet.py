@@ -278,3 +278,44 @@ def test_an_address_where_nothing_listens_is_one_line_not_a_long_wait():
         port = probe.getsockname()[1]
     with pytest.raises(fleet.FleetError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
         fleet.reachable(f"127.0.0.1:{port}")
+
+
+# -- Ray Client's relay: events travel in batches ----------------------------------------------------
+def test_the_node_puts_what_has_arrived_as_one_batch_and_says_when_the_run_ended():
+    import queue
+
+    relay: queue.Queue = queue.Queue()
+    for n in range(3):
+        relay.put({"type": "steps", "n": n})
+    assert fleet._waiting(relay, {"type": "record"}) == (
+        [{"type": "record"}] + [{"type": "steps", "n": n} for n in range(3)],
+        False,
+    )
+    relay.put({"type": "result"})
+    relay.put(None)  # the run's end
+    relay.put({"type": "never read"})
+    assert fleet._waiting(relay, {"type": "steps"}) == (
+        [{"type": "steps"}, {"type": "result"}],
+        True,
+    )
+    assert relay.get_nowait() == {"type": "never read"}  # left after the end
+    assert fleet._waiting(relay, None) == ([], True)
+    for n in range(fleet.RELAY_BATCH + 5):
+        relay.put({"n": n})
+    batch, ended = fleet._waiting(relay, relay.get())
+    assert len(batch) == fleet.RELAY_BATCH and not ended and relay.qsize() == 5
+
+
+def test_the_head_reads_batches_and_single_events_in_order():
+    require_module("ray")  # the stream names Ray's Empty
+
+    class Queue:  # the queue actor as the head sees it
+        def __init__(self, items: list) -> None:
+            self.items = items
+
+        def get(self, timeout: float) -> Any:
+            return self.items.pop(0)
+
+    stream = object.__new__(fleet.ClientStream)
+    stream.events = Queue([[{"n": 1}, {"n": 2}], {"n": 3}, [{"n": 4}], fleet.QUEUE_END, [{"n": 5}]])
+    assert [event["n"] for event in stream] == [1, 2, 3, 4]
