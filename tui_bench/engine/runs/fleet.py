@@ -115,10 +115,9 @@ class RelayHistory(History):
         self._relay({"type": SeriesEvent.RESULT, "record": {"id": run_id, **fields}})
 
 
-def run_on_node(payload: dict[str, Any], batched: bool = False) -> Iterator[Any]:
+def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The Ray task: run one spec with the ordinary runner on this node, yielding the run's
-    record, its events and its final record as they happen; ``batched``: lists of them, each
-    what had arrived by then (``run_on_node_into``)."""
+    record, its events and its final record as they happen."""
     import ray
 
     from tui_bench.engine.runs import runner
@@ -128,8 +127,7 @@ def run_on_node(payload: dict[str, Any], batched: bool = False) -> Iterator[Any]
         "ip": ray.util.get_node_ip_address(),
         "host": socket.gethostname(),
     }
-    placed = {"type": RelayEvent.PLACED, "node": node, "tui_bench": __version__}
-    yield [placed] if batched else placed
+    yield {"type": RelayEvent.PLACED, "node": node, "tui_bench": __version__}
     if payload["tui_bench"] != __version__:
         return  # the head refuses the run: the node runs another tui-bench
     spec = RunSpec.from_dict(payload["spec"], validate=False)
@@ -177,15 +175,8 @@ def run_on_node(payload: dict[str, Any], batched: bool = False) -> Iterator[Any]
     thread = threading.Thread(target=work, name=f"run {payload['run_id']}", daemon=True)
     thread.start()
     try:
-        if not batched:
-            while (item := relay.get()) is not None:
-                yield item
-        else:
-            ended = False
-            while not ended:
-                batch, ended = _waiting(relay, relay.get())
-                if batch:
-                    yield batch
+        while (item := relay.get()) is not None:
+            yield item
     except BaseException:  # ray.cancel raises KeyboardInterrupt here: stop the worker first
         if started:
             started[0].cancel()
@@ -194,33 +185,13 @@ def run_on_node(payload: dict[str, Any], batched: bool = False) -> Iterator[Any]
 
 
 QUEUE_END = {"type": RelayEvent.QUEUE_END}
-# Events per put on the queue actor at most: each put and each get is a round trip to the actor.
-RELAY_BATCH = 1000
-
-
-def _waiting(relay: queue.Queue, first: dict[str, Any] | None) -> tuple[list[Any], bool]:
-    """``first`` and whatever else the relay already holds (up to RELAY_BATCH), and whether the
-    run's end (None) was among them."""
-    batch, item = [], first
-    while item is not None:
-        batch.append(item)
-        if len(batch) >= RELAY_BATCH:
-            return batch, False
-        try:
-            item = relay.get_nowait()
-        except queue.Empty:
-            return batch, False
-    return batch, True
 
 
 def run_on_node_into(payload: dict[str, Any], events: Any) -> None:
     """``run_on_node`` for Ray Client, which has no streaming tasks: the same events, put on a
-    queue actor that the head reads, as lists of what had arrived by each put. One put per event
-    fell behind the run under load (a round trip each way per event: a Ray Client run at load 3
-    reached the head a minute after it had finished on its node); a put per batch keeps up,
-    taking more events at once the slower each trip is."""
-    for batch in run_on_node(payload, batched=True):
-        events.put(batch)
+    queue actor that the head reads."""
+    for event in run_on_node(payload):
+        events.put(event)
     events.put(QUEUE_END)
 
 
@@ -250,9 +221,7 @@ class ClientStream:
                 continue
             if event == QUEUE_END:
                 return
-            # A list per put (a node of this version); one event per put from an older node,
-            # whose PLACED event the head then refuses for its version.
-            yield from event if isinstance(event, list) else [event]
+            yield event
 
     def cancel(self) -> None:
         import ray
