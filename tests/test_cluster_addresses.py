@@ -108,14 +108,17 @@ def test_stopping_a_ray_client_run_cancels_it_on_its_node(
     ray_head: dict[str, str], isolated_home: Path
 ) -> None:
     """Ray Client's path has its own cancel (the queue relay): stop must reach the node too."""
+    # A run that cannot end on its own while the test waits: under a loaded suite Ray's worker
+    # starts alone took 20-70 s before the first step (measured: connect 8 s, the task's worker
+    # 19-71 s), and a 200-epoch run once finished on its node before the stop got there.
     out = cli_process(
-        "run", "--model", "mlp", "--threads", "1", "--epochs", "200", "--steps-per-epoch", "30",
-        "--batch-size", "32", "--train-samples", "1200", "--test-samples", "128",
+        "run", "--model", "mlp", "--threads", "1", "--epochs", "10000", "--steps-per-epoch", "200",
+        "--batch-size", "32", "--train-samples", "8000", "--test-samples", "128",
         "--cluster", ray_head["client"], "--detach",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     batch_id = out.stdout.strip()
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240
     while follow.progress(batch_id).step == 0:
         assert time.monotonic() < deadline, "the ray:// run did not start training"
         time.sleep(0.2)
