@@ -323,91 +323,100 @@ def main(argv: list[str] | None = None) -> int:
         import_s = time.perf_counter() - t0
         from adapters import data, loop
 
-        backend = adapter.make_backend(spec["api"], spec["device"], spec["threads"])
-        parallel = loop.Parallel(
-            rank, workers, spec.get("scaling", "weak"), spec.get("dp_launch") == "devices"
-        )
-        phase = "connect"
-        t0 = time.perf_counter()
-        setup_parallel = getattr(backend, "setup_parallel", None)
-        if setup_parallel is not None:
-            engine = setup_parallel(parallel)
-        else:
-            engine = loop.Backend.setup_parallel(backend, parallel)
-        comm_setup_s = time.perf_counter() - t0 if workers > 1 else None
-        phase = "import"
-        settings = loop.Settings.from_spec(spec)
-        apply_settings = getattr(backend, "apply_settings", None)
-        if apply_settings is not None:
-            applied = apply_settings(settings)
-        else:
-            applied = loop.default_settings(backend, settings)
-        phase = "data"
-        faults("data")
-        t0 = time.perf_counter()
-        dataset = data.load(
-            spec["dataset"],
-            train_samples=spec.get("train_samples"),
-            test_samples=spec.get("test_samples"),
-            data_dir=spec.get("data_dir"),
-        )
-        data_s = time.perf_counter() - t0
-        phase = "build"
-        hyper = loop.Hyper(
-            model=spec["model"],
-            batch_size=parallel.worker_batch(spec["batch_size"]),
-            lr=spec["lr"],
-            optimizer=spec["optimizer"],
-            dropout=spec["dropout"],
-            seed=spec["seed"],
-        )
-        t0 = time.perf_counter()
-        if build_only:  # adapters that compile a training function at build skip it (Theano)
-            backend.build_only = True
-        backend.build(hyper, dataset)
-        backend.sync()
-        build_s = time.perf_counter() - t0
-        n_train = len(dataset.x_train)
-        steps = n_train // (hyper.batch_size * workers)
-        if spec.get("steps_per_epoch"):
-            steps = min(steps, spec["steps_per_epoch"])
-        import numpy
+        # build_only may name more models (``also_build``): one process reports each in turn, so
+        # the equity tests' probes import a framework once per API, not once per model.
+        builds = [spec]
+        if build_only:
+            builds += [{**spec, **other} for other in spec.get("also_build", ())]
+        for spec in builds:  # from here on, ``spec`` is the model being built
+            if backend is not None and hasattr(backend, "close"):
+                backend.close()  # the previous model's
+            backend = adapter.make_backend(spec["api"], spec["device"], spec["threads"])
+            parallel = loop.Parallel(
+                rank, workers, spec.get("scaling", "weak"), spec.get("dp_launch") == "devices"
+            )
+            phase = "connect"
+            t0 = time.perf_counter()
+            setup_parallel = getattr(backend, "setup_parallel", None)
+            if setup_parallel is not None:
+                engine = setup_parallel(parallel)
+            else:
+                engine = loop.Backend.setup_parallel(backend, parallel)
+            comm_setup_s = time.perf_counter() - t0 if workers > 1 else None
+            phase = "import"
+            settings = loop.Settings.from_spec(spec)
+            apply_settings = getattr(backend, "apply_settings", None)
+            if apply_settings is not None:
+                applied = apply_settings(settings)
+            else:
+                applied = loop.default_settings(backend, settings)
+            phase = "data"
+            faults("data")
+            t0 = time.perf_counter()
+            dataset = data.load(
+                spec["dataset"],
+                train_samples=spec.get("train_samples"),
+                test_samples=spec.get("test_samples"),
+                data_dir=spec.get("data_dir"),
+            )
+            data_s = time.perf_counter() - t0
+            phase = "build"
+            hyper = loop.Hyper(
+                model=spec["model"],
+                batch_size=parallel.worker_batch(spec["batch_size"]),
+                lr=spec["lr"],
+                optimizer=spec["optimizer"],
+                dropout=spec["dropout"],
+                seed=spec["seed"],
+            )
+            t0 = time.perf_counter()
+            if build_only:  # adapters that compile a training function at build skip it (Theano)
+                backend.build_only = True
+            backend.build(hyper, dataset)
+            backend.sync()
+            build_s = time.perf_counter() - t0
+            n_train = len(dataset.x_train)
+            steps = n_train // (hyper.batch_size * workers)
+            if spec.get("steps_per_epoch"):
+                steps = min(steps, spec["steps_per_epoch"])
+            import numpy
 
-        # What the framework will train on first, read back from the framework (equity tests).
-        digest = global_first_batch_digest(backend, dataset, parallel, hyper)
-        initial = initial_loss(backend, dataset, parallel, hyper)
-        channel.emit(
-            "run_started",
-            framework=spec["framework"],
-            api=spec["api"],
-            **backend.describe(),
-            threads_requested=spec["threads"],
-            param_count=backend.param_count(),
-            python=platform.python_version(),
-            numpy_version=numpy.__version__,
-            affinity=sorted(os.sched_getaffinity(0)),
-            import_s=import_s,
-            data_s=data_s,
-            build_s=build_s,
-            steps_per_epoch=steps,
-            train_samples=n_train,
-            val_samples=len(dataset.x_val),
-            test_samples=len(dataset.x_test),
-            dataset_notes=dataset.notes,
-            first_batch_sha256=digest,
-            **initial,
-            settings=applied,
-            threads_configured=spec["threads"],
-            perf_env=performance_environment(),
-            workers=workers,
-            scaling=parallel.scaling,
-            worker_batch=hyper.batch_size,
-            global_batch=hyper.batch_size * workers,
-            threads_per_worker=spec["threads"],
-            threads_total=spec["threads"] * workers,
-            data_parallel=engine or None,
-            comm_setup_s=comm_setup_s,
-        )
+            # What the framework will train on first, read back from the framework (equity tests).
+            digest = global_first_batch_digest(backend, dataset, parallel, hyper)
+            initial = initial_loss(backend, dataset, parallel, hyper)
+            channel.emit(
+                "run_started",
+                framework=spec["framework"],
+                api=spec["api"],
+                model=spec["model"],
+                **backend.describe(),
+                threads_requested=spec["threads"],
+                param_count=backend.param_count(),
+                python=platform.python_version(),
+                numpy_version=numpy.__version__,
+                affinity=sorted(os.sched_getaffinity(0)),
+                import_s=import_s,
+                data_s=data_s,
+                build_s=build_s,
+                steps_per_epoch=steps,
+                train_samples=n_train,
+                val_samples=len(dataset.x_val),
+                test_samples=len(dataset.x_test),
+                dataset_notes=dataset.notes,
+                first_batch_sha256=digest,
+                **initial,
+                settings=applied,
+                threads_configured=spec["threads"],
+                perf_env=performance_environment(),
+                workers=workers,
+                scaling=parallel.scaling,
+                worker_batch=hyper.batch_size,
+                global_batch=hyper.batch_size * workers,
+                threads_per_worker=spec["threads"],
+                threads_total=spec["threads"] * workers,
+                data_parallel=engine or None,
+                comm_setup_s=comm_setup_s,
+            )
         if build_only:
             return 0  # what the model is and what it reads first: said; nothing is trained
         phase = "train"

@@ -21,7 +21,7 @@ from tui_bench.engine import catalog
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.paths import runtimes_home
 from tui_bench.engine.results.history import History
-from tui_bench.engine.runs.runner import RunResult, execute, probe_build
+from tui_bench.engine.runs.runner import RunResult, execute, probe_builds
 from tui_bench.engine.spec import RunSpec
 
 pytestmark = pytest.mark.slow
@@ -311,37 +311,67 @@ TINY = {"batch_size": 8, "epochs": 1, "steps_per_epoch": 1, "warmup_steps": 0}
 # built, counted and fed its first batch by each build path, nothing trained.
 OTHER_MODELS = [m for m in catalog.MODELS if m not in ("cnn", "transformer", "mlp")]
 PROBE_SAMPLES = {"train_samples": 80, "test_samples": 8}
+# One build probe per framework/API serves the parameter counts and the thread checks below: the
+# thread count is set before the framework is imported, and a parameter count or a first batch
+# does not depend on it. One process building three models saves two framework imports.
+PROBE_THREADS = 2 if (os.cpu_count() or 1) >= 2 else 1
 _BUILT: dict[tuple, dict] = {}
 
 
-def built(framework: str, api: str, model: str, threads: int = 1) -> dict:
+def probed_models(framework: str, api: str) -> list[str]:
+    return ["mlp", *(OTHER_MODELS if (framework, api) in BUILD_PATHS else ())]
+
+
+def built(framework: str, api: str, model: str) -> dict:
     """The worker's report of a model built and its first batch read, nothing trained
-    (``runner.probe_build``): cached for the module, the torch reference is asked once."""
-    info = catalog.MODELS[model]
-    dataset = "synthetic-imdb" if info.input_kind == "sequence" else "synthetic-mnist"
-    if dataset in info.refuses:
-        dataset = "synthetic-cifar10"
-    key = (framework, api, model, threads)
-    if key not in _BUILT:
+    (``runner.probe_builds``): one worker per framework/API builds every model it is asked
+    about here, once for the module."""
+    if (framework, api) not in _BUILT:
         runtime = runtime_for(framework, api)
-        spec = RunSpec(
-            framework=framework,
-            api=api,
-            model=model,
-            dataset=dataset,
-            threads=threads,
-            **PROBE_SAMPLES,
-            **TINY,
-        ).validate()
-        _BUILT[key] = probe_build(spec, runtime=runtime, timeout=300)
-    return _BUILT[key]
+        models = probed_models(framework, api)
+        specs = []
+        for name in models:
+            info = catalog.MODELS[name]
+            dataset = "synthetic-imdb" if info.input_kind == "sequence" else "synthetic-mnist"
+            if dataset in info.refuses:
+                dataset = "synthetic-cifar10"
+            specs.append(
+                RunSpec(
+                    framework=framework,
+                    api=api,
+                    model=name,
+                    dataset=dataset,
+                    threads=PROBE_THREADS,
+                    **PROBE_SAMPLES,
+                    **TINY,
+                ).validate()
+            )
+        reports = probe_builds(specs, runtime=runtime, timeout=300)
+        _BUILT[(framework, api)] = dict(zip(models, reports, strict=True))
+    return _BUILT[(framework, api)][model]
+
+
+def probe_group(paths: list[tuple[str, str]]) -> list:
+    """Each path's tests in one xdist group, so one test process probes it (its cache is per
+    process); Theano's with the other Theano runs (one compile lock)."""
+    return [
+        pytest.param(
+            framework,
+            api,
+            marks=pytest.mark.xdist_group(
+                THEANO_GROUP if framework == "theano" else f"probe-{framework}-{api}"
+            ),
+        )
+        for framework, api in paths
+    ]
 
 
 @pytest.mark.parametrize("model", OTHER_MODELS)
-@pytest.mark.parametrize(("framework", "api"), BUILD_PATHS[1:])
+@pytest.mark.parametrize(("framework", "api"), probe_group(BUILD_PATHS[1:]))
 def test_models_have_equal_parameter_counts(bench_env, model, framework, api) -> None:
     reference = built("torch", "eager", model)
     started = built(framework, api, model)
+    assert started["model"] == reference["model"] == model
     assert started["param_count"] == reference["param_count"]
     assert started["first_batch_sha256"] == reference["first_batch_sha256"]
 
@@ -379,12 +409,13 @@ def test_every_api_sets_threads_a_checked_way() -> None:
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs to run 2 threads")
-@pytest.mark.parametrize(("framework", "api"), THREAD_MECHANISMS)
+@pytest.mark.parametrize(("framework", "api"), probe_group(THREAD_MECHANISMS))
 def test_two_threads_take_effect_and_mlp_counts_match(bench_env, framework, api) -> None:
-    started = built(framework, api, "mlp", threads=2)
+    started = built(framework, api, "mlp")
+    assert PROBE_THREADS == 2
     assert started["threads_requested"] == 2
     assert started["threads_effective"] == 2
-    reference = built("torch", "eager", "mlp", threads=2)
+    reference = built("torch", "eager", "mlp")
     assert started["param_count"] == reference["param_count"] == 669_706
     assert started["first_batch_sha256"] == reference["first_batch_sha256"]
 

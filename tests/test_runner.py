@@ -304,3 +304,30 @@ def test_synced_and_pipelined_agree_on_a_cpu():
     assert pipelined.summary["pipelined_windows"] == 3
     ratio = pipelined.summary["samples_per_s"] / synced.summary["samples_per_s"]
     assert 0.65 < ratio < 1.5, ratio
+
+
+# -- build probes: one worker builds several models, nothing trained ------------------------------
+def test_one_build_probe_reports_each_model_in_order_and_trains_nothing(tmp_path):
+    from tui_bench.engine.runs.runner import probe_builds
+
+    probe = {"threads": 1, "batch_size": 8, "epochs": 1, "steps_per_epoch": 1}
+    samples = {"train_samples": 80, "test_samples": 8}
+    specs = [
+        RunSpec(model="mlp", **probe, **samples).validate(),
+        RunSpec(model="lstm", dataset="synthetic-imdb", **probe, **samples).validate(),
+        RunSpec(model="cnn", **probe, **samples).validate(),
+    ]
+    reports = probe_builds(specs)
+    assert [r["model"] for r in reports] == ["mlp", "lstm", "cnn"]
+    assert reports[2]["param_count"] == 1_669_002 and reports[0]["param_count"] == 669_706
+    digests = [r["first_batch_sha256"] for r in reports]
+    assert digests[0] == digests[2] != digests[1]  # MNIST-shaped twice, then IMDb-shaped
+    assert History().all() == []  # a probe is not a run
+    # The second model's data cannot be read: the error names how far the worker got.
+    broken = RunSpec(model="mlp", dataset="mnist", data_dir=str(tmp_path), **probe).validate()
+    with pytest.raises(RuntimeError, match=r"torch/eager build probe \(1 of 2 built\)"):
+        probe_builds([specs[0], broken])
+    with pytest.raises(ValueError, match="one build probe builds for one framework/api"):
+        probe_builds(
+            [specs[0], RunSpec(model="mlp", **{**probe, "threads": 2}, **samples).validate()]
+        )

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -312,14 +312,16 @@ def worker_command(
     events_fd: int,
     events_path: str | None = None,
     build_only: bool = False,
+    also_build: Sequence[RunSpec] = (),
 ) -> list[str]:
     """The worker's command line. ``workers`` > 1: torch's ranks under torch.distributed.run
     (rank 0 writes events to the named pipe ``events_path``), TensorFlow's rank 0 starting its
-    peers; every address is on 127.0.0.1. ``build_only``: see ``probe_build``."""
+    peers; every address is on 127.0.0.1. ``build_only``, ``also_build``: see ``probe_builds``."""
     fw = catalog.framework(spec.framework)
     payload = {**spec.to_dict(), "adapter": fw.adapter}
     if build_only:
         payload["build_only"] = True
+        payload["also_build"] = [other.to_dict() for other in also_build]
     # Real datasets: the verified cache unless the user points the run elsewhere.
     payload["data_dir"] = spec.data_dir or str(datasets.cache_root())
     launch = DATA_PARALLEL_LAUNCH.get(spec.framework) if spec.workers > 1 else None
@@ -362,49 +364,61 @@ def worker_command(
     return command
 
 
-def probe_build(
-    spec: RunSpec, runtime: runtimes.Runtime | None = None, timeout: float = 600.0
-) -> dict[str, Any]:
-    """What a worker says once it has built the model and read its first batch (its
-    ``run_started`` event: parameter count, first-batch digest, settings), with nothing trained
-    and no training function compiled: the equity tests of every model's parameter count and
-    bytes need that much, and Theano spends minutes compiling an LSTM's training step. Recorded
-    nowhere (not a run). Raises RuntimeError with the worker's reason and log tail."""
-    runtime = runtime or runtimes.resolve(spec.framework, spec.api)
+def probe_builds(
+    specs: Sequence[RunSpec], runtime: runtimes.Runtime | None = None, timeout: float = 600.0
+) -> list[dict[str, Any]]:
+    """What a worker says once it has built each spec's model and read its first batch (its
+    ``run_started`` event: parameter count, first-batch digest, settings), in order, with nothing
+    trained and no training function compiled: the equity tests of every model's parameter count
+    and bytes need that much, and Theano spends minutes compiling an LSTM's training step. One
+    worker builds them all (one framework import, not one per model), so the specs must share
+    framework, API, device and threads, on one worker. Recorded nowhere (not a run). Raises
+    RuntimeError with the worker's reason and log tail."""
+    first, *others = specs
+    same = ("framework", "api", "device", "threads", "workers")
+    for other in others:
+        if any(getattr(other, name) != getattr(first, name) for name in same) or first.workers > 1:
+            raise ValueError(f"one build probe builds for one {'/'.join(same)}: {other.label()}")
+    runtime = runtime or runtimes.resolve(first.framework, first.api)
     read_fd, write_fd = os.pipe()
+    reports: list[dict[str, Any]] = []
+    final: dict[str, Any] = {}
     with tempfile.TemporaryFile() as log:
         try:
             process = subprocess.Popen(
-                worker_command(spec, runtime.python, write_fd, build_only=True),
+                worker_command(first, runtime.python, write_fd, build_only=True, also_build=others),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 pass_fds=(write_fd,),
                 start_new_session=True,
-                env=worker_environment(spec),
+                env=worker_environment(first),
             )
         finally:
             os.close(write_fd)
-        view = BatchView(spec=spec)
         splitter = protocol.LineSplitter()
         with os.fdopen(read_fd, "rb", buffering=0) as pipe:
             while chunk := pipe.read(65536):
                 for line in splitter.feed(chunk):
                     with contextlib.suppress(protocol.DecodeError):
-                        view.apply(protocol.decode(line))
+                        event = protocol.decode(line)
+                        if event.get("type") == WorkerEvent.RUN_STARTED:
+                            reports.append(event)
+                        elif event.get("type") == WorkerEvent.ERROR:
+                            final = event
         try:
             returncode = process.wait(timeout)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             returncode = process.wait()
-        if view.started is not None and returncode == 0:
-            return view.started
+        if len(reports) == len(specs) and returncode == 0:
+            return reports
         log.seek(0)
         said = log.read().decode("utf-8", "replace")[-3000:]
-        error = view.final or {}
         raise RuntimeError(
-            f"{spec.framework}/{spec.api} build probe: {error.get('error_type', 'no report')}: "
-            f"{error.get('message', f'exit status {returncode}')}\n{said}"
+            f"{first.framework}/{first.api} build probe ({len(reports)} of {len(specs)} built): "
+            f"{final.get('error_type', 'no report')}: "
+            f"{final.get('message', f'exit status {returncode}')}\n{said}"
         )
 
 
