@@ -394,6 +394,10 @@ def plan_figure(config: Config, device: str, dry_run: bool) -> str | None:
         return "a GPU mode: the dry run keeps to fp32, synced, on the CPU"
     if dry_run and config.input != "host":
         return "a GPU mode: device-resident input is not run on the CPU"
+    if dry_run and config.model == "vgg16":
+        # The dry run proves the wiring: the CNN and the transformer cover both input kinds, and
+        # VGG16 trains on the CPU in tests/test_cli_presets.py (kabakus-2020-quick).
+        return "the dry run trains one image model (the CNN): VGG16 runs on the GPU"
     problem = catalog.setting_problem(
         config.framework, config.api, device, config.precision, config.input, config.timing
     )

@@ -62,6 +62,7 @@ def test_cpu_dry_run_runs_every_step_and_skips_the_gpu_parts_with_reasons(tmp_pa
         assert (
             figures[gpu_only]["status"] == "skipped" and "GPU mode" in figures[gpu_only]["reason"]
         )
+    assert figures["torch/eager vgg16 fp32"]["status"] == "skipped"  # the CNN proves the wiring
     assert all(name.startswith("torch/eager") for name in figures)  # --only
     markdown = (out / "report.md").read_text()
     assert "| torch/eager cnn fp32 | precision | ok |" in markdown

@@ -315,13 +315,11 @@ def test_one_build_probe_reports_each_model_in_order_and_trains_nothing(tmp_path
     specs = [
         RunSpec(model="mlp", **probe, **samples).validate(),
         RunSpec(model="lstm", dataset="synthetic-imdb", **probe, **samples).validate(),
-        RunSpec(model="cnn", **probe, **samples).validate(),
     ]
     reports = probe_builds(specs)
-    assert [r["model"] for r in reports] == ["mlp", "lstm", "cnn"]
-    assert reports[2]["param_count"] == 1_669_002 and reports[0]["param_count"] == 669_706
-    digests = [r["first_batch_sha256"] for r in reports]
-    assert digests[0] == digests[2] != digests[1]  # MNIST-shaped twice, then IMDb-shaped
+    assert [r["model"] for r in reports] == ["mlp", "lstm"]
+    assert reports[0]["param_count"] == 669_706 != reports[1]["param_count"]
+    assert reports[0]["first_batch_sha256"] != reports[1]["first_batch_sha256"]
     assert History().all() == []  # a probe is not a run
     # The second model's data cannot be read: the error names how far the worker got.
     broken = RunSpec(model="mlp", dataset="mnist", data_dir=str(tmp_path), **probe).validate()
