@@ -47,27 +47,6 @@ def pairs(records):
     return [(r["config"], r["repeat"]) for r in records]
 
 
-def test_sweep_interleaves_repeats_and_records_each_run(tiny):
-    history = History()
-    sweep = sweep_module.create(tiny)
-    outcome = sweep_module.run(sweep, history, sample_interval=0.2)
-    assert [r.status for _, _, r in outcome.ran] == ["finished"] * 4
-    records = sweep_module.records(sweep, history)
-    assert pairs(records) == [
-        ("threads=1", 0),
-        ("threads=2", 0),
-        ("threads=1", 1),
-        ("threads=2", 1),
-    ]
-    assert {r["group"] for r in records} == {sweep.id}
-    assert {r["preset"] for r in records} == {"tiny"}
-    assert all(r["oversubscribed"] is False for r in records)
-    assert [r["worker"]["threads_effective"] for r in records] == [1, 2, 1, 2]
-    assert sweep_module.pending(sweep, history) == []
-    # The manifest alone is enough to find the sweep again.
-    assert sweep_module.find(sweep.id[:-2]).configs == sweep.configs
-
-
 def test_a_failing_configuration_is_recorded_and_the_sweep_goes_on(tiny):
     history = History()
     sweep = sweep_module.create(tiny)
@@ -96,7 +75,10 @@ def test_a_failing_configuration_is_recorded_and_the_sweep_goes_on(tiny):
     assert sweep_module.pending(sweep, history) == []
 
 
-def test_interrupted_sweep_resumes_without_redoing_finished_runs(tiny):
+def test_a_sweep_interleaves_repeats_and_resumes_without_redoing_finished_runs(tiny):
+    """Ctrl-C between runs, then a resume from the manifest: the records are the whole sweep's,
+    interleaved (each repeat runs every configuration before the next repeat starts), each
+    finished pair once. One sweep of four runs checks both (a worker start is ~5 s loaded)."""
     history = History()
     sweep = sweep_module.create(tiny)
 
@@ -109,13 +91,25 @@ def test_interrupted_sweep_resumes_without_redoing_finished_runs(tiny):
     assert pairs(sweep_module.records(sweep, history)) == [("threads=1", 0), ("threads=2", 0)]
     resumed = sweep_module.find(sweep.id)  # as a new process would: from the manifest
     outcome = sweep_module.run(resumed, history, sample_interval=0.2)
-    assert [(c.key, r) for c, r, _ in outcome.ran] == [("threads=1", 1), ("threads=2", 1)]
-    assert sorted(pairs(sweep_module.records(sweep, history))) == [
+    assert [(c.key, r, res.status) for c, r, res in outcome.ran] == [
+        ("threads=1", 1, "finished"),
+        ("threads=2", 1, "finished"),
+    ]
+    records = sweep_module.records(sweep, history)
+    assert pairs(records) == [
         ("threads=1", 0),
-        ("threads=1", 1),
         ("threads=2", 0),
+        ("threads=1", 1),
         ("threads=2", 1),
     ]
+    assert {r["status"] for r in records} == {"finished"}
+    assert {r["group"] for r in records} == {sweep.id}
+    assert {r["preset"] for r in records} == {"tiny"}
+    assert all(r["oversubscribed"] is False for r in records)
+    assert [r["worker"]["threads_effective"] for r in records] == [1, 2, 1, 2]
+    assert sweep_module.pending(sweep, history) == []
+    # The manifest alone is enough to find the sweep again, by a prefix of its id too.
+    assert sweep_module.find(sweep.id[:-2]).configs == sweep.configs
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
