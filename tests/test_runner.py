@@ -89,11 +89,6 @@ def test_same_seed_same_losses_different_seed_different():
     assert a.epochs[0]["loss"] != c.epochs[0]["loss"]
 
 
-def test_two_threads_take_effect():
-    _, _, result = run(tiny_spec(threads=2, epochs=1))
-    assert result.started["threads_effective"] == 2
-
-
 def test_framework_chatter_cannot_corrupt_events():
     history, _, result = run(fault="chatter@epoch:1")
     assert result.status == "finished"
