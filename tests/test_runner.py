@@ -324,3 +324,22 @@ def test_one_build_probe_reports_each_model_in_order_and_trains_nothing(tmp_path
         probe_builds(
             [specs[0], RunSpec(model="mlp", **{**probe, "threads": 2}, **samples).validate()]
         )
+
+
+def test_every_model_of_a_build_probe_reads_real_data_where_a_run_would(tmp_path):
+    import json
+
+    from tui_bench.engine import datasets
+    from tui_bench.engine.runs.runner import worker_command
+
+    first = RunSpec(model="mlp").validate()
+    cached = RunSpec(model="lstm", dataset="imdb").validate()
+    own = RunSpec(model="vgg16", dataset="cifar10", data_dir=str(tmp_path)).validate()
+    command = worker_command(first, "python", 3, build_only=True, also_build=[cached, own])
+    payload = json.loads(command[command.index("--spec-json") + 1])
+    cache = str(datasets.cache_root())
+    assert payload["data_dir"] == cache
+    assert [(m["model"], m["data_dir"]) for m in payload["also_build"]] == [
+        ("lstm", cache),
+        ("vgg16", str(tmp_path)),
+    ]

@@ -319,11 +319,14 @@ def worker_command(
     peers; every address is on 127.0.0.1. ``build_only``, ``also_build``: see ``probe_builds``."""
     fw = catalog.framework(spec.framework)
     payload = {**spec.to_dict(), "adapter": fw.adapter}
-    if build_only:
-        payload["build_only"] = True
-        payload["also_build"] = [other.to_dict() for other in also_build]
     # Real datasets: the verified cache unless the user points the run elsewhere.
     payload["data_dir"] = spec.data_dir or str(datasets.cache_root())
+    if build_only:
+        payload["build_only"] = True
+        payload["also_build"] = [
+            {**other.to_dict(), "data_dir": other.data_dir or str(datasets.cache_root())}
+            for other in also_build
+        ]
     launch = DATA_PARALLEL_LAUNCH.get(spec.framework) if spec.workers > 1 else None
     if launch == "peers":
         payload["dp_ports"] = loopback_ports(spec.workers)
