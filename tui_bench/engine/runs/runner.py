@@ -320,12 +320,12 @@ def worker_command(
     fw = catalog.framework(spec.framework)
     payload = {**spec.to_dict(), "adapter": fw.adapter}
     # Real datasets: the verified cache unless the user points the run elsewhere.
-    payload["data_dir"] = spec.data_dir or str(datasets.cache_root())
+    cache = str(datasets.cache_root())
+    payload["data_dir"] = spec.data_dir or cache
     if build_only:
         payload["build_only"] = True
         payload["also_build"] = [
-            {**other.to_dict(), "data_dir": other.data_dir or str(datasets.cache_root())}
-            for other in also_build
+            {**other.to_dict(), "data_dir": other.data_dir or cache} for other in also_build
         ]
     launch = DATA_PARALLEL_LAUNCH.get(spec.framework) if spec.workers > 1 else None
     if launch == "peers":
@@ -380,8 +380,10 @@ def probe_builds(
     first, *others = specs
     same = ("framework", "api", "device", "threads", "workers")
     for other in others:
-        if any(getattr(other, name) != getattr(first, name) for name in same) or first.workers > 1:
+        if any(getattr(other, name) != getattr(first, name) for name in same):
             raise ValueError(f"one build probe builds for one {'/'.join(same)}: {other.label()}")
+    if others and first.workers > 1:
+        raise ValueError(f"one build probe builds several models on one worker: {first.label()}")
     runtime = runtime or runtimes.resolve(first.framework, first.api)
     read_fd, write_fd = os.pipe()
     reports: list[dict[str, Any]] = []
