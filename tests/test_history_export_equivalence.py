@@ -264,14 +264,15 @@ def test_the_tinydb_reader_gives_what_json_loads_gives():
         assert store._tinydb_documents(text) is None
 
 
-@pytest.mark.parametrize("child", ["works", "fails"])
+@pytest.mark.parametrize("child", ["works", "fails", "fails-writing"])
 @pytest.mark.parametrize("damaged", [False, True])
 def test_the_export_split_over_two_processes_writes_the_same_file(
     tmp_path, monkeypatch, damaged, child
 ):
     """Many runs are split with a forked process (history._csv_rows_in_two); here every history
     is "many". The later half has a column the first lacks (a patch's metrics.x). A child that
-    fails leaves the parent to make its rows: the same file either way."""
+    fails leaves the parent to make its rows: the same file either way, also when it fails
+    after sending its columns, when the parent has written its own half of the file."""
     from tui_bench.engine.results import history as history_module
 
     home = tmp_path / "home"
@@ -294,6 +295,15 @@ def test_the_export_split_over_two_processes_writes_the_same_file(
             return real_row(self, record)
 
         monkeypatch.setattr(history_module._CsvTable, "row", row)
+    if child == "fails-writing":
+        parent = os.getpid()
+
+        def open_(file, *args, **kwargs):
+            if os.getpid() != parent and str(file).endswith(".rows"):
+                raise OSError(28, "No space left on device")
+            return open(file, *args, **kwargs)
+
+        monkeypatch.setattr(history_module, "open", open_, raising=False)
     count = History(home).export_csv(tmp_path / "new.csv")
     assert forks == [1]
     assert (tmp_path / "new.csv").read_bytes() == (tmp_path / "old.csv").read_bytes()

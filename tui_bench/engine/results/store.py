@@ -33,7 +33,7 @@ import os
 import pickle
 import re
 import sys
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Container, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -296,29 +296,36 @@ def scan(
 _ID_START = b'{"id":"'
 
 
-def lines_by_run(path: Path) -> dict[str, list[bytes]]:
+def lines_by_run(path: Path, keep: Container[str] | None = None) -> dict[str, list[bytes]]:
     """The journal's complete entry lines, unparsed, grouped by run id in journal order: one
     run's final record can then be parsed alone (``final_record``), so a reader of 10,000 runs
     holds their bytes (~5 kB each) instead of their parsed dicts (~26 kB each). The id is read
     from the line's start as the writer puts it; any other line is parsed for it, and one that
-    does not parse is left out (``scan`` reports it)."""
+    does not parse is left out (``scan`` reports it). ``keep``: only these runs' lines."""
     try:
         with open(path, "rb") as handle:
             data = handle.read()
     except FileNotFoundError:
         return {}
-    lines = data[: data.rfind(b"\n") + 1].split(b"\n")
-    del data
     groups: dict[str, list[bytes]] = {}
-    for raw in lines[1:-1]:  # the header; what follows the last newline
-        end = raw.find(b'"', 7) if raw.startswith(_ID_START) else -1
-        run_id = raw[7:end] if end > 7 else b""
+    # Each line found in place and copied out only if kept (a split of every line would hold
+    # the journal twice, and more than twice for a reader of half the runs).
+    at = data.find(b"\n") + 1  # past the header (no newline: nothing follows it)
+    while at:
+        stop = data.find(b"\n", at)
+        if stop < 0:  # what follows the last newline: a line still being written, or torn
+            break
+        end = data.find(b'"', at + 7, stop) if data.startswith(_ID_START, at) else -1
+        run_id = data[at + 7 : end] if end > at + 7 else b""
         if run_id and b"\\" not in run_id:
-            groups.setdefault(run_id.decode("utf-8", "replace"), []).append(raw)
-            continue
-        entry, _ = _parse(raw)  # written otherwise, or an id with escapes in it
-        if entry is not None:
-            groups.setdefault(entry["id"], []).append(raw)
+            text = run_id.decode("utf-8", "replace")
+            if keep is None or text in keep:
+                groups.setdefault(text, []).append(data[at:stop])
+        else:
+            entry, _ = _parse(data[at:stop])  # written otherwise, or an id with escapes in it
+            if entry is not None and (keep is None or entry["id"] in keep):
+                groups.setdefault(entry["id"], []).append(data[at:stop])
+        at = stop + 1
     return groups
 
 
