@@ -75,3 +75,43 @@ def test_what_json_refuses_is_refused_the_same_way(raw: bytes) -> None:
     with pytest.raises(Exception) as by_store:
         store.loads(raw)
     assert type(by_store.value) is type(by_json.value)
+
+
+# -- checked_object: the check that a stored line is a JSON object, before it is copied as is ------
+@settings(max_examples=300, deadline=None)
+@given(VALUES, st.booleans(), st.sampled_from(["", " ", "\n", "\ufeff", "x", ","]))
+def test_checked_object_accepts_what_json_reads_as_an_object(
+    value: object, ascii_only: bool, around: str
+) -> None:
+    raw = around + json.dumps(value, ensure_ascii=ascii_only) + around.replace("\ufeff", "")
+    raw = raw.encode("utf-8", "surrogatepass")
+    try:
+        expected = isinstance(json.loads(raw), dict)
+    except (ValueError, UnicodeDecodeError):
+        expected = False
+    assert (store.checked_object(raw) is not None) is expected
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"x":NaN}',
+        b'{"x":"\\ud800"}',
+        b'\xef\xbb\xbf{"x":1}',
+        '{"x":1}'.encode("utf-16"),
+        b'{"x":123456789012345678901234567890}',
+    ],
+    ids=["NaN", "lone surrogate", "byte-order mark", "UTF-16", "beyond 64 bits"],
+)
+def test_checked_object_accepts_objects_orjson_refuses(raw: bytes) -> None:
+    assert isinstance(json.loads(raw), dict)
+    assert store.checked_object(raw) is not None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"x":1,}', b'{"x":"\xff"}', b'{"x":1}x', b"", b"[1]", b'"text"', b"[" * 100_000],
+    ids=["trailing comma", "not UTF-8", "text after", "empty", "a list", "a string", "deep"],
+)
+def test_checked_object_refuses_what_is_not_a_json_object(raw: bytes) -> None:
+    assert store.checked_object(raw) is None

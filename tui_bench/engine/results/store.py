@@ -411,11 +411,17 @@ _CHECKER = json.JSONDecoder(parse_float=str, parse_constant=str)
 
 def checked_object(raw: bytes) -> dict[str, Any] | None:
     """``raw`` as a JSON object if ``json.loads(raw)`` would give one (decoded as it decodes
-    bytes), with its non-integer numbers left as text; else None."""
+    bytes), else None: a check, whose values are not used. orjson reads it first (about twice
+    as fast as json's scanner, and a 10,000-run JSONL export checks 40,000 lines): what orjson
+    accepts json accepts too; what it refuses (NaN, a byte-order mark, a lone surrogate, another
+    encoding) json's scanner judges, with its non-integer numbers left as text."""
     try:
-        value = _CHECKER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
-    except (ValueError, UnicodeDecodeError):
-        return None
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            value = _CHECKER.decode(raw.decode(json.detect_encoding(raw), "surrogatepass"))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return None
     return value if isinstance(value, dict) else None
 
 
