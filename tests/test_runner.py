@@ -343,3 +343,31 @@ def test_every_model_of_a_build_probe_reads_real_data_where_a_run_would(tmp_path
         ("lstm", cache),
         ("vgg16", str(tmp_path)),
     ]
+
+
+LEAVE = r"""
+import atexit, ctypes, sys
+sys.path.insert(0, sys.argv[1])
+from adapters.worker import leave
+atexit.register(lambda: print("finalised", flush=True))
+print("python's buffer, ", end="")
+ctypes.CDLL(None).printf(b"C's buffer")
+leave(5)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="libc's printf through ctypes: POSIX")
+def test_a_worker_leaves_without_finalising_and_loses_no_output(tmp_path):
+    """The worker ends by os._exit (adapters.worker.leave), skipping the interpreter's teardown
+    (about a second after a framework import), with what Python and C code buffered flushed
+    first: a log file is fully buffered, and the last lines a framework prints are kept."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        done = subprocess.run([sys.executable, "-I", "-c", LEAVE, str(REPO)], stdout=out)
+    assert done.returncode == 5
+    assert log.read_text() == "python's buffer, C's buffer"  # no atexit: no finalisation
