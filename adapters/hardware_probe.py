@@ -168,4 +168,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     if "adapters" not in sys.modules:
         _load_adapters_package()
-    sys.exit(main())
+    from adapters.process_end import leave
+
+    leave(main())

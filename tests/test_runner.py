@@ -348,7 +348,7 @@ def test_every_model_of_a_build_probe_reads_real_data_where_a_run_would(tmp_path
 LEAVE = r"""
 import atexit, ctypes, sys
 sys.path.insert(0, sys.argv[1])
-from adapters.worker import leave
+from adapters.process_end import leave
 atexit.register(lambda: print("finalised", flush=True))
 print("python's buffer, ", end="")
 ctypes.CDLL(None).printf(b"C's buffer")
@@ -358,7 +358,7 @@ leave(5)
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="libc's printf through ctypes: POSIX")
 def test_a_worker_leaves_without_finalising_and_loses_no_output(tmp_path):
-    """The worker ends by os._exit (adapters.worker.leave), skipping the interpreter's teardown
+    """The worker ends by os._exit (adapters.process_end.leave), skipping the interpreter's teardown
     (about a second after a framework import), with what Python and C code buffered flushed
     first: a log file is fully buffered, and the last lines a framework prints are kept."""
     import subprocess

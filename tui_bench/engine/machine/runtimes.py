@@ -341,7 +341,10 @@ for name in sys.argv[1:]:
         out["modules"][name] = info
     except BaseException as exc:
         out["modules"][name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-print("TUI_BENCH_PROBE " + json.dumps(out))
+print("TUI_BENCH_PROBE " + json.dumps(out), flush=True)
+sys.stderr.flush()
+import os
+os._exit(0)  # no finalisation: ~1 s after a framework import (adapters/process_end.py)
 """
 
 PROBE_TIMEOUT_S = 120.0
