@@ -227,7 +227,9 @@ def main(modules: list[str]) -> dict[str, Any]:
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     print("TUI_BENCH_CARD " + json.dumps(main(sys.argv[1:])), flush=True)
-    # Its one line is out: no finalisation after the imports (~1 s; process_end.leave says why,
-    # and -I leaves this directory off sys.path, so it is not imported here).
-    sys.stderr.flush()
+    # Its one line is out: exit handlers, but no teardown of the imports (~1 s; see
+    # process_end.leave, which -I keeps off sys.path here).
+    import atexit
+
+    atexit._run_exitfuncs()
     os._exit(0)

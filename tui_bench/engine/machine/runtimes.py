@@ -342,9 +342,9 @@ for name in sys.argv[1:]:
     except BaseException as exc:
         out["modules"][name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
 print("TUI_BENCH_PROBE " + json.dumps(out), flush=True)
-sys.stderr.flush()
-import os
-os._exit(0)  # no finalisation: ~1 s after a framework import (adapters/process_end.py)
+import atexit, os
+atexit._run_exitfuncs()
+os._exit(0)  # exit handlers, but no teardown of the imports: ~1 s (adapters/process_end.py)
 """
 
 PROBE_TIMEOUT_S = 120.0
