@@ -309,3 +309,34 @@ def test_the_export_split_over_two_processes_writes_the_same_file(
     assert (tmp_path / "new.csv").read_bytes() == (tmp_path / "old.csv").read_bytes()
     assert count == len(list(History(home).records()))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "new.csv", "old.csv"]
+
+
+def test_a_failed_write_of_a_split_export_still_reaps_its_child(tmp_path, monkeypatch):
+    """The parent writes its half while the child writes its own: when that write fails (a
+    full disk), the child is still waited for and its file removed, then the error goes up."""
+    import errno
+
+    from tui_bench.engine.results import history as history_module
+
+    home = tmp_path / "home"
+    home.mkdir()
+    build(home)
+    monkeypatch.setattr(history_module, "_CSV_FORK_RUNS", 1)
+    forks = []
+    real_fork = os.fork
+    monkeypatch.setattr(os, "fork", lambda: forks.append(real_fork()) or forks[-1])
+    parent = os.getpid()
+    real_write = history_module._write_csv
+
+    def write(path, columns, rows):
+        if os.getpid() == parent:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(path, columns, rows)
+
+    monkeypatch.setattr(history_module, "_write_csv", write)
+    with pytest.raises(OSError, match="No space left"):
+        History(home).export_csv(tmp_path / "new.csv")
+    (child,) = forks
+    with pytest.raises(ChildProcessError):
+        os.waitpid(child, os.WNOHANG)  # reaped already
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]

@@ -563,9 +563,11 @@ def _csv_rows_in_two(
                 pickle.dump(columns, out)
             except (OSError, EOFError, pickle.UnpicklingError):  # it failed before its rows
                 theirs = None
-        if theirs is not None:  # written while the child writes its rows
-            _write_csv(path, columns, rows)
-        _, status = os.waitpid(pid, 0)
+        try:
+            if theirs is not None:  # written while the child writes its rows
+                _write_csv(path, columns, rows)
+        finally:  # the child is reaped even when this write fails (a full disk)
+            _, status = os.waitpid(pid, 0)
         if theirs is None or status != 0 or not body.is_file():
             rows += [table.row(record) for record in _records_of(lines_of_runs(order[half:]))]
             _write_csv(path, list(table.columns), rows)
