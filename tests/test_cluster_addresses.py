@@ -127,6 +127,7 @@ def test_stopping_a_ray_client_run_cancels_it_on_its_node(
     asked = time.monotonic()
     stopped = cli_process("stop", batch_id, "--wait", "30", timeout=60)
     took = time.monotonic() - asked
+    print(f"ray:// stop returned in {took:.1f} s")
     assert stopped.returncode == 0, f"stop after {took:.1f} s: {stopped.stderr}"
     assert took < 30, f"stop took {took:.1f} s"
     (record,) = History().all()

@@ -294,7 +294,8 @@ def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
         ended = False
         while not ended:
             items, ended = run.buffer.take()
-            yield from items
+            for item in items:  # noqa: UP028 (``yield from`` fails in a Ray streaming task)
+                yield item
     except BaseException:  # ray.cancel raises KeyboardInterrupt here: stop the worker first
         run.cancel()
         run.join(CANCEL_GRACE_S)
