@@ -14,12 +14,6 @@ from typing import Any
 
 from adapters.models import CNN, LSTM, MLP, TRANSFORMER, VGG16
 
-
-def framework(keras: Any) -> str:
-    """Which Keras builds: "keras" (Keras 3) or "tf.keras" (TensorFlow's Keras 2)."""
-    return "keras" if str(getattr(keras, "__version__", "3")).startswith("3") else "tf.keras"
-
-
 # The transformer's sizes, as the model manifest declares them.
 WIDTH, HEADS, HEAD_DIM = TRANSFORMER.d_model, TRANSFORMER.heads, TRANSFORMER.head_dim
 
@@ -131,7 +125,7 @@ def build_model(
         return transformer(keras, vocab, input_shape[0], dropout)
         # tui-bench:end model
     else:
-        raise ValueError(f"model {model!r} is not defined for {framework(keras)}")
+        raise ValueError(f"model {model!r} is not defined for Keras")
     # tui-bench:begin model
     return keras.Sequential([keras.Input(input_shape), *stack])
 
