@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.machine.limits import Limits
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -265,6 +266,12 @@ class Run(NamedTuple):
     @property
     def timing(self) -> str:
         return self.metric_text("timing") or "synced"
+
+    @property
+    def limits(self) -> Limits | None:
+        """Its place against the machine's limits (FLOP/s, MFU of named peaks, energy,
+        memory), or None for a run recorded without a FLOP count."""
+        return Limits.from_metrics(self.metrics)
 
     # -- the verdict ---------------------------------------------------------------------------
     @property
