@@ -33,24 +33,14 @@ from tui_bench import __version__
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.results import figures as figures_module
 from tui_bench.engine.results import identity as identity_module
+from tui_bench.engine.results import metrics, stability, stats
 from tui_bench.engine.results import regress as regress_module
 from tui_bench.engine.results import render as render_module
-from tui_bench.engine.results import stability, stats
 from tui_bench.engine.results import tables as tables_module
 from tui_bench.engine.results import trends as trends_module
 from tui_bench.engine.results.record import Run, runs_of
 from tui_bench.engine.results.tables import Comparison, Table, Verdicts, metric_info
 
-# Per-run facts the records may carry beside the compared metric (metric key → column label).
-# A column is shown only when some run has it.
-RUN_EXTRAS: dict[str, str] = {
-    "res_peak_rss_mib": "peak RSS MiB",
-    "res_peak_gpu_mem_mib": "peak GPU memory MiB",
-    "res_mean_gpu_util": "mean GPU util %",
-    "res_steady_energy_j": "energy (steady) J",
-    "samples_per_joule": "samples/J",
-    "mfu": "MFU",
-}
 MAX_VERDICT_LINES = 8  # comparisons spelled out in the verdict paragraph; the rest in the table
 
 
@@ -614,9 +604,10 @@ def _per_configuration(page: Page) -> str:
 def _runs_table(page: Page) -> str:
     label, _ = _metric_label(page.metric)
     extras = [
-        (key, name)
-        for key, name in RUN_EXTRAS.items()
-        if any(r.metric(key) is not None for r in page.records)
+        # per-run facts beside the compared metric (the registry's PAGE), where some run has one
+        (m.key, m.label)
+        for m in metrics.placed(metrics.PAGE)
+        if any(r.metric(m.key) is not None for r in page.records)
     ]
     sides: dict[str, str] = {}  # regress: which side each run is on
     for row in page.regress.rows if page.regress is not None else []:
