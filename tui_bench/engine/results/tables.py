@@ -498,7 +498,15 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
     )
     # framework and api often vary together (a matrix); compare the pair as one field. A
     # device's model changes with the device or the host: compared as part of them.
-    fields_ = [f for f in varying if f not in ("threads", "api", "device_model")]
+    # Threads are answered by the scaling table beside this one; here too (ratio and test
+    # against the fewest) where nothing else varies or no scaling table is drawn (a metric
+    # better higher): 1 thread against 2 is a question with an answer like any other.
+    alone = [f for f in varying if f not in ("api", "device_model")] == ["threads"]
+    fields_ = [
+        f
+        for f in varying
+        if f not in ("api", "device_model") and (f != "threads" or alone or not m.lower_is_better)
+    ]
     if "api" in varying and "framework" not in varying:
         fields_.append("api")
     if "device_model" in varying and not {"device", "host"} & set(varying):
@@ -514,6 +522,8 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
             base = part[0]
             if field_name == "device":
                 base = next((c for c in part if c.spec.get("device") == "cpu"), part[0])
+            if field_name == "threads":
+                base = min(part, key=lambda c: _count(c.spec.get("threads")) or 1)
             base_values = base.values(metric)
             for c in part:
                 if c is base:
@@ -1027,6 +1037,10 @@ CARD_SPEC_FIELD = {
     "timing mode": "timing",
     "threads configured": "threads",
 }
+# Card rows that are an observed consequence of another setting, not a setting of their own: the
+# cores a run used follow from the threads it was given. Where the comparison varies the
+# setting, both rows are shown (configured beside observed), and neither is a second difference.
+CONSEQUENCES = {"threads observed": "threads configured"}
 # (label, how to read it from a record): what a ratio between runs is made of, beside the
 # spec's own fields. Per-configuration values are joined when its repeats disagree.
 FAIRNESS_SETTINGS: list[tuple[str, Callable[[Run], Any]]] = [
@@ -1070,11 +1084,11 @@ def fairness_card(configs: list[Group]) -> Table | None:
         "fairness",
         "fairness card: settings that differ between the compared runs",
         (Column("setting"), Column("value"), Column("configurations")),
-        note="only settings that differ are shown; precision, compilation, autotune, input "
-        "path, timing mode, threads, versions, driver and load that all runs share are left out",
     )
+    in_names = []  # settings the configurations' names already say
     for label, read in FAIRNESS_SETTINGS:
-        if CARD_SPEC_FIELD.get(label) in named:
+        if CARD_SPEC_FIELD.get(label) in named and label not in CONSEQUENCES.values():
+            in_names.append(label)
             continue
         cells = []
         for c in configs:
@@ -1095,6 +1109,13 @@ def fairness_card(configs: list[Group]) -> Table | None:
     flagged = [c.label for c in configs if any(r.metric_text("threads_flag") for r in c.runs)]
     if flagged:
         table.add(["thread flag", "used more cores than configured", ", ".join(flagged)])
+    shown = set(table.values("setting"))
+    shared = [label for label, _ in FAIRNESS_SETTINGS if label not in shown | set(in_names)]
+    table.note = "only settings that differ are shown" + (
+        f"; {', '.join(shared)}: the same in every run" if shared else ""
+    )
+    if in_names:
+        table.note += f"; {', '.join(in_names)}: in the configurations' names"
     return table if table.rows else None
 
 
