@@ -386,3 +386,19 @@ def test_one_thread_against_two_is_answered_and_the_card_is_true(tmp_path, capsy
     assert "threads configured" in out and "threads observed" in out
     shared = out.split("the same in every run")[0].rsplit("only settings that differ", 1)[-1]
     assert "threads" not in shared  # the footnote never says the runs share threads
+
+
+def test_the_page_the_terminal_and_the_compare_screen_state_one_verdict(tmp_path, capsys):
+    from tui_bench.engine.results import verdict
+
+    fill(threads_only_history())
+    target = tmp_path / "r.html"
+    assert main(["report", "g1", "--html", str(target)]) == 0
+    comparison = tables.compute(threads_only_history())
+    said = verdict.text(comparison.tables(), comparison.metric.key)
+    assert "2 thr against 1 thr: not established" in said
+    page = " ".join(re.sub("<[^>]+>", " ", target.read_text()).split())
+    assert " ".join(said.split()) in page.replace("&gt;", ">").replace("&lt;", "<")
+    capsys.readouterr()
+    assert main(["compare", "g1"]) == 0
+    assert " ".join(said.split()) in " ".join(capsys.readouterr().out.split())

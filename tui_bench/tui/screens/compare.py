@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import metrics, render, tables
+from tui_bench.engine.results import metrics, render, tables, verdict
 from tui_bench.engine.results.published import Figure
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
@@ -249,7 +249,9 @@ class CompareScreen(Screen):
         )
         self.note_text = (
             f"{self.source}: {len(self.records)} run(s), {finished} finished · metric "
-            f"{self.metric} (m: next) — {label}{differs}"
+            f"{self.metric} (m: next) — {label}{differs}\n"
+            # the answer in the words the HTML page and `tui-bench compare` use
+            f"verdict: {verdict.text(self.tables, self.metric)}"
         )
         self._show_note()
         tabs = self.query_one(TabbedContent)
