@@ -102,7 +102,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(render.json_text(shown))
     else:
-        render.terminal(common.console(), shown)
+        from rich.text import Text
+
+        from tui_bench.engine.results import verdict
+
+        out = common.console()
+        # the answer first, in the words the HTML page and the Compare screen use
+        out.print(Text("verdict: " + verdict.text(shown, comparison.metric.key), style="bold"))
+        render.terminal(out, shown)
     err = common.console(stderr=True)
     for path in (args.csv, args.markdown, args.figure, args.html):
         if path:
