@@ -11,7 +11,7 @@ from rich.table import Table as RichTable
 
 from tui_bench.cli import common, reporting
 from tui_bench.cli.common import UsageError
-from tui_bench.engine.results import render, tables
+from tui_bench.engine.results import metrics, render
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import presets
 from tui_bench.engine.runs.presets import PresetError
@@ -133,8 +133,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     reporting.add_target_arguments(c)
     c.add_argument(
         "--metric",
-        default="step_median_s",
-        help=f"per-run figure to compare (default step_median_s; {', '.join(tables.METRICS)})",
+        default=metrics.COMPARED_BY_DEFAULT,
+        help=f"per-run figure to compare (default {metrics.COMPARED_BY_DEFAULT}; "
+        f"{', '.join(metrics.choices())})",
     )
     c.add_argument(
         "--study-metric",

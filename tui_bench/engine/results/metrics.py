@@ -170,9 +170,15 @@ def placed(place: str) -> tuple[Metric, ...]:
     return tuple(m for m in REGISTRY if place in m.places)
 
 
+# What a comparison is about unless asked otherwise: the steady step, device-synchronised.
+COMPARED_BY_DEFAULT = "step_median_s"
+
+
 def choices() -> dict[str, Metric]:
-    """What ``compare --metric`` and the Compare screen offer, by key."""
-    return {m.key: m for m in placed(CHOICE)}
+    """What ``compare --metric`` and the Compare screen offer, by key: the default first (the
+    screen's ``m`` steps on from it), then in the registry's order."""
+    offered = {m.key: m for m in placed(CHOICE)}
+    return {COMPARED_BY_DEFAULT: offered.pop(COMPARED_BY_DEFAULT), **offered}
 
 
 def higher_is_better(key: str) -> bool:

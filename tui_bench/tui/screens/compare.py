@@ -87,7 +87,7 @@ class CompareScreen(Screen):
         super().__init__()
         # What to compare, handed down by the app (no ids: the latest sweep).
         self.run_ids: list[str] = list(run_ids)
-        self.metric = "step_median_s"
+        self.metric = metrics.COMPARED_BY_DEFAULT
         self.records: list[dict[str, Any]] = []
         self.skipped: list[tuple[str, str]] = []
         self.published: list[Figure] = []
