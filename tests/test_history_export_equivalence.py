@@ -269,11 +269,11 @@ def test_the_tinydb_reader_gives_what_json_loads_gives():
 def test_the_export_split_over_two_processes_writes_the_same_file(
     tmp_path, monkeypatch, damaged, child
 ):
-    """Many runs are split with a forked process (history._csv_rows_in_two); here every history
+    """Many runs are split with a forked process (csv_export._csv_rows_in_two); here every history
     is "many". The later half has a column the first lacks (a patch's metrics.x). A child that
     fails leaves the parent to make its rows: the same file either way, also when it fails
     after sending its columns, when the parent has written its own half of the file."""
-    from tui_bench.engine.results import history as history_module
+    from tui_bench.engine.results import csv_export as history_module
 
     home = tmp_path / "home"
     home.mkdir()
@@ -316,7 +316,7 @@ def test_a_failed_write_of_a_split_export_still_reaps_its_child(tmp_path, monkey
     full disk), the child is still waited for and its file removed, then the error goes up."""
     import errno
 
-    from tui_bench.engine.results import history as history_module
+    from tui_bench.engine.results import csv_export as history_module
 
     home = tmp_path / "home"
     home.mkdir()

@@ -400,7 +400,7 @@ def test_a_bad_config_file_is_one_cli_error_line(
 
 # -- catalog hooks -------------------------------------------------------------------------------
 def test_keras_backend_and_affinity_are_per_api() -> None:
-    from tui_bench.engine.runs.runner import worker_command, worker_environment
+    from tui_bench.engine.runs.worker_launch import worker_command, worker_environment
     from tui_bench.engine.spec import RunSpec
 
     jax_spec = RunSpec(framework="keras", api="jax", threads=1).validate()
@@ -426,7 +426,7 @@ def test_keras_backend_and_affinity_are_per_api() -> None:
 def test_a_users_keras_backend_does_not_leak_into_tensorflow(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tui_bench.engine.runs.runner import worker_environment
+    from tui_bench.engine.runs.worker_launch import worker_environment
     from tui_bench.engine.spec import RunSpec
 
     monkeypatch.setenv("KERAS_BACKEND", "jax")
