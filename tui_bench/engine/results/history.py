@@ -449,14 +449,6 @@ class History:
         (the per-step times stay in the worker; the summary's metrics carry their statistics)."""
         return [e for e in read_jsonl(self.series_path(run_id)) if e.get("type") == "steps"]
 
-    # -- export ---------------------------------------------------------------------------------
-    def export_csv(self, path: Path, records: list[dict[str, Any]] | None = None) -> int:
-        """One row per run (``records``: only those runs); ``csv_export.export_csv``, where the
-        CSV export lives, for the callers that hold a History (the TUI's History screen)."""
-        from tui_bench.engine.results import csv_export
-
-        return csv_export.export_csv(self, path, records)
-
 
 def records_of(runs: Iterable[tuple[str, list[bytes]]]) -> Iterator[dict[str, Any]]:
     """Each run's record from its journal lines, settled (``History.records``)."""

@@ -19,7 +19,7 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
-from tui_bench.engine.results import metrics
+from tui_bench.engine.results import csv_export, metrics
 from tui_bench.engine.results.history import History, HistoryError
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.spec import RunSpec, SpecError
@@ -430,7 +430,7 @@ class HistoryScreen(Screen):
     @work(thread=True, exit_on_error=False, group="history-write")
     def _export(self, path: Path, records: list[dict[str, Any]]) -> None:
         try:
-            count = History().export_csv(path, records)
+            count = csv_export.export_csv(History(), path, records)
         except OSError as exc:
             self.app.call_from_thread(
                 self.notify,
