@@ -18,7 +18,9 @@ from typing import Any
 import keras
 import numpy as np
 
-from adapters import shared_init
+from adapters import keras_models, shared_init
+
+# tui-bench:uses keras_models.py
 from adapters.data import binary_head
 from adapters.loop import (
     Backend,
@@ -100,118 +102,10 @@ def resolve_device(backend: str, device: str) -> str:
     return f"gpu:{index}"
 
 
-# tui-bench:begin model transformer
-# Glorot-uniform's limit for one 128×128 projection: Keras' MultiHeadAttention holds its kernels as
-# (128, 4, 32) and (4, 32, 128), whose fans Glorot would compute differently.
-PROJECTION_LIMIT = math.sqrt(6.0 / (128 + 128))
-
-
-def transformer(keras: Any, vocab: int, length: int, dropout: float) -> Any:
-    layers = keras.layers
-
-    class AddPositions(layers.Layer):
-        """Adds a learned position embedding (length × width, uniform ±0.05)."""
-
-        def build(self, input_shape: Any) -> None:
-            uniform = keras.initializers.RandomUniform(-0.05, 0.05)
-            self.table = self.add_weight(
-                name="positions", shape=tuple(input_shape[1:]), initializer=uniform
-            )
-
-        def call(self, x: Any) -> Any:
-            return x + self.table
-
-    ids = keras.Input((length,))
-    h = AddPositions()(layers.Embedding(vocab, 128)(ids))
-    for _ in range(2):
-        projection = keras.initializers.RandomUniform(-PROJECTION_LIMIT, PROJECTION_LIMIT)
-        mha = layers.MultiHeadAttention(4, 32, dropout=dropout, kernel_initializer=projection)
-        h = layers.Add()([h, layers.Dropout(dropout)(mha(h, h))])
-        h = layers.LayerNormalization(epsilon=1e-6)(h)
-        f = layers.Dense(128)(layers.Dense(512, activation="gelu")(h))
-        h = layers.LayerNormalization(epsilon=1e-6)(layers.Add()([h, layers.Dropout(dropout)(f)]))
-    return keras.Model(ids, layers.Dense(1)(layers.GlobalAveragePooling1D()(h)))
-
-
-# tui-bench:end model
-
-
-def attention_kernel(model: Any, xla: bool) -> str:
-    """How Keras' MultiHeadAttention computes the attention of this built model: its
-    ``flash_attention`` flag as resolved, and whether dropout on the weights makes it take the
-    explicit einsum + softmax path (Keras calls ``ops.dot_product_attention`` only without it)."""
-    mha = [layer for layer in model.layers if layer.__class__.__name__ == "MultiHeadAttention"]
-    if not mha:
-        return "no attention layer"
-    layer = mha[0]
-    flash = getattr(layer, "_flash_attention", "not a setting in this Keras")
-    if float(getattr(layer, "_dropout", 0.0)) > 0.0 or not hasattr(layer, "_flash_attention"):
-        path = "MultiHeadAttention einsum + softmax + dropout"
-    else:
-        path = "MultiHeadAttention ops.dot_product_attention (the backend's fused kernel)"
-    return f"{path}, flash_attention={flash}; XLA {'on' if xla else 'off'}"
-
-
-# tui-bench:begin model
 def build_model(
     model: str, input_shape: tuple[int, ...], classes: int, dropout: float, vocab: int
 ) -> keras.Model:
-    layers = keras.layers
-    # tui-bench:end model
-    if model == "cnn":
-        # tui-bench:begin model cnn
-        stack = [
-            layers.Conv2D(32, 5, activation="relu"),
-            layers.MaxPooling2D(2),
-            layers.Conv2D(64, 3, activation="relu"),
-            layers.MaxPooling2D(2),
-            layers.Flatten(),
-            layers.Dense(1024, activation="relu"),
-            layers.Dropout(dropout),
-            layers.Dense(classes),
-        ]
-        # tui-bench:end model
-    elif model == "mlp":
-        # tui-bench:begin model mlp
-        stack = [
-            layers.Flatten(),
-            layers.Dense(512, activation="relu"),
-            layers.Dropout(dropout),
-            layers.Dense(512, activation="relu"),
-            layers.Dropout(dropout),
-            layers.Dense(classes),
-        ]
-        # tui-bench:end model
-    elif model == "vgg16":
-        # tui-bench:begin model vgg16
-        stack = []
-        for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
-            stack += [
-                layers.Conv2D(width, 3, padding="same", activation="relu") for _ in range(repeats)
-            ]
-            stack.append(layers.MaxPooling2D(2))
-        stack += [
-            layers.Flatten(),
-            layers.Dense(512, activation="relu"),
-            layers.Dropout(dropout),
-            layers.Dense(classes),
-        ]
-        # tui-bench:end model
-    elif model == "lstm":
-        # tui-bench:begin model lstm
-        stack = [layers.Embedding(vocab, 128), layers.LSTM(128), layers.Dense(1)]
-        # tui-bench:end model
-    elif model == "transformer":
-        # tui-bench:begin model transformer
-        return transformer(keras, vocab, input_shape[0], dropout)
-        # tui-bench:end model
-    else:
-        raise ValueError(f"model {model!r} is not defined for keras")
-    # tui-bench:begin model
-    return keras.Sequential([keras.Input(input_shape), *stack])
-
-
-# tui-bench:end model
+    return keras_models.build_model(keras, model, input_shape, classes, dropout, vocab)
 
 
 class _ClockCallback(keras.callbacks.Callback):
@@ -390,7 +284,9 @@ class KerasBackend(Backend):
         # What Keras resolved, read back from the compiled model.
         self.applied["compile"] = f"jit_compile={self.model.jit_compile}"
         if hyper.model == "transformer":
-            self.applied["attention"] = attention_kernel(self.model, bool(self.model.jit_compile))
+            self.applied["attention"] = keras_models.attention_kernel(
+                self.model, bool(self.model.jit_compile)
+            )
 
     def param_count(self) -> int:
         return int(sum(math.prod(v.shape) for v in self.model.trainable_weights))

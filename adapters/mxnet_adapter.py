@@ -23,6 +23,7 @@ from mxnet.gluon import nn, rnn
 from adapters import shared_init
 from adapters.data import binary_head
 from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, logits_loss_correct
+from adapters.models import TRANSFORMER
 
 APIS = ("gluon", "hybrid", "module")
 
@@ -80,10 +81,15 @@ class _LastStep(gluon.HybridBlock):
 # tui-bench:end model
 
 
+# The transformer's sizes, as the model manifest declares them.
+WIDTH, HEADS, HEAD_DIM = TRANSFORMER.d_model, TRANSFORMER.heads, TRANSFORMER.head_dim
+D_FF, BLOCKS = TRANSFORMER.d_ff, TRANSFORMER.blocks
+
+
 # tui-bench:begin model gluon hybrid transformer
 class _SelfAttention(gluon.HybridBlock):
     """Multi-head self-attention written from Dense and batch_dot (MXNet 1.9 has no attention
-    layer): four 128×128 projections with biases, scaled dot product, softmax, dropout."""
+    layer): four width × width projections with biases, scaled dot product, softmax, dropout."""
 
     def __init__(self, width: int, heads: int, dropout: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -111,11 +117,11 @@ class _EncoderBlock(gluon.HybridBlock):
     def __init__(self, dropout: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         with self.name_scope():
-            self.attention = _SelfAttention(128, 4, dropout)
-            self.norm1 = nn.LayerNorm(epsilon=1e-6, in_channels=128)
-            self.hidden = nn.Dense(512, flatten=False, in_units=128)
-            self.back = nn.Dense(128, flatten=False, in_units=512)
-            self.norm2 = nn.LayerNorm(epsilon=1e-6, in_channels=128)
+            self.attention = _SelfAttention(WIDTH, HEADS, dropout)
+            self.norm1 = nn.LayerNorm(epsilon=1e-6, in_channels=WIDTH)
+            self.hidden = nn.Dense(D_FF, flatten=False, in_units=WIDTH)
+            self.back = nn.Dense(WIDTH, flatten=False, in_units=D_FF)
+            self.norm2 = nn.LayerNorm(epsilon=1e-6, in_channels=WIDTH)
             self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
 
     def hybrid_forward(self, F, x):  # noqa: N803 - Gluon's signature
@@ -128,13 +134,13 @@ class _Transformer(gluon.HybridBlock):
     def __init__(self, vocab: int, length: int, dropout: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         with self.name_scope():
-            self.tokens = nn.Embedding(vocab, 128, weight_initializer=EMBEDDING_UNIFORM)
+            self.tokens = nn.Embedding(vocab, WIDTH, weight_initializer=EMBEDDING_UNIFORM)
             self.positions = self.params.get(
-                "positions_weight", shape=(1, length, 128), init=EMBEDDING_UNIFORM
+                "positions_weight", shape=(1, length, WIDTH), init=EMBEDDING_UNIFORM
             )
             self.blocks = nn.HybridSequential()
-            self.blocks.add(*(_EncoderBlock(dropout) for _ in range(2)))
-            self.head = nn.Dense(1, in_units=128)
+            self.blocks.add(*(_EncoderBlock(dropout) for _ in range(BLOCKS)))
+            self.head = nn.Dense(1, in_units=WIDTH)
 
     def hybrid_forward(self, F, ids, positions):  # noqa: N803 - Gluon's signature
         h = self.blocks(F.broadcast_add(self.tokens(ids), positions))
@@ -146,20 +152,20 @@ class _Transformer(gluon.HybridBlock):
 
 # tui-bench:begin model module transformer
 def _encoder_symbol(x: mx.sym.Symbol, dropout: float, name: str) -> mx.sym.Symbol:
-    def dense(t, units, label):
+    def dense(t, label, units=WIDTH):
         return mx.sym.FullyConnected(t, num_hidden=units, flatten=False, name=name + label)
 
-    def split(t):  # (batch, time, 128) → (batch·4, time, 32)
-        t = mx.sym.transpose(mx.sym.reshape(t, shape=(0, 0, 4, -1)), axes=(0, 2, 1, 3))
+    def split(t):  # (batch, time, width) → (batch·heads, time, head_dim)
+        t = mx.sym.transpose(mx.sym.reshape(t, shape=(0, 0, HEADS, -1)), axes=(0, 2, 1, 3))
         return mx.sym.reshape(t, shape=(-3, 0, 0))
 
-    q, k, v = (split(dense(x, 128, label)) for label in ("query", "key", "value"))
-    scores = mx.sym.batch_dot(q, k, transpose_b=True) / math.sqrt(32)
+    q, k, v = (split(dense(x, label)) for label in ("query", "key", "value"))
+    scores = mx.sym.batch_dot(q, k, transpose_b=True) / math.sqrt(HEAD_DIM)
     weights = mx.sym.Dropout(mx.sym.softmax(scores, axis=-1), p=dropout)
-    h = mx.sym.reshape(mx.sym.batch_dot(weights, v), shape=(-4, -1, 4, 0, 0))
-    h = dense(mx.sym.reshape(mx.sym.transpose(h, axes=(0, 2, 1, 3)), shape=(0, 0, -3)), 128, "out")
+    h = mx.sym.reshape(mx.sym.batch_dot(weights, v), shape=(-4, -1, HEADS, 0, 0))
+    h = dense(mx.sym.reshape(mx.sym.transpose(h, axes=(0, 2, 1, 3)), shape=(0, 0, -3)), "out")
     x = mx.sym.LayerNorm(x + mx.sym.Dropout(h, p=dropout), eps=1e-6, name=name + "norm1")
-    f = dense(mx.sym.LeakyReLU(dense(x, 512, "hidden"), act_type="gelu"), 128, "back")
+    f = dense(mx.sym.LeakyReLU(dense(x, "hidden", D_FF), act_type="gelu"), "back")
     return mx.sym.LayerNorm(x + mx.sym.Dropout(f, p=dropout), eps=1e-6, name=name + "norm2")
 
 
@@ -249,7 +255,7 @@ def build_net(
     elif model == "lstm":
         # tui-bench:begin model gluon hybrid lstm
         net.add(
-            nn.Embedding(vocab, 128, weight_initializer=EMBEDDING_UNIFORM),
+            nn.Embedding(vocab, WIDTH, weight_initializer=EMBEDDING_UNIFORM),
             rnn.LSTM(
                 128,
                 layout="NTC",
@@ -312,17 +318,17 @@ def build_symbol(
         # tui-bench:end model
     if model == "lstm":
         # tui-bench:begin model module lstm
-        x = mx.sym.Embedding(x, input_dim=vocab, output_dim=128, name="embed")
+        x = mx.sym.Embedding(x, input_dim=vocab, output_dim=WIDTH, name="embed")
         cell = mx.rnn.LSTMCell(128, prefix="lstm_")
         outputs, _ = cell.unroll(seq_len, inputs=x, layout="NTC", merge_outputs=False)
         return mx.sym.FullyConnected(outputs[-1], num_hidden=1, name="fc")
         # tui-bench:end model
     if model == "transformer":
         # tui-bench:begin model module transformer
-        h = mx.sym.Embedding(x, input_dim=vocab, output_dim=128, name="embed")
-        positions = mx.sym.Variable("pos_embed_weight", shape=(1, seq_len, 128))
+        h = mx.sym.Embedding(x, input_dim=vocab, output_dim=WIDTH, name="embed")
+        positions = mx.sym.Variable("pos_embed_weight", shape=(1, seq_len, WIDTH))
         h = mx.sym.broadcast_add(h, positions)
-        for block in range(2):
+        for block in range(BLOCKS):
             h = _encoder_symbol(h, dropout, f"block{block}_")
         return mx.sym.FullyConnected(mx.sym.mean(h, axis=1), num_hidden=1, name="fc")
         # tui-bench:end model

@@ -9,6 +9,8 @@ Initialisers (Keras' defaults, as the other models use them): Glorot-uniform ker
 of a dense (in, out) kernel, so each attention projection is a 128×128 dense; zero biases;
 LayerNorm γ = 1, β = 0; both embeddings uniform in ±0.05.
 
+The sizes are the model manifest's (``adapters/models.json`` through ``adapters.models``); the
+figures below are those it declares today (d_model 128, 4 heads of 32, d_ff 512, 2 blocks).
 The canonical layout, in draw order (``transformer_weights`` returns it in this order):
 
 | name | shape | initialiser |
@@ -36,10 +38,17 @@ from typing import Any
 
 import numpy as np
 
+from adapters.models import TRANSFORMER
+
 # The models whose initial weights come from here; the others still draw from the same
 # initialiser family in each framework (docs/frameworks.md).
 SHARED_MODELS = ("transformer",)
-WIDTH, HEADS, HIDDEN, BLOCKS = 128, 4, 512, 2
+WIDTH, HEADS, HIDDEN, BLOCKS = (
+    TRANSFORMER.d_model,
+    TRANSFORMER.heads,
+    TRANSFORMER.d_ff,
+    TRANSFORMER.blocks,
+)
 PROJECTIONS = ("query", "key", "value", "out")
 
 
@@ -126,8 +135,8 @@ def load_keras(model: Any, weights: dict[str, np.ndarray]) -> None:
     for b in range(BLOCKS):
         mha, p = attention[b], f"block{b}."
         # Keras keeps the four projections as EinsumDense sublayers (the same attributes in
-        # Keras 2.15 and 3): query/key/value kernels (128, 4, 32) with (4, 32) biases, the output
-        # kernel (4, 32, 128) with a (128,) bias.
+        # Keras 2.15 and 3): query/key/value kernels (d, heads, d/heads) with (heads, d/heads)
+        # biases, the output kernel (heads, d/heads, d) with a (d,) bias.
         for projection, sub in zip(
             PROJECTIONS[:3], (mha._query_dense, mha._key_dense, mha._value_dense), strict=True
         ):

@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from adapters import shared_init
+from adapters import keras_models, shared_init
+
+# tui-bench:uses keras_models.py
 from adapters.data import binary_head
 from adapters.loop import (
     Backend,
@@ -112,118 +114,10 @@ def resolve_device(device: str) -> str:
     return f"/GPU:{index}"
 
 
-# tui-bench:begin model transformer
-# Glorot-uniform's limit for one 128×128 projection: Keras' MultiHeadAttention holds its kernels as
-# (128, 4, 32) and (4, 32, 128), whose fans Glorot would compute differently.
-PROJECTION_LIMIT = math.sqrt(6.0 / (128 + 128))
-
-
-def transformer(keras: Any, vocab: int, length: int, dropout: float) -> Any:
-    layers = keras.layers
-
-    class AddPositions(layers.Layer):
-        """Adds a learned position embedding (length × width, uniform ±0.05)."""
-
-        def build(self, input_shape: Any) -> None:
-            uniform = keras.initializers.RandomUniform(-0.05, 0.05)
-            self.table = self.add_weight(
-                name="positions", shape=tuple(input_shape[1:]), initializer=uniform
-            )
-
-        def call(self, x: Any) -> Any:
-            return x + self.table
-
-    ids = keras.Input((length,))
-    h = AddPositions()(layers.Embedding(vocab, 128)(ids))
-    for _ in range(2):
-        projection = keras.initializers.RandomUniform(-PROJECTION_LIMIT, PROJECTION_LIMIT)
-        mha = layers.MultiHeadAttention(4, 32, dropout=dropout, kernel_initializer=projection)
-        h = layers.Add()([h, layers.Dropout(dropout)(mha(h, h))])
-        h = layers.LayerNormalization(epsilon=1e-6)(h)
-        f = layers.Dense(128)(layers.Dense(512, activation="gelu")(h))
-        h = layers.LayerNormalization(epsilon=1e-6)(layers.Add()([h, layers.Dropout(dropout)(f)]))
-    return keras.Model(ids, layers.Dense(1)(layers.GlobalAveragePooling1D()(h)))
-
-
-# tui-bench:end model
-
-
-def attention_kernel(model: Any, xla: bool) -> str:
-    """How Keras' MultiHeadAttention computes the attention of this built model: its
-    ``flash_attention`` flag as resolved, and whether dropout on the weights makes it take the
-    explicit einsum + softmax path (Keras calls ``ops.dot_product_attention`` only without it)."""
-    mha = [layer for layer in model.layers if layer.__class__.__name__ == "MultiHeadAttention"]
-    if not mha:
-        return "no attention layer"
-    layer = mha[0]
-    flash = getattr(layer, "_flash_attention", "not a setting in this Keras")
-    if float(getattr(layer, "_dropout", 0.0)) > 0.0 or not hasattr(layer, "_flash_attention"):
-        path = "MultiHeadAttention einsum + softmax + dropout"
-    else:
-        path = "MultiHeadAttention ops.dot_product_attention (the backend's fused kernel)"
-    return f"{path}, flash_attention={flash}; XLA {'on' if xla else 'off'}"
-
-
-# tui-bench:begin model
 def build_model(
     model: str, input_shape: tuple[int, ...], classes: int, dropout: float, vocab: int
 ) -> tf.keras.Model:
-    layers = tf.keras.layers
-    # tui-bench:end model
-    if model == "cnn":
-        # tui-bench:begin model cnn
-        stack = [
-            layers.Conv2D(32, 5, activation="relu"),
-            layers.MaxPooling2D(2),
-            layers.Conv2D(64, 3, activation="relu"),
-            layers.MaxPooling2D(2),
-            layers.Flatten(),
-            layers.Dense(1024, activation="relu"),
-            layers.Dropout(dropout),
-            layers.Dense(classes),
-        ]
-        # tui-bench:end model
-    elif model == "mlp":
-        # tui-bench:begin model mlp
-        stack = [
-            layers.Flatten(),
-            layers.Dense(512, activation="relu"),
-            layers.Dropout(dropout),
-            layers.Dense(512, activation="relu"),
-            layers.Dropout(dropout),
-            layers.Dense(classes),
-        ]
-        # tui-bench:end model
-    elif model == "vgg16":
-        # tui-bench:begin model vgg16
-        stack = []
-        for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
-            stack += [
-                layers.Conv2D(width, 3, padding="same", activation="relu") for _ in range(repeats)
-            ]
-            stack.append(layers.MaxPooling2D(2))
-        stack += [
-            layers.Flatten(),
-            layers.Dense(512, activation="relu"),
-            layers.Dropout(dropout),
-            layers.Dense(classes),
-        ]
-        # tui-bench:end model
-    elif model == "lstm":
-        # tui-bench:begin model lstm
-        stack = [layers.Embedding(vocab, 128), layers.LSTM(128), layers.Dense(1)]
-        # tui-bench:end model
-    elif model == "transformer":
-        # tui-bench:begin model transformer
-        return transformer(tf.keras, vocab, input_shape[0], dropout)
-        # tui-bench:end model
-    else:
-        raise ValueError(f"model {model!r} is not defined for tensorflow")
-    # tui-bench:begin model
-    return tf.keras.Sequential([tf.keras.Input(input_shape), *stack])
-
-
-# tui-bench:end model
+    return keras_models.build_model(tf.keras, model, input_shape, classes, dropout, vocab)
 
 
 # tui-bench:begin step keras eager graph xla
@@ -427,7 +321,7 @@ class TensorFlowBackend(Backend):
             # tui-bench:end step
         self.forward = self.model if self.api == "eager" else tf.function(self.model)
         if hyper.model == "transformer":
-            self.applied["attention"] = attention_kernel(self.model, self.api == "xla")
+            self.applied["attention"] = keras_models.attention_kernel(self.model, self.api == "xla")
 
     def param_count(self) -> int:
         return int(sum(math.prod(v.shape) for v in self.model.trainable_variables))
@@ -609,7 +503,7 @@ class EstimatorBackend(Backend):
             )
             self._params = int(sum(math.prod(v.shape) for v in counted.trainable_variables))
             if hyper.model == "transformer":
-                self.applied["attention"] = attention_kernel(counted, xla=False)
+                self.applied["attention"] = keras_models.attention_kernel(counted, xla=False)
         load = functools.partial(self._write_initial_checkpoint, dtype=dataset.x_train.dtype)
         if init := shared_init.start(hyper.model, hyper.seed, shape, load):
             self.applied["init"] = init

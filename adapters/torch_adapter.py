@@ -20,6 +20,7 @@ from torch import nn
 from adapters import shared_init
 from adapters.data import binary_head
 from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, evaluate_in_batches
+from adapters.models import TRANSFORMER
 from adapters.precision import bf16_settings
 
 APIS = ("eager", "compile")
@@ -61,9 +62,18 @@ class _LastStep(nn.Module):
 # tui-bench:end model
 
 
+# The transformer's sizes, as the model manifest declares them.
+WIDTH, HEADS, D_FF, BLOCKS = (
+    TRANSFORMER.d_model,
+    TRANSFORMER.heads,
+    TRANSFORMER.d_ff,
+    TRANSFORMER.blocks,
+)
+
+
 # tui-bench:begin model transformer
 class _SelfAttention(nn.Module):
-    """Multi-head self-attention: four 128×128 projections with biases, the scaled dot product
+    """Multi-head self-attention: four width × width projections with biases, the scaled dot product
     in torch's fused ``scaled_dot_product_attention`` (dropout on the attention weights)."""
 
     def __init__(self, width: int, heads: int, dropout: float) -> None:
@@ -83,7 +93,7 @@ class _SelfAttention(nn.Module):
         return self.out(h.transpose(1, 2).reshape(batch, time, width))
 
 
-class _EncoderBlock(nn.Module):
+class _Block(nn.Module):
     def __init__(self, width: int, heads: int, hidden: int, dropout: float) -> None:
         super().__init__()
         self.attention = _SelfAttention(width, heads, dropout)
@@ -102,9 +112,9 @@ class _EncoderBlock(nn.Module):
 class _Transformer(nn.Module):
     def __init__(self, vocab: int, length: int, dropout: float) -> None:
         super().__init__()
-        self.tokens, self.positions = nn.Embedding(vocab, 128), nn.Embedding(length, 128)
-        self.blocks = nn.Sequential(*(_EncoderBlock(128, 4, 512, dropout) for _ in range(2)))
-        self.head = nn.Linear(128, 1)
+        self.tokens, self.positions = nn.Embedding(vocab, WIDTH), nn.Embedding(length, WIDTH)
+        self.blocks = nn.Sequential(*(_Block(WIDTH, HEADS, D_FF, dropout) for _ in range(BLOCKS)))
+        self.head = nn.Linear(WIDTH, 1)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         where = torch.arange(ids.shape[1], device=ids.device)
@@ -145,11 +155,11 @@ def load_shared_weights(model: _Transformer, weights: dict[str, np.ndarray]) -> 
 def sdpa_backend(
     batch: int, length: int, dropout: float, dtype: torch.dtype, device: torch.device
 ) -> str:
-    """The kernel torch's own selector picks for this model's attention (heads 4 × 32) at this
+    """The kernel torch's own selector picks for this model's attention (its heads) at this
     batch, dtype and dropout: what ``scaled_dot_product_attention`` dispatches to."""
     from torch.nn.attention import SDPBackend
 
-    q = torch.zeros(batch, 4, length, 32, dtype=dtype, device=device)
+    q = torch.zeros(batch, HEADS, length, TRANSFORMER.head_dim, dtype=dtype, device=device)
     names = {
         SDPBackend.MATH: "math",
         SDPBackend.FLASH_ATTENTION: "flash",

@@ -301,7 +301,7 @@ def make_spec(framework: str, api: str, args: argparse.Namespace):
 
 def bare(framework: str, api: str, python: str, args: argparse.Namespace) -> float:
     from tui_bench.engine import catalog
-    from tui_bench.engine.runs.runner import worker_environment
+    from tui_bench.engine.runs.worker_launch import worker_environment
 
     spec = make_spec(framework, api, args)
     env = worker_environment(spec)  # the worker's thread variables, KERAS_BACKEND, CPU hiding

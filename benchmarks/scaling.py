@@ -91,7 +91,7 @@ def _result(output: str) -> dict:
 
 def collective_alone(framework: str, python: str) -> float:
     """Seconds for one all-reduce of CNN_PARAMS float32 between 2 ranks on 127.0.0.1."""
-    from tui_bench.engine.runs.runner import loopback_ports
+    from tui_bench.engine.runs.worker_launch import loopback_ports
 
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LD_LIBRARY_PATH")}
     env.update(PARAMS=str(CNN_PARAMS), CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2")

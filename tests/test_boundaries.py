@@ -113,6 +113,95 @@ def test_layer_contracts_catch_a_lazy_import_across_a_layer(tmp_path):
     assert "tui_bench.engine.paths -> tui_bench.tui.app" in out.stdout
 
 
+def import_circles(graph) -> list[list[str]]:
+    """Every import circle among tui_bench's modules (strongly connected components of the
+    import graph, Tarjan's algorithm), each sorted; a lazy import in a function body and an
+    import under TYPE_CHECKING count too, as they do for a reader and for grimp."""
+    edges = {
+        m: sorted(n for n in graph.find_modules_directly_imported_by(m) if n in graph.modules)
+        for m in sorted(graph.modules)
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in edges[module]:
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(component) > 1 or module in edges[module]:
+                circles.append(sorted(component))
+
+    for module in edges:
+        if module not in index:
+            visit(module)
+    return sorted(circles)
+
+
+def test_no_import_circle_in_tui_bench():
+    # A circle is two modules that each need the other: the TUI's held a pure helper beside
+    # the app's handlers that import the screens (issue 40). Lazy imports included.
+    import grimp
+
+    graph = grimp.build_graph("tui_bench", cache_dir=None)
+    assert "tui_bench.tui.app" in graph.modules  # the graph really read the TUI
+    assert import_circles(graph) == []
+
+
+# The app side of the TUI: the app and what is mixed into it, and the run controller it owns.
+APP_SIDE = {"app", "app_runs", "app_presets", "live", "commands"}
+
+
+def test_screens_and_widgets_never_import_the_app_side():
+    # Attributes down, messages up: a screen or widget posts a message from tui/messages.py;
+    # it never imports the app, its handler mixins or its run controller (lazily or not).
+    import grimp
+
+    graph = grimp.build_graph("tui_bench", cache_dir=None)
+    app_side = {f"tui_bench.tui.{name}" for name in APP_SIDE}
+    assert app_side <= graph.modules
+    views = graph.find_descendants("tui_bench.tui.screens") | graph.find_descendants(
+        "tui_bench.tui.widgets"
+    )
+    assert "tui_bench.tui.screens.live" in views
+    upward = sorted(
+        f"{view} -> {imported}"
+        for view in views
+        for imported in graph.find_modules_directly_imported_by(view) & app_side
+    )
+    assert upward == []
+
+
+def test_import_circle_finder_finds_a_lazy_circle():
+    # The guard must bite: a -> b -> c -> a (as a lazy import would make), beside an acyclic d.
+    import grimp
+
+    graph = grimp.ImportGraph()
+    for importer, imported in [("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.d", "p.a")]:
+        graph.add_import(importer=importer, imported=imported)
+    assert import_circles(graph) == [["p.a", "p.b", "p.c"]]
+
+
+def test_app_handlers_type_check_against_what_the_app_gives():
+    # LiveRuns and PresetFlow take `self` as a protocol of what they need from the app;
+    # app.py's TYPE_CHECKING block is where mypy sees TuiBenchApp really satisfies both.
+    from mypy import api
+
+    tui = REPO / "tui_bench" / "tui"
+    files = [str(tui / f"{name}.py") for name in ("app", "app_runs", "app_presets")]
+    stdout, stderr, status = api.run(["--config-file", str(REPO / "pyproject.toml"), *files])
+    assert status == 0, stdout[-4000:] + stderr[-1000:]
+
+
 def test_engine_type_checks():
     from mypy import api
 

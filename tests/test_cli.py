@@ -62,6 +62,15 @@ def test_help_explains_commands_and_what_is_timed():
             "tui-bench: error: preset file /nonexistent.toml does not exist",
         ),
         (["history", "show", "nope"], "tui-bench: error: no run with id 'nope'"),
+        (
+            ["run", "--dry-run", "--preset", "quick"],
+            "tui-bench: error: --dry-run builds one spec here; it cannot be combined with --preset",
+        ),
+        (
+            ["run", "--dry-run", "--model", "resnet9000"],
+            "tui-bench: error: model 'resnet9000' is not known "
+            "(choose: cnn, mlp, vgg16, lstm, transformer)",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message):
@@ -96,6 +105,39 @@ def test_run_json_then_history_list_show_and_export(tmp_path):
     assert exported.returncode == 0 and "wrote 1 run(s)" in exported.stderr
     assert run_id in csv_path.read_text()
     assert "metrics.flops_per_step" in csv_path.read_text().splitlines()[0]
+
+
+def test_a_dry_run_builds_the_model_and_says_what_it_is_without_a_run():
+    """``run --dry-run``: the worker builds the model and stops; parameters, FLOPs of a training
+    step and the worker's peak memory come back, and the history gets nothing."""
+    from tui_bench.engine import flops
+
+    require_runtime("torch")
+    spec = ["--model", "mlp", "--threads", "1", "--batch-size", "32", "--test-samples", "100"]
+    out = cli("run", "--dry-run", *spec, "--train-samples", "600", "--json")
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)
+    assert figures["param_count"] == 669_706  # the MLP's (tests/test_runner.py)
+    assert figures["flops_per_step"] == flops.train_step_flops("mlp", "synthetic-mnist", 32) > 0
+    assert 100 < figures["peak_rss_mib"] < 8000  # a process that imported torch and built it
+    assert figures["state_mib"] == pytest.approx(669_706 * 4 * 4 / 2**20)  # adam: 4 copies
+    assert 0 < figures["build_s"] < figures["wall_s"]
+    assert History().all() == []  # not a run
+    text = cli("run", "--dry", *spec, "--train-samples", "600")  # --dry: an unambiguous prefix
+    assert text.returncode == 0, text.stderr
+    assert "parameters              669,706" in text.stdout
+    assert "worker peak RSS" in text.stdout and "GFLOP (global batch 32" in text.stdout
+
+
+def test_a_dry_run_that_cannot_build_says_why_and_exits_1(monkeypatch):
+    require_runtime("torch")
+    monkeypatch.setenv("TUI_BENCH_FAULT", "crash@data")  # the worker fails before the build
+    out = cli("run", "--dry-run", "--threads", "1")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.splitlines()[-1] == (
+        "tui-bench: error: torch/eager build probe (0 of 1 built): RuntimeError: "
+        "injected crash at data"
+    )
 
 
 @pytest.mark.needs_runtime("torch")

@@ -13,7 +13,7 @@ import pytest
 from tests.test_frameworks import runtime_for
 from tui_bench.engine import catalog
 from tui_bench.engine.results.history import History
-from tui_bench.engine.runs import runner
+from tui_bench.engine.runs import run_result, runner, worker_launch
 from tui_bench.engine.runs.runner import RunResult, execute
 from tui_bench.engine.spec import RunSpec, SpecError
 
@@ -72,7 +72,7 @@ def test_shards_are_contiguous_slices_of_the_global_batch(adapters_on_path) -> N
 
 def test_torch_launch_is_torch_distributed_run_on_loopback() -> None:
     spec = RunSpec(framework="torch", api="eager", workers=2).validate()
-    command = runner.worker_command(spec, "/runtime/python", -1, "/tmp/x/rank0")
+    command = worker_launch.worker_command(spec, "/runtime/python", -1, "/tmp/x/rank0")
     text = " ".join(command)
     assert "torch_launch.py" in text and "--nproc-per-node=2" in text
     assert "--rdzv-backend=loopback-static" in text and "--rdzv-endpoint=127.0.0.1:" in text
@@ -85,16 +85,16 @@ def test_tensorflow_launch_is_rank0_starting_peers_on_loopback_ports() -> None:
     import json
 
     spec = RunSpec(framework="tensorflow", api="graph", workers=3).validate()
-    command = runner.worker_command(spec, "/runtime/python", 9, None)
+    command = worker_launch.worker_command(spec, "/runtime/python", 9, None)
     assert "--spawn-peers" in command and command[command.index("--events-fd") + 1] == "9"
     payload = json.loads(command[command.index("--spec-json") + 1])
     assert len(set(payload["dp_ports"])) == 3
 
 
 def test_threads_over_cores_are_flagged_not_refused() -> None:
-    fits = runner.worker_threads(2, 1, cores=2)
+    fits = run_result.worker_threads(2, 1, cores=2)
     assert fits["threads_total"] == 2 and fits["oversubscribed"] is None
-    over = runner.worker_threads(2, 2, cores=2)
+    over = run_result.worker_threads(2, 2, cores=2)
     assert over["threads_total"] == 4 and "4 > 2 cores" in over["oversubscribed"]
 
 

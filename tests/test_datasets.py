@@ -517,7 +517,7 @@ def test_workers_train_on_a_real_format_file_and_report_its_provenance(adapters,
 
 
 def test_cache_directory_is_passed_to_the_worker_by_default():
-    from tui_bench.engine.runs.runner import worker_command
+    from tui_bench.engine.runs.worker_launch import worker_command
 
     spec = RunSpec(dataset="mnist").validate()
     payload = json.loads(worker_command(spec, sys.executable, 9)[5])

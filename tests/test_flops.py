@@ -59,7 +59,8 @@ def test_a_model_without_an_architecture_has_no_count_not_a_guess():
 def test_attention_grows_with_the_square_of_the_sequence():
     short = flops.count("transformer", (100,), 2).forward_per_sample
     long = flops.count("transformer", (200,), 2).forward_per_sample
-    d, blocks = flops.TRANSFORMER.d_model, flops.TRANSFORMER.blocks
+    arch = flops.Transformer.declared()
+    d, blocks = arch.d_model, arch.blocks
     # f(S) = c + a·S + b·S² (c: the head, 2·d): f(200) - 2·f(100) = 20000·b - c, and
     # b = blocks · (QKᵀ + AV) = blocks · 4·d
     assert long - 2 * short == 20000 * blocks * 4 * d - 2 * d
@@ -75,7 +76,7 @@ def _torch_model(torch, model: str, shape: tuple[int, ...], classes: int, vocab:
             raise
     from torch import nn
 
-    arch = flops.TRANSFORMER
+    arch = flops.Transformer.declared()
 
     class Reference(nn.Module):
         def __init__(self) -> None:
@@ -84,7 +85,7 @@ def _torch_model(torch, model: str, shape: tuple[int, ...], classes: int, vocab:
             self.positions = nn.Embedding(shape[0], arch.d_model)
             self.blocks = nn.ModuleList(
                 nn.TransformerEncoderLayer(
-                    arch.d_model, arch.heads, arch.ff, 0.0, activation="gelu", batch_first=True
+                    arch.d_model, arch.heads, arch.d_ff, 0.0, activation="gelu", batch_first=True
                 )
                 for _ in range(arch.blocks)
             )

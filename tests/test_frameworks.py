@@ -21,7 +21,8 @@ from tui_bench.engine import catalog
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.paths import runtimes_home
 from tui_bench.engine.results.history import History
-from tui_bench.engine.runs.runner import RunResult, execute, probe_builds
+from tui_bench.engine.runs import dry_run
+from tui_bench.engine.runs.runner import RunResult, execute
 from tui_bench.engine.spec import RunSpec
 
 pytestmark = pytest.mark.slow
@@ -324,7 +325,7 @@ def probed_models(framework: str, api: str) -> list[str]:
 
 def built(framework: str, api: str, model: str) -> dict:
     """The worker's report of a model built and its first batch read, nothing trained
-    (``runner.probe_builds``): one worker per framework/API builds every model it is asked
+    (``dry_run.probe``): one worker per framework/API builds every model it is asked
     about here, once for the module."""
     if (framework, api) not in _BUILT:
         runtime = runtime_for(framework, api)
@@ -346,7 +347,7 @@ def built(framework: str, api: str, model: str) -> dict:
                     **TINY,
                 ).validate()
             )
-        reports = probe_builds(specs, runtime=runtime, timeout=300)
+        reports = dry_run.probe(specs, runtime=runtime, timeout=300).reports
         _BUILT[(framework, api)] = dict(zip(models, reports, strict=True))
     return _BUILT[(framework, api)][model]
 

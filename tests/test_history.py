@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from tui_bench.engine.machine import procs
+from tui_bench.engine.results import csv_export
 from tui_bench.engine.results import history as history_module
 from tui_bench.engine.results.history import History, HistoryError
 
@@ -166,7 +167,7 @@ def test_csv_export_loads_in_pandas_one_row_per_run(tmp_path):
     h.add(record(1))
     h.add(record(2, reason="a, comma\nand a newline"))
     out = tmp_path / "runs.csv"
-    assert h.export_csv(out) == 2
+    assert csv_export.export_csv(h, out) == 2
     frame = pd.read_csv(out)
     assert len(frame) == 2
     assert list(frame.columns[:5]) == ["id", "started_at", "finished_at", "status", "reason"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tui_bench.engine.results import store, transfer
+from tui_bench.engine.results import csv_export, store, transfer
 from tui_bench.engine.results.export_safety import FORMULA_FIRST, csv_cell
 from tui_bench.engine.results.history import History
 
@@ -175,7 +175,7 @@ def test_exports_write_what_the_plain_paths_wrote(tmp_path, damaged, repair):
     transfer.export_jsonl(History(home, repair=repair), tmp_path / "new.jsonl")
     assert (tmp_path / "new.jsonl").read_bytes() == (tmp_path / "old.jsonl").read_bytes()
     old_csv(history, tmp_path / "old.csv")
-    History(home, repair=repair).export_csv(tmp_path / "new.csv")
+    csv_export.export_csv(History(home, repair=repair), tmp_path / "new.csv")
     assert (tmp_path / "new.csv").read_bytes() == (tmp_path / "old.csv").read_bytes()
 
 
@@ -239,7 +239,7 @@ def test_moving_a_schema_1_history_writes_the_runs_the_plain_move_wrote(tmp_path
     assert fast.all() == plain.all()
     for history, name in ((fast, "fast"), (plain, "plain")):
         transfer.export_jsonl(history, tmp_path / f"{name}.jsonl")
-        history.export_csv(tmp_path / f"{name}.csv")
+        csv_export.export_csv(history, tmp_path / f"{name}.csv")
     for suffix in (".jsonl", ".csv"):
         fast_out = (tmp_path / f"fast{suffix}").read_bytes()
         assert fast_out == (tmp_path / f"plain{suffix}").read_bytes()
@@ -269,11 +269,11 @@ def test_the_tinydb_reader_gives_what_json_loads_gives():
 def test_the_export_split_over_two_processes_writes_the_same_file(
     tmp_path, monkeypatch, damaged, child
 ):
-    """Many runs are split with a forked process (history._csv_rows_in_two); here every history
+    """Many runs are split with a forked process (csv_export._csv_rows_in_two); here every history
     is "many". The later half has a column the first lacks (a patch's metrics.x). A child that
     fails leaves the parent to make its rows: the same file either way, also when it fails
     after sending its columns, when the parent has written its own half of the file."""
-    from tui_bench.engine.results import history as history_module
+    from tui_bench.engine.results import csv_export as history_module
 
     home = tmp_path / "home"
     home.mkdir()
@@ -304,7 +304,7 @@ def test_the_export_split_over_two_processes_writes_the_same_file(
             return open(file, *args, **kwargs)
 
         monkeypatch.setattr(history_module, "open", open_, raising=False)
-    count = History(home).export_csv(tmp_path / "new.csv")
+    count = csv_export.export_csv(History(home), tmp_path / "new.csv")
     assert forks == [1]
     assert (tmp_path / "new.csv").read_bytes() == (tmp_path / "old.csv").read_bytes()
     assert count == len(list(History(home).records()))
@@ -316,7 +316,7 @@ def test_a_failed_write_of_a_split_export_still_reaps_its_child(tmp_path, monkey
     full disk), the child is still waited for and its file removed, then the error goes up."""
     import errno
 
-    from tui_bench.engine.results import history as history_module
+    from tui_bench.engine.results import csv_export as history_module
 
     home = tmp_path / "home"
     home.mkdir()
@@ -335,7 +335,7 @@ def test_a_failed_write_of_a_split_export_still_reaps_its_child(tmp_path, monkey
 
     monkeypatch.setattr(history_module, "_write_csv", write)
     with pytest.raises(OSError, match="No space left"):
-        History(home).export_csv(tmp_path / "new.csv")
+        csv_export.export_csv(History(home), tmp_path / "new.csv")
     (child,) = forks
     with pytest.raises(ChildProcessError):
         os.waitpid(child, os.WNOHANG)  # reaped already

@@ -351,3 +351,54 @@ def test_a_damaged_record_still_gives_a_page(damage):
     assert figures.INSTALL_HINT in page.figures_note or len(page.figures) == 4
     doc = parse_strict(html_report.render(page))
     assert "table-runs" in {t.get("id") for t in doc.iter("table")}
+
+
+def threads_only_history() -> list[dict]:
+    """Four runs of one configuration, two at 1 thread and two at 2, nothing else different;
+    each run's observed cores follow its threads."""
+    runs = []
+    for index, (threads, ms) in enumerate([(1, 40.0), (1, 41.0), (2, 24.0), (2, 25.0)]):
+        runs.append(record(index, ms, threads=threads, group="g1"))
+        runs[-1]["metrics"]["cores_observed"] = float(threads)
+    return runs
+
+
+def test_one_thread_against_two_is_answered_and_the_card_is_true(tmp_path, capsys):
+    """Observed threads follow configured ones: they never make 1 thread against 2 a second
+    difference. The verdict answers it with its ratio and test, the card lists configured and
+    observed threads, and its note does not say all runs share threads."""
+    fill(threads_only_history())
+    target = tmp_path / "r.html"
+    assert main(["report", "g1", "--html", str(target)]) == 0
+    words = " ".join(re.sub("<[^>]+>", " ", target.read_text()).split())
+    assert "differ in a single setting" not in words and "differ in one setting" not in words
+    assert "2 thr against 1 thr: not established" in words and "ratio of medians 0.605" in words
+    comparison = tables.compute(threads_only_history())
+    card = comparison.fairness
+    assert card is not None
+    assert set(card.values("setting")) == {"threads configured", "threads observed"}
+    assert "the same in every run" in card.note and "threads" not in card.note
+    assert comparison.comparisons is not None
+    assert comparison.comparisons.values("differs in") == ["threads"]
+    capsys.readouterr()
+    assert main(["compare", "g1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "threads configured" in out and "threads observed" in out
+    shared = out.split("the same in every run")[0].rsplit("only settings that differ", 1)[-1]
+    assert "threads" not in shared  # the footnote never says the runs share threads
+
+
+def test_the_page_the_terminal_and_the_compare_screen_state_one_verdict(tmp_path, capsys):
+    from tui_bench.engine.results import verdict
+
+    fill(threads_only_history())
+    target = tmp_path / "r.html"
+    assert main(["report", "g1", "--html", str(target)]) == 0
+    comparison = tables.compute(threads_only_history())
+    said = verdict.text(comparison.tables(), comparison.metric.key)
+    assert "2 thr against 1 thr: not established" in said
+    page = " ".join(re.sub("<[^>]+>", " ", target.read_text()).split())
+    assert " ".join(said.split()) in page.replace("&gt;", ">").replace("&lt;", "<")
+    capsys.readouterr()
+    assert main(["compare", "g1"]) == 0
+    assert " ".join(said.split()) in " ".join(capsys.readouterr().out.split())

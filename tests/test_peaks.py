@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tui_bench.engine.machine import peaks
+from tui_bench.engine.machine.limits import Limits
 
 
 def test_gpu_names_pick_their_own_dense_figures_never_the_sparsity_ones():
@@ -165,10 +166,10 @@ def test_a_run_is_held_against_both_peaks_each_named():
     assert figures["mfu"] == pytest.approx(figures["achieved_tflops"] / 0.05)
     assert figures["mfu_peak"].startswith("measured peak 0.05 TFLOP/s (torch 2.13 matmul")
     assert figures["peak_measured_tflops"] == 0.05
-    line = peaks.limits_line({**figures, "res_peak_rss_mib": 400.0, "allocator": "n/a on CPU"})
+    line = Limits.from_metrics({**figures, "res_peak_rss_mib": 400.0, "allocator": "n/a"}).line()
     assert "GFLOP/s achieved" in line and "of measured peak" in line and "peak RSS 400 MiB" in line
     short = "steady windows of 0.05 s are too short for the NVML energy counter"
-    line = peaks.limits_line({**figures, "gpu_energy_problem": short})
+    line = Limits.from_metrics({**figures, "gpu_energy_problem": short}).line()
     assert f"GPU energy not read: {short}" in line and "CPU energy" not in line
 
 
@@ -176,7 +177,7 @@ def test_a_run_whose_mfu_exceeds_one_says_the_count_or_peak_is_wrong():
     peaks.store_probe(PROBE, "cpu", 2)  # 0.05 TFLOP/s, and a step 100× too fast for it
     figures = peaks.run_figures("cnn", "synthetic-mnist", 64, 1e-5, "cpu", "cpu", 2, "fp32")
     assert figures["mfu"] is None and figures["mfu_error"] == peaks.MFU_ABOVE_ONE
-    line = peaks.limits_line(figures)
+    line = Limits.from_metrics(figures).line()
     assert "MFU > 1: count or peak is wrong" in line and "MFU 1" not in line
 
 
@@ -189,3 +190,44 @@ def test_no_cached_peak_no_model_count_and_workers():
     one = peaks.run_figures("mlp", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
     two = peaks.run_figures("mlp", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32", workers=2)
     assert two["mfu"] == pytest.approx(one["mfu"] / 2) and "2 × " in two["mfu_peak"]
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        {"achieved_tflops": "fast", "mfu": float("nan"), "mfu_peak": 3},
+        {"achieved_tflops": True, "gpu_joules_per_step": [1], "res_peak_rss_mib": {}},
+        {"mfu_nominal": float("inf"), "cpu_energy_problem": 7, "allocator_peak_mib": "x"},
+    ],
+)
+def test_a_damaged_record_s_limits_read_as_absent_never_raise(damaged):
+    limits = Limits.from_metrics({"flops_per_step": 1e9, **damaged})
+    line, brief = limits.line(), limits.brief()
+    assert "nan" not in line.lower() and "inf" not in line and "True" not in line
+    assert line == "peak RSS not sampled, allocator peak not reported" and brief is None
+
+
+def test_every_view_renders_the_limits_through_one_value():
+    """Run.limits, the CLI's line and Live's brief line read the same typed value."""
+    from tui_bench.engine.results.record import Run
+
+    metrics = {
+        "flops_per_step": 1e9,
+        "achieved_tflops": 0.02,
+        "mfu_nominal": 0.25,
+        "mfu_nominal_peak": "nominal peak 0.08 TFLOP/s",
+        "cpu_joules_per_step": 1.5,
+        "cpu_samples_per_joule": 42.0,
+        "res_peak_rss_mib": 500.0,
+    }
+    run = Run.from_record({"id": "r", "status": "finished", "metrics": metrics})
+    assert run.limits == Limits.from_metrics(metrics)
+    assert run.limits.line() == (
+        "20 GFLOP/s achieved; MFU 25.0% of nominal peak 0.08 TFLOP/s; "
+        "CPU 1.5 J/step, 42 samples/J (device-level); peak RSS 500 MiB, allocator peak not reported"
+    )
+    assert (
+        run.limits.brief()
+        == "20 GFLOP/s · MFU 25.0% of nominal peak · 1.5 J/step (CPU) · peak RSS 500 MiB"
+    )
+    assert Run.from_record({"id": "old", "metrics": {"step_median_s": 0.1}}).limits is None

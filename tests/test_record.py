@@ -233,3 +233,19 @@ def test_trends_and_regress_name_the_configuration_identity_gives():
     (row,) = regress.compare(runs[:2], runs[2:]).rows
     assert row.configuration == config and row.configuration.name == config.name
     assert [r.id for r in regress.newest_per_configuration(runs_of(runs), 1)] == [runs[3]["id"]]
+
+
+def test_the_reasons_a_verdict_writes_are_the_reasons_a_run_reads_back():
+    """One Reason class: what stability stores round-trips through a record unchanged (a second
+    class with its fields in another order once swapped value and threshold on the way back)."""
+    from tui_bench.engine.results import stability
+
+    times = [0.010] * 30 + [0.5] + [0.010] * 5 + [0.02, 0.03] * 10
+    verdict = stability.assess(times, threads=1)
+    assert verdict.reasons, "the series was built to break rules"
+    run = Run.from_record({"id": "r1", "status": "finished", "stability": verdict.as_dict()})
+    assert run.reasons == tuple(stability.Reason.from_dict(r.as_dict()) for r in verdict.reasons)
+    assert [(r.rule, r.threshold) for r in run.reasons] == [
+        (r.rule, r.threshold) for r in verdict.reasons
+    ]
+    assert stability.Reason is type(run.reasons[0])

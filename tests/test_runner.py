@@ -207,7 +207,8 @@ def test_machine_load_is_recorded_with_every_run():
 
 
 # -- environment, faults, steady energy, threads observed -------------------------------------------
-from tui_bench.engine.runs.runner import RunResult, thread_observation, worker_environment  # noqa: E402
+from tui_bench.engine.runs.run_result import RunResult, thread_observation  # noqa: E402
+from tui_bench.engine.runs.worker_launch import worker_environment  # noqa: E402
 
 
 def test_worker_environment_is_an_allow_list(monkeypatch):
@@ -303,7 +304,7 @@ def test_synced_and_pipelined_agree_on_a_cpu():
 
 # -- build probes: one worker builds several models, nothing trained ------------------------------
 def test_one_build_probe_reports_each_model_in_order_and_trains_nothing(tmp_path):
-    from tui_bench.engine.runs.runner import probe_builds
+    from tui_bench.engine.runs import dry_run
 
     probe = {"threads": 1, "batch_size": 8, "epochs": 1, "steps_per_epoch": 1}
     samples = {"train_samples": 80, "test_samples": 8}
@@ -311,7 +312,7 @@ def test_one_build_probe_reports_each_model_in_order_and_trains_nothing(tmp_path
         RunSpec(model="mlp", **probe, **samples).validate(),
         RunSpec(model="lstm", dataset="synthetic-imdb", **probe, **samples).validate(),
     ]
-    reports = probe_builds(specs)
+    reports = dry_run.probe(specs).reports
     assert [r["model"] for r in reports] == ["mlp", "lstm"]
     assert reports[0]["param_count"] == 669_706 != reports[1]["param_count"]
     assert reports[0]["first_batch_sha256"] != reports[1]["first_batch_sha256"]
@@ -319,9 +320,9 @@ def test_one_build_probe_reports_each_model_in_order_and_trains_nothing(tmp_path
     # The second model's data cannot be read: the error names how far the worker got.
     broken = RunSpec(model="mlp", dataset="mnist", data_dir=str(tmp_path), **probe).validate()
     with pytest.raises(RuntimeError, match=r"torch/eager build probe \(1 of 2 built\)"):
-        probe_builds([specs[0], broken])
+        dry_run.probe([specs[0], broken])
     with pytest.raises(ValueError, match="one build probe builds for one framework/api"):
-        probe_builds(
+        dry_run.probe(
             [specs[0], RunSpec(model="mlp", **{**probe, "threads": 2}, **samples).validate()]
         )
 
@@ -330,7 +331,7 @@ def test_every_model_of_a_build_probe_reads_real_data_where_a_run_would(tmp_path
     import json
 
     from tui_bench.engine import datasets
-    from tui_bench.engine.runs.runner import worker_command
+    from tui_bench.engine.runs.worker_launch import worker_command
 
     first = RunSpec(model="mlp").validate()
     cached = RunSpec(model="lstm", dataset="imdb").validate()

@@ -30,12 +30,12 @@ def make_app(start_mode: str | None = None) -> TuiBenchApp:
 
 
 def feed_fake_run(app: TuiBenchApp, spec: RunSpec, **kwargs) -> None:
-    """Through the same path as the runner thread: BatchView.push, then the timer's redraw."""
-    app.live = BatchView(spec=spec)
+    """Through the same path as the follower thread: BatchView.push, then the timer's redraw."""
+    app.live = view = BatchView(spec=spec)
     for event in fake_events(spec, "20260102-030405-f00d", **kwargs):
-        app.feed(event)
+        view.push(event)
     if kwargs.get("finish", True):
-        app.feed({"type": "batch_done"})
+        view.push({"type": "batch_done"})
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])

@@ -13,7 +13,7 @@ from tui_bench.engine.runs import presets
 from tui_bench.engine.runs.batch import BatchRequest, plan
 from tui_bench.engine.runs.reducer import BatchView, stored_run
 from tui_bench.engine.spec import RunSpec, SpecError
-from tui_bench.tui.live import downsample, outcome
+from tui_bench.tui.live import outcome
 from tui_bench.tui.presets_io import threads_sweep
 from tui_bench.tui.screens.compare import scaling_line, table_cells
 from tui_bench.tui.screens.history import matches, sort_records
@@ -24,6 +24,7 @@ from tui_bench.tui.screens.setup import (
     sweep_thread_counts,
 )
 from tui_bench.tui.widgets.graphs import BLOCKS, bar_cells
+from tui_bench.tui.widgets.plots import downsample
 from tui_bench.tui.widgets.run_view import header_text
 
 

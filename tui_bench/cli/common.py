@@ -54,44 +54,6 @@ def fmt(value: Any, scale: float = 1.0, digits: int = 2, suffix: str = "") -> st
     return f"{value * scale:.{digits}f}{suffix}"
 
 
-SUMMARY_ROWS: list[tuple[str, str, float, int, str]] = [
-    # (label, metric key, scale, digits, what it means)
-    ("train s", "train_wall_s", 1, 2, "wall time of all training steps, warm-up included"),
-    (
-        "warm-up s",
-        "warmup_s",
-        1,
-        2,
-        "warm-up steps (tracing, compilation), kept out of steady state",
-    ),
-    ("first step s", "first_step_s", 1, 3, ""),
-    ("step ms median", "step_median_s", 1000, 1, "steady state, device-synchronised"),
-    ("step ms IQR", "step_iqr_s", 1000, 1, ""),
-    ("samples/s", "samples_per_s", 1, 0, "steady state"),
-    ("val accuracy", "val_accuracy", 1, 4, "last epoch"),
-    ("test s", "test_s", 1, 2, "inference over the test set"),
-    ("test accuracy", "test_accuracy", 1, 4, ""),
-    ("threads", "threads_effective", 1, 0, "read back from the framework"),
-    ("cores observed", "cores_observed", 1, 1, "steady-state CPU use of the worker (sampler)"),
-    ("busy threads", "busy_threads_observed", 1, 1, "OS threads busy ≥ half the time (sampler)"),
-    ("parameters", "param_count", 1, 0, "trainable"),
-    ("peak RSS MiB", "res_peak_rss_mib", 1, 0, "worker process tree"),
-    ("CPU %", "res_mean_cpu_pct", 1, 0, "mean; 100 % = one core"),
-    ("GPU util %", "res_mean_gpu_util", 1, 0, "mean"),
-    ("GPU mem MiB", "res_peak_gpu_mem_mib", 1, 0, "peak, device-wide (NVML)"),
-    ("allocator MiB", "allocator_peak_mib", 1, 0, "peak of the framework's own allocator"),
-    ("energy J", "res_energy_j", 1, 0, "GPU, whole process"),
-    ("steady energy J", "res_steady_energy_j", 1, 0, "GPU, steady-state windows (NVML counter)"),
-    ("samples/J", "samples_per_joule", 1, 1, "steady samples / steady energy"),
-    ("GFLOP/step", "flops_per_step", 1e-9, 3, "model FLOPs of a training step (engine/flops.py)"),
-    ("GFLOP/s", "achieved_tflops", 1000, 2, "steady-state median step"),
-    ("MFU %", "mfu", 100, 1, "of the measured matmul peak"),
-    ("MFU % nominal", "mfu_nominal", 100, 1, "of the vendor / ISA peak"),
-    ("CPU J/step", "cpu_joules_per_step", 1, 3, "CPU package, RAPL, device-level"),
-    ("GPU J/step", "gpu_joules_per_step", 1, 3, "GPU board, NVML, device-level"),
-]
-
-
 # The fairness card's settings a single run's table shows above its numbers.
 SHOWN_SETTINGS = (
     "precision",
@@ -129,7 +91,11 @@ def summary_table(records: Sequence[Run | dict[str, Any]]) -> Table:
     bf16_notes = [r.settings.get("bf16_note") for r in runs]
     if any(bf16_notes):
         table.add_row("bf16", *(f"[yellow]{escape(str(n))}[/]" if n else "—" for n in bf16_notes))
-    for label, key, scale, digits, _meaning in SUMMARY_ROWS:
+    from tui_bench.engine.results import metrics  # labels, scale and digits: the registry's
+
+    shown = metrics.placed(metrics.RUN)
+    for m in shown:
+        label, key = m.short, m.key
         values = [r.metric(key) for r in runs]
         # an MFU above 1 is a wrong count or peak: its limits line says so, never a number
         wrong = [r.metric_text(f"{key}_error") == MFU_ABOVE_ONE for r in runs]
@@ -140,16 +106,16 @@ def summary_table(records: Sequence[Run | dict[str, Any]]) -> Table:
             *(
                 "[red]error[/red]"
                 if bad
-                else fmt(v, scale, digits)
+                else fmt(v, m.scale, m.digits)
                 if key != "param_count" or v is None
                 else f"{v:,.0f}"
                 for v, bad in zip(values, wrong, strict=True)
             ),
         )
     notes = [
-        f"{label}: {meaning}"
-        for label, key, _s, _d, meaning in SUMMARY_ROWS
-        if meaning and any(r.metric(key) is not None for r in runs)
+        f"{m.short}: {m.note}"
+        for m in shown
+        if m.note and any(r.metric(m.key) is not None for r in runs)
     ]
     table.caption = "; ".join(notes)
     return table

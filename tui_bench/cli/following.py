@@ -15,7 +15,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from tui_bench.cli.common import console, summary_table
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.machine import peaks
 from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.results.record import Run, runs_of
@@ -315,10 +314,12 @@ def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
         for line in filter(None, map(stability.verdict_line, records)):
             console().print(f"stability {line}", markup=False, highlight=False, soft_wrap=True)
         for run in runs_of(records):  # how good the numbers are: FLOP/s, MFU, energy, memory
-            limits = peaks.limits_line(run.metrics)
-            if limits:
+            if run.limits is not None:
                 console().print(
-                    f"limits {run.id}: {limits}", markup=False, highlight=False, soft_wrap=True
+                    f"limits {run.id}: {run.limits.line()}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
                 )
         if auto:
             console().print(

@@ -94,7 +94,9 @@ def cmd_history(args: argparse.Namespace) -> int:
             count = transfer.export_jsonl(history, Path(args.jsonl))
             target = args.jsonl
         else:
-            count = history.export_csv(Path(args.csv))
+            from tui_bench.engine.results import csv_export
+
+            count = csv_export.export_csv(history, Path(args.csv))
             target = args.csv
         _warn(history)
         common.console(stderr=True).print(f"wrote {count} run(s) to {target}")

@@ -11,7 +11,7 @@ from rich.table import Table as RichTable
 
 from tui_bench.cli import common, reporting
 from tui_bench.cli.common import UsageError
-from tui_bench.engine.results import render, tables
+from tui_bench.engine.results import metrics, render
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import presets
 from tui_bench.engine.runs.presets import PresetError
@@ -102,7 +102,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(render.json_text(shown))
     else:
-        render.terminal(common.console(), shown)
+        from rich.text import Text
+
+        from tui_bench.engine.results import verdict
+
+        out = common.console()
+        # the answer first, in the words the HTML page and the Compare screen use
+        out.print(Text("verdict: " + verdict.text(shown, comparison.metric.key), style="bold"))
+        render.terminal(out, shown)
     err = common.console(stderr=True)
     for path in (args.csv, args.markdown, args.figure, args.html):
         if path:
@@ -126,8 +133,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     reporting.add_target_arguments(c)
     c.add_argument(
         "--metric",
-        default="step_median_s",
-        help=f"per-run figure to compare (default step_median_s; {', '.join(tables.METRICS)})",
+        default=metrics.COMPARED_BY_DEFAULT,
+        help=f"per-run figure to compare (default {metrics.COMPARED_BY_DEFAULT}; "
+        f"{', '.join(metrics.choices())})",
     )
     c.add_argument(
         "--study-metric",

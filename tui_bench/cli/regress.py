@@ -95,7 +95,9 @@ def _tokens(text: str | None) -> list[str]:
 def _value(report: regress.Report, value: float | None) -> str:
     if value is None:
         return "—"
-    if report.metric.endswith("_s"):
+    from tui_bench.engine.results import metrics  # a time's unit: the registry's
+
+    if metrics.get(report.metric).unit == "s":
         return f"{value * 1000:.2f} ms"
     return f"{value:.4g}"
 

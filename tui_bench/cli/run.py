@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import Any
 
@@ -21,6 +22,8 @@ from tui_bench.engine.spec import declared_option, flag_parser, range_text
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return dry_run(args)
     if args.cluster:
         from tui_bench.engine.runs import fleet
 
@@ -45,6 +48,81 @@ def cmd_run(args: argparse.Namespace) -> int:
         spec=spec.to_dict(), options=spec_flags.worker_options(args), auto_repeats=auto
     )
     return following.start_batch(request, args, err)
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: build the spec's model in a worker, train nothing, record nothing, and say
+    what it is: parameters, FLOPs of a training step, the worker's peak memory."""
+    for flag, given in (
+        ("--preset", args.preset),
+        ("--resume", args.resume),
+        ("--cluster", args.cluster),
+        ("--detach", args.detach),
+        ("--require-stable", args.require_stable),
+    ):
+        if given:
+            raise UsageError(f"--dry-run builds one spec here; it cannot be combined with {flag}")
+    overrides = spec_flags.spec_overrides(args)
+    if overrides.get("repeats") == AUTO:
+        raise UsageError(
+            "--dry-run builds one spec here; it cannot be combined with --repeats auto"
+        )
+    spec = spec_flags.spec_from_args(args)
+    from tui_bench.engine.datasets import problem as dataset_problem
+    from tui_bench.engine.runs import dry_run as dry_run_module
+
+    if missing := dataset_problem(spec):
+        raise UsageError(missing)
+    if not args.json and not args.quiet:
+        common.console(stderr=True).print(
+            f"building {spec.label()} in a worker (nothing is trained or recorded)", markup=False
+        )
+    try:
+        done = dry_run_module.dry_run(spec)
+    except dry_run_module.BuildFailed as exc:
+        if exc.log_tail.strip() and not args.quiet:
+            print(exc.log_tail.rstrip(), file=sys.stderr)
+        raise
+    if args.json:
+        print(json.dumps(done.as_dict(), indent=2))
+        return 0
+    figures = done.as_dict()
+    flops = figures["flops_per_step"]
+    rss, state = figures["peak_rss_mib"], figures["state_mib"]
+    lines = [
+        f"dry run: {figures['label']}",
+        f"  parameters              {_count(figures['param_count'])}",
+        "  FLOPs per train step    "
+        + (
+            f"{flops / 1e9:.4g} GFLOP (global batch {figures['global_batch']}, forward + "
+            "backward, engine/flops.py)"
+            if flops is not None
+            else f"no FLOP count for model '{spec.model}' (engine/flops.py)"
+        ),
+        "  worker peak RSS         "
+        + (
+            f"{rss:.0f} MiB (the built model, its data and the framework; training adds "
+            "activations and optimizer state)"
+            if rss is not None
+            else "not reported by this system"
+        ),
+        "  parameter state (est.)  "
+        + (
+            f"{state:.1f} MiB ({figures['state_counts']}; a lower bound of what training "
+            "keeps: activations not counted)"
+            if state is not None
+            else "unknown (no parameter count)"
+        ),
+        f"  seconds                 import {figures['import_s']:.2f}, data "
+        f"{figures['data_s']:.2f}, build {figures['build_s']:.2f}; {figures['wall_s']:.2f} "
+        "in all",
+    ]
+    print("\n".join(lines))
+    return 0
+
+
+def _count(value: int | None) -> str:
+    return f"{value:,}" if value is not None else "not reported"
 
 
 def _measure_peak(device: str, threads: int, precision: str, err: Any, quiet: bool) -> None:
@@ -192,6 +270,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument(
         "--from-history", metavar="ID", help="replay a recorded run's spec; flags override it"
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="build the model in a worker and stop: parameters, FLOPs per training step, the "
+        "worker's peak memory, in seconds; nothing is trained or recorded",
     )
     run.add_argument("--json", action="store_true", help="print the run records as JSON on stdout")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, no table")

@@ -58,7 +58,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 
 
 def warn_if_busy(err: Console) -> None:
-    from tui_bench.engine.runs.runner import machine_load
+    from tui_bench.engine.runs.run_result import machine_load
 
     load = machine_load()
     if load["busy"]:

@@ -50,7 +50,9 @@ def cmd_trends(args: argparse.Namespace) -> int:
 def _fmt(metric: str, value: float | None) -> str:
     if value is None:
         return "—"
-    return f"{value * 1000:.2f}" if metric.endswith("_s") else f"{value:.4g}"
+    from tui_bench.engine.results import metrics  # a time's unit: the registry's
+
+    return f"{value * 1000:.2f}" if metrics.get(metric).unit == "s" else f"{value:.4g}"
 
 
 def render(item: trends_module.Trend, limit: int = 12) -> Table:

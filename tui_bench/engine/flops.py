@@ -1,8 +1,9 @@
 """FLOPs of a model: one training step and one inference sample, from the architecture alone.
 
 The one home of the count that MFU (model FLOPs utilization, PaLM appendix B) is computed from.
-No framework is imported: each model's layers are written down here, declaratively, with the
-shapes every adapter builds (``adapters/*_adapter.py``; the dataset's shape from the manifest).
+No framework is imported: each model's layers are written down here, declaratively; their
+dimensions come from the model manifest (``adapters/models.json``, which every adapter builds
+from) and the data's shape from the dataset manifest.
 A test (tests/test_flops.py) holds every count against PyTorch's own ``FlopCounterMode`` on the
 torch adapter's model, forward and forward+backward.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tui_bench.engine import model_manifest
 from tui_bench.engine.dataset_manifest import manifest
 
 
@@ -48,15 +50,17 @@ class Layer:
 @dataclass(frozen=True)
 class Transformer:
     """The transformer encoder's shapes (token + position embedding, encoder blocks of
-    multi-head self-attention and a GELU feed-forward, mean over positions, Dense 1)."""
+    multi-head self-attention and a GELU feed-forward, mean over positions, Dense 1), as the
+    model manifest declares them."""
 
-    d_model: int = 128
-    heads: int = 4
-    ff: int = 512
-    blocks: int = 2
+    d_model: int
+    heads: int
+    d_ff: int
+    blocks: int
 
-
-TRANSFORMER = Transformer()
+    @classmethod
+    def declared(cls) -> Transformer:
+        return cls(**model_manifest.dims("transformer"))
 
 
 @dataclass(frozen=True)
@@ -99,42 +103,58 @@ def _conv(
 
 
 def _cnn(shape: tuple[int, ...], classes: int) -> list[Layer]:
-    h, w, c = shape
-    conv1, hw = _conv("conv 5×5 → 32", (h, w), c, 32, 5, 0, True)
-    hw = (hw[0] // 2, hw[1] // 2)
-    conv2, hw = _conv("conv 3×3 → 64", hw, 32, 64, 3, 0, False)
-    hw = (hw[0] // 2, hw[1] // 2)
-    flat = 64 * hw[0] * hw[1]
-    return [conv1, conv2, _dense("dense 1024", flat, 1024), _dense("dense out", 1024, classes)]
+    dims = model_manifest.dims("cnn")
+    h, w, channels = shape
+    hw = (h, w)
+    layers: list[Layer] = []
+    for filters, k in dims["conv"]:
+        layer, hw = _conv(f"conv {k}×{k} → {filters}", hw, channels, filters, k, 0, not layers)
+        layers.append(layer)
+        channels = filters
+        hw = (hw[0] // dims["pool"], hw[1] // dims["pool"])
+    flat = channels * hw[0] * hw[1]
+    return [
+        *layers,
+        _dense(f"dense {dims['dense']}", flat, dims["dense"]),
+        _dense("dense out", dims["dense"], classes),
+    ]
 
 
 def _mlp(shape: tuple[int, ...], classes: int) -> list[Layer]:
     flat = 1
     for size in shape:
         flat *= size
-    return [
-        _dense("dense 512", flat, 512, first=True),
-        _dense("dense 512", 512, 512),
-        _dense("dense out", 512, classes),
-    ]
+    layers: list[Layer] = []
+    for width in model_manifest.dims("mlp")["hidden"]:
+        layers.append(_dense(f"dense {width}", flat, width, first=not layers))
+        flat = width
+    return [*layers, _dense("dense out", flat, classes)]
 
 
 def _vgg16(shape: tuple[int, ...], classes: int) -> list[Layer]:
+    dims = model_manifest.dims("vgg16")
     h, w, channels = shape
     hw = (h, w)
+    k = dims["kernel"]
     layers: list[Layer] = []
-    for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+    for width, repeats in dims["stages"]:
         for _ in range(repeats):
-            layer, hw = _conv(f"conv 3×3 → {width}", hw, channels, width, 3, 1, not layers)
+            layer, hw = _conv(f"conv {k}×{k} → {width}", hw, channels, width, k, k // 2, not layers)
             layers.append(layer)
             channels = width
-        hw = (hw[0] // 2, hw[1] // 2)
-    flat = 512 * hw[0] * hw[1]
-    return [*layers, _dense("dense 512", flat, 512), _dense("dense out", 512, classes)]
+        hw = (hw[0] // dims["pool"], hw[1] // dims["pool"])
+    flat = channels * hw[0] * hw[1]
+    return [
+        *layers,
+        _dense(f"dense {dims['dense']}", flat, dims["dense"]),
+        _dense("dense out", dims["dense"], classes),
+    ]
 
 
-def _lstm(shape: tuple[int, ...], hidden: int = 128, embed: int = 128) -> list[Layer]:
+def _lstm(shape: tuple[int, ...]) -> list[Layer]:
     (steps,) = shape
+    dims = model_manifest.dims("lstm")
+    hidden, embed = dims["hidden"], dims["embed"]
     # The embedding is a look-up (no product); its output carries a gradient (the embedding is
     # trained), so the LSTM's input product computes its input gradient.
     return [
@@ -144,8 +164,9 @@ def _lstm(shape: tuple[int, ...], hidden: int = 128, embed: int = 128) -> list[L
     ]
 
 
-def _transformer(shape: tuple[int, ...], arch: Transformer = TRANSFORMER) -> list[Layer]:
+def _transformer(shape: tuple[int, ...]) -> list[Layer]:
     (seq,) = shape
+    arch = Transformer.declared()
     d = arch.d_model
     layers: list[Layer] = []
     for block in range(1, arch.blocks + 1):
@@ -156,8 +177,8 @@ def _transformer(shape: tuple[int, ...], arch: Transformer = TRANSFORMER) -> lis
             Layer(f"block {block} attention QKᵀ", 2 * seq * seq * d),
             Layer(f"block {block} attention AV", 2 * seq * seq * d),
             _dense(f"block {block} output projection", d, d, positions=seq),
-            _dense(f"block {block} feed-forward {arch.ff}", d, arch.ff, positions=seq),
-            _dense(f"block {block} feed-forward {d}", arch.ff, d, positions=seq),
+            _dense(f"block {block} feed-forward {arch.d_ff}", d, arch.d_ff, positions=seq),
+            _dense(f"block {block} feed-forward {d}", arch.d_ff, d, positions=seq),
         ]
     return [*layers, _dense("dense out", d, 1)]
 

@@ -5,8 +5,9 @@ Modes (F2…F6): Setup, Live, History, Compare, System; each keeps its own scree
 while you browse history. Runs belong to the engine's supervisor; the run controller
 (``tui.live.RunController``) starts, attaches to and follows them through the engine's follower,
 whose view the Live screen draws on a timer at ``ui.refresh_hz`` (config.py declares its
-default) whatever the event rate. Run handling is ``tui.live.LiveRuns``, opening presets
-``tui.presets_io.PresetFlow``: both mixed in here.
+default) whatever the event rate. Run handling is ``tui.app_runs.LiveRuns``, opening presets
+``tui.app_presets.PresetFlow``: both mixed in here, each typed against the protocol of what it
+needs from this app (checked below, under TYPE_CHECKING).
 This process never imports a DL framework: they live in the worker subprocesses.
 """
 
@@ -16,7 +17,7 @@ import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from textual import on, work
@@ -29,11 +30,12 @@ from tui_bench.engine.config import ConfigError, load_config, setting_value
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
+from tui_bench.tui.app_presets import PresetFlow, PresetsHost
+from tui_bench.tui.app_runs import LiveRuns, RunsHost
 from tui_bench.tui.commands import TuiBenchCommands
 from tui_bench.tui.keys import KeyLabels
-from tui_bench.tui.live import LiveRuns, RunController, newest_in_progress
+from tui_bench.tui.live import RunController, newest_in_progress
 from tui_bench.tui.messages import AttachRequested, CompareRequested, Notice, SpecLoaded
-from tui_bench.tui.presets_io import PresetFlow
 from tui_bench.tui.screens.dialogs import HelpScreen, MessageScreen
 from tui_bench.tui.screens.setup import SetupScreen
 
@@ -148,7 +150,8 @@ class TuiBenchApp(LiveRuns, PresetFlow, App[None]):
         # before the first frame, which is Live's (Setup is not even built until shown).
         following = None if start_mode else newest_in_progress()
         if following is not None:
-            self.DEFAULT_MODE = "live"
+            # Per instance on purpose: this app opens on Live, the class's default stays Setup.
+            self.DEFAULT_MODE = "live"  # type: ignore[misc]
         super().__init__()
         # Fixed graph ranges come from the machine (all cores = 100 % each, RAM); tests pin them.
         self.machine = machine or {
@@ -267,7 +270,7 @@ class TuiBenchApp(LiveRuns, PresetFlow, App[None]):
                 f"{what or 'background task'} failed", f"{type(error).__name__}: {error}"
             )
 
-    # -- runs (the app's side is tui.live.LiveRuns; these are app-wide) --------------------
+    # -- runs (the app's side is tui.app_runs.LiveRuns; these are app-wide) ----------------
     def screens_of(self, mode: str) -> list[Any]:
         """The screens of a mode that has been shown (a mode never shown has none yet)."""
         try:
@@ -312,6 +315,13 @@ class TuiBenchApp(LiveRuns, PresetFlow, App[None]):
         for screen in self.screens_of("compare"):
             if isinstance(screen, CompareScreen):
                 screen.compare(run_ids)
+
+
+if TYPE_CHECKING:
+    # The mixins' handlers take ``self`` as their protocol: this is where a type checker sees
+    # that the app really gives them what the protocols ask for.
+    def _hosts(app: TuiBenchApp) -> tuple[RunsHost, PresetsHost]:
+        return app, app
 
 
 def binding_owners() -> list[type]:

@@ -12,6 +12,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from tui_bench.tui.keys import key_labels
 from tui_bench.tui.messages import AttachRequested, PresetRequested
+from tui_bench.tui.presets_io import preset_summaries
 
 # Binding ids offered in the palette, in this order; a note adds what the key alone does not say.
 PALETTE_BINDINGS = {
@@ -36,8 +37,6 @@ def _runs_in_progress() -> list[tuple[str, str, str]]:
 
 class TuiBenchCommands(Provider):
     async def startup(self) -> None:
-        from tui_bench.tui.presets_io import preset_summaries  # not needed for the first frame
-
         worker = self.app.run_worker(preset_summaries, thread=True)
         self.presets: list[tuple[str, Path, str]] = await worker.wait()
         self.running = await self.app.run_worker(_runs_in_progress, thread=True).wait()

@@ -1,13 +1,13 @@
-"""The app's run controller, and what the Live view needs to draw a followed batch.
+"""The app's run controller: the one batch the app shows, started, attached to, followed, cancelled.
 
 Runs belong to a supervisor process (``engine.runs.supervisor``), not to this app: the controller
 launches a batch, then follows its files like any other viewer through the engine's follower,
 whose ``BatchView`` is the only thing the screens draw. The follower reads the files in a thread
 and queues what it finds; the app drains the view on a timer at a fixed low rate and redraws once
 per drain. Quitting, a hangup or a kill of the app leaves the run going; cancel asks the
-supervisor to stop it. No Textual widget here: the controller talks to the app through messages
-(``tui.messages``) and the app's worker threads; ``LiveRuns`` is the app's side of those messages
-(mixed into the app, so app.py keeps only what is app-wide).
+supervisor to stop it. No screen or widget here: the controller talks to the app through
+messages (``tui.messages``) and the app's worker threads; ``tui.app_runs.LiveRuns`` is the app's
+side of those messages.
 """
 
 from __future__ import annotations
@@ -23,41 +23,20 @@ from tui_bench.engine.results import stability
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.messages import (
-    AttachRequested,
     BatchFinished,
     Notice,
     RunShown,
-    StartRequested,
-    SweepRequested,
 )
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.notifications import SeverityLevel
 
     from tui_bench.engine.runs.follow import BatchFollower
     from tui_bench.engine.runs.presets import Preset
 
 FOLLOW_POLL_S = 0.5  # how often a followed batch's files are read (redraws stay at refresh_hz)
 QUIT_WAIT_S = 10.0  # how long 'cancel and quit' waits for the run to be recorded
-
-
-def downsample(values: list[float | None], width: int) -> tuple[list[float], list[float]]:
-    """At most ``width`` points: bucket means, x at each bucket's centre (1-based step numbers).
-
-    Missing values (a diverged loss travels as null) are skipped."""
-    points = [(i + 1, v) for i, v in enumerate(values) if v is not None]
-    if width <= 0 or not points:
-        return [], []
-    if len(points) <= width:
-        return [float(x) for x, _ in points], [float(y) for _, y in points]
-    xs: list[float] = []
-    ys: list[float] = []
-    size = len(points) / width
-    for bucket in range(width):
-        chunk = points[int(bucket * size) : max(int((bucket + 1) * size), int(bucket * size) + 1)]
-        xs.append(sum(x for x, _ in chunk) / len(chunk))
-        ys.append(sum(y for _, y in chunk) / len(chunk))
-    return xs, ys
 
 
 def newest_in_progress() -> BatchFollower | None:
@@ -84,7 +63,7 @@ class Outcome:
 
     message: str
     title: str = ""
-    severity: str = "information"
+    severity: SeverityLevel = "information"
     timeout: float | None = None
     modal: bool = False
 
@@ -294,161 +273,3 @@ def _sweep_outcome(view: BatchView, statuses: list[Any], compare_key: str) -> Ou
         title="sweep done",
         timeout=10,
     )
-
-
-class LiveRuns:
-    """The app's side of runs, mixed into ``TuiBenchApp``: start, attach, show on Live, say how a
-    batch ended, cancel, and ask before quitting over a run in progress. The controller above
-    does the work; these handlers are where the screens' messages land (``on_<message>`` names,
-    so Textual finds them through the app's MRO)."""
-
-    # Provided by the app (TuiBenchApp): its run controller, the view on Live, and App itself.
-    runs: RunController
-    live: BatchView | None
-    left_running: str | None
-
-    @property
-    def running(self) -> bool:
-        return self.live is not None and not self.live.done
-
-    def _busy(self) -> bool:
-        if self.running:
-            app: Any = self
-            app.notify(
-                "a run is in progress: cancel it first (x on the Live screen)", severity="warning"
-            )
-        return self.running
-
-    def on_start_requested(self, message: StartRequested) -> None:
-        """Start one configuration (``spec.repeats`` runs), unless a batch is still running."""
-        self.start_run(message)
-
-    def start_run(self, message: StartRequested) -> None:
-        if not self._busy():
-            self.show_live(self.runs.start(message.spec, message.auto_repeats))
-
-    def on_sweep_requested(self, message: SweepRequested) -> None:
-        """Run a preset's sweep (engine.sweep: planned, interleaved, resumable from the CLI)."""
-        self.start_sweep(message)
-
-    def start_sweep(self, message: SweepRequested) -> None:
-        if not self._busy():
-            self.show_live(self.runs.start_sweep(message.preset, message.auto_repeats))
-
-    def on_attach_requested(self, message: AttachRequested) -> None:
-        self.attach(message.batch_id)
-
-    def attach(self, batch_id: str) -> None:
-        """Follow a batch started elsewhere (another terminal, an earlier session of the app)."""
-        self.runs.attach(batch_id)
-
-    def on_run_shown(self, message: RunShown) -> None:
-        app: Any = self
-        if app.return_code is None and message.live is self.runs.view:
-            self.show_live(message.live)
-
-    def show_live(self, view: BatchView) -> None:
-        app: Any = self
-        self.live = view
-        app.switch_mode("live")
-        self.redraw_live(force=True)
-
-    def on_batch_finished(self, message: BatchFinished) -> None:
-        from tui_bench.tui.screens.dialogs import MessageScreen
-
-        app: Any = self
-        view = message.live
-        self.redraw_live(force=True)
-        told = outcome(view, message.title, app.key_labels.label("show_compare"))
-        if told.modal:
-            app.push_screen(MessageScreen(told.title, told.message))
-        else:
-            app.notify(told.message, title=told.title, severity=told.severity, timeout=told.timeout)
-        if view.sweep_id is not None and not view.lost:
-            # Compare (F5) now shows this sweep; a Compare screen not built yet shows the latest.
-            app.hand_compare_ids([view.sweep_id])
-        for screen in app.screens_of("history"):
-            screen.reload()
-
-    def action_cancel_run(self) -> None:
-        from tui_bench.tui.screens.dialogs import ConfirmScreen
-
-        app: Any = self
-        live = self.live
-        if live is None or live.done:
-            app.notify("nothing is running")
-            return
-
-        def confirmed(yes: bool | None) -> None:
-            if yes and live is self.live and not live.done:
-                self.runs.cancel(live)
-                app.notify("cancelling…")
-
-        app.push_screen(
-            ConfirmScreen(
-                "Cancel the run?",
-                "The worker is stopped and the run recorded as cancelled.",
-                yes="Cancel run",
-                no="Keep running",
-            ),
-            confirmed,
-        )
-
-    async def action_quit(self) -> None:
-        from tui_bench.tui.screens.dialogs import ChoiceScreen
-
-        app: Any = self
-        if not self.running:
-            app.exit()
-            return
-        live = self.live
-        assert live is not None
-
-        def chosen(choice: str | None) -> None:
-            if choice == "leave":
-                self.left_running = live.batch_id
-                app.exit()
-            elif choice == "cancel":
-                app.run_worker(self._cancel_then_exit(), group="quit", exit_on_error=False)
-
-        app.push_screen(
-            ChoiceScreen(
-                "Quit?",
-                "A run is in progress. It can go on without this window: "
-                f"tui-bench attach {live.batch_id or ''} (or just tui-bench) follows it again.",
-                [("leave", "Leave running"), ("cancel", "Cancel & quit"), ("stay", "Stay")],
-            ),
-            chosen,
-        )
-
-    async def _cancel_then_exit(self) -> None:
-        app: Any = self
-        if self.running:
-            app.notify("cancelling the run before quitting…")
-            await self.runs.cancel_and_wait()
-        app.exit()
-
-    def mode_changed(self, mode: str) -> None:
-        """A Live screen shown for the first time gets the current run (attributes down)."""
-        if mode == "live":
-            self.redraw_live(force=True)
-
-    def feed(self, event: dict[str, Any]) -> None:
-        """Events from any source (tests' seeded fake) enter the shown view here."""
-        if self.live is not None:
-            self.live.push(event)
-
-    def redraw_live(self, force: bool = False) -> None:
-        """The one place live plots are redrawn, at the app's ``refresh_hz``."""
-        from tui_bench.tui.screens.live import LiveScreen
-
-        app: Any = self
-        live = self.live
-        if live is None:
-            return
-        changed = live.drain()
-        if not (changed or force):
-            return
-        for screen in app.screens_of("live"):
-            if isinstance(screen, LiveScreen):
-                screen.show(live)

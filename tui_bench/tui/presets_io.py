@@ -1,14 +1,13 @@
 """Presets as the TUI uses them, all through ``tui_bench.engine.runs.presets`` (one implementation):
 list, load and expand a preset, tell a single run (loads into the form) from a sweep (runs through
-``engine.sweep``), and save the form as a single-run preset. No Textual at import: ``PresetFlow``,
-the app's side of opening one, imports what it shows when it runs."""
+``engine.sweep``), and save the form as a single-run preset. Plain values and functions, no
+Textual: the app's side of opening a preset is ``tui.app_presets.PresetFlow``."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from tui_bench.engine.runs import presets
 from tui_bench.engine.runs.presets import Preset, SweepConfig
@@ -113,71 +112,3 @@ def default_preset_path(spec: RunSpec) -> Path:
         r"[^A-Za-z0-9._-]+", "-", f"{spec.framework}-{spec.api}-{spec.model}-{spec.dataset}"
     )
     return presets.user_dir() / f"{name}.toml"
-
-
-class PresetFlow:
-    """The app's side of opening a preset, mixed into ``TuiBenchApp``: a single run goes into
-    the Setup form, a sweep is shown with what it would run and skip here, and runs if
-    confirmed. Textual is imported inside the handlers (``on_<message>`` names, found through
-    the app's MRO), so this module still loads without it."""
-
-    def on_preset_requested(self, message: Any) -> None:
-        self.open_preset(message.name_or_path)
-
-    def open_preset(self, name_or_path: str) -> None:
-        """Load a preset (name or file) off the UI thread."""
-        app: Any = self
-        app.run_worker(
-            lambda: self._load_preset(name_or_path),
-            thread=True,
-            group="preset",
-            exit_on_error=False,
-        )
-
-    def _load_preset(self, name_or_path: str) -> None:
-        from tui_bench.engine.errors import TuiBenchError
-        from tui_bench.tui.messages import Notice, PresetLoaded
-
-        app: Any = self
-        try:
-            loaded = load(name_or_path)
-        except TuiBenchError as exc:  # PresetError, or a spec in it that is not valid
-            app.post_message(
-                Notice(str(exc), title="preset not loaded", severity="error", timeout=15)
-            )
-            return
-        app.post_message(PresetLoaded(loaded))
-
-    def on_preset_loaded(self, message: Any) -> None:
-        from tui_bench.tui.messages import SpecLoaded, SweepRequested
-        from tui_bench.tui.screens.dialogs import ConfirmScreen, MessageScreen
-
-        app: Any = self
-        loaded: LoadedPreset = message.loaded
-        preset = loaded.preset
-        if loaded.is_single:
-            config = loaded.configs[0]
-            if config.skip_reason:
-                app.notify(
-                    f"{preset.shown_path}: {config.skip_reason}",
-                    title="preset not loaded",
-                    severity="error",
-                    timeout=15,
-                )
-                return
-            app.load_spec(SpecLoaded(config.spec, source=preset.shown_path))
-            return
-        if not loaded.runnable:
-            app.push_screen(MessageScreen(f"{preset.name}: nothing can run here", loaded.summary()))
-            return
-
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                app.start_sweep(SweepRequested(preset))
-
-        app.push_screen(
-            ConfirmScreen(
-                f"Run the sweep {preset.name}?", loaded.summary(), yes="Run sweep", no="Not now"
-            ),
-            confirmed,
-        )

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.machine import runtimes
+from tui_bench.engine.machine.limits import MFU_ABOVE_ONE
 from tui_bench.engine.paths import adapters_dir, cache_home
 
 PROBE_TIMEOUT_S = 120.0
@@ -324,7 +325,6 @@ def measured(
 
 
 # -- utilization --------------------------------------------------------------------------------
-MFU_ABOVE_ONE = "MFU > 1: count or peak is wrong"
 
 
 @dataclass(frozen=True)
@@ -410,40 +410,3 @@ def run_figures(
         if used.problem:
             out[f"mfu{suffix}_error"] = missing if peak is None else used.problem
     return out
-
-
-def limits_line(metrics: dict[str, Any]) -> str | None:
-    """One line: achieved FLOP/s and MFU (of which peaks), energy per step, memory peaks."""
-    if "flops_per_step" not in metrics:
-        return None
-    parts = []
-    achieved = metrics.get("achieved_tflops")
-    if achieved is not None:
-        parts.append(f"{achieved * 1000:.3g} GFLOP/s achieved")
-    for suffix in ("", "_nominal"):
-        if metrics.get(f"mfu{suffix}_error"):
-            parts.append(metrics[f"mfu{suffix}_error"])
-        elif metrics.get(f"mfu{suffix}") is not None:
-            parts.append(f"MFU {metrics[f'mfu{suffix}']:.1%} of {metrics[f'mfu{suffix}_peak']}")
-    for device in ("gpu", "cpu"):
-        if metrics.get(f"{device}_joules_per_step") is not None:
-            watts = metrics.get(f"{device}_avg_watts")
-            parts.append(
-                f"{device.upper()} {metrics[f'{device}_joules_per_step']:.3g} J/step, "
-                f"{metrics[f'{device}_samples_per_joule']:.3g} samples/J"
-                + (f", {watts:.0f} W" if watts else "")
-                + " (device-level)"
-            )
-    for device in ("gpu", "cpu"):
-        if metrics.get(f"{device}_energy_problem"):
-            parts.append(f"{device.upper()} energy not read: {metrics[f'{device}_energy_problem']}")
-    rss = metrics.get("res_peak_rss_mib")
-    allocator = metrics.get("allocator_peak_mib")
-    memory = f"peak RSS {rss:.0f} MiB" if rss is not None else "peak RSS not sampled"
-    memory += (
-        f", allocator peak {allocator:.0f} MiB"
-        if allocator is not None
-        else f", allocator peak {metrics.get('allocator') or 'not reported'}"
-    )
-    parts.append(memory)
-    return "; ".join(parts)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.errors import TuiBenchError, UsageError
-from tui_bench.engine.results import stats
+from tui_bench.engine.results import metrics, stats
 from tui_bench.engine.results.identity import group_by_configuration, short_value, varying_fields
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.trends import Trend
@@ -47,7 +47,8 @@ def _save(fig: Any, target: Path) -> Path:
 
 
 def _scale(metric: str) -> tuple[float, str]:
-    return (1000.0, " (ms)") if metric.endswith("_s") else (1.0, "")
+    # times in ms (a step's 0.05 s reads 50 ms); the unit is the registry's
+    return (1000.0, " (ms)") if metrics.get(metric).unit == "s" else (1.0, "")
 
 
 def trends_figure(found: Sequence[Trend], path: str | Path) -> Path:

@@ -33,24 +33,15 @@ from tui_bench import __version__
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.results import figures as figures_module
 from tui_bench.engine.results import identity as identity_module
+from tui_bench.engine.results import metrics, stability
 from tui_bench.engine.results import regress as regress_module
 from tui_bench.engine.results import render as render_module
-from tui_bench.engine.results import stability, stats
 from tui_bench.engine.results import tables as tables_module
 from tui_bench.engine.results import trends as trends_module
+from tui_bench.engine.results import verdict as verdict_module
 from tui_bench.engine.results.record import Run, runs_of
 from tui_bench.engine.results.tables import Comparison, Table, Verdicts, metric_info
 
-# Per-run facts the records may carry beside the compared metric (metric key → column label).
-# A column is shown only when some run has it.
-RUN_EXTRAS: dict[str, str] = {
-    "res_peak_rss_mib": "peak RSS MiB",
-    "res_peak_gpu_mem_mib": "peak GPU memory MiB",
-    "res_mean_gpu_util": "mean GPU util %",
-    "res_steady_energy_j": "energy (steady) J",
-    "samples_per_joule": "samples/J",
-    "mfu": "MFU",
-}
 MAX_VERDICT_LINES = 8  # comparisons spelled out in the verdict paragraph; the rest in the table
 
 
@@ -291,110 +282,13 @@ def _question(page: Page) -> str:
 
 
 def verdict_sentences(page: Page) -> list[str]:
-    """The verdict in plain sentences, each read off a row of the computed tables."""
-    return [lead + rest for lead, rest in verdict_parts(page)]
+    """The verdict in plain sentences (``verdict.sentences``: the terminal and the Compare
+    screen state the same)."""
+    return verdict_module.sentences(page.tables, page.metric)
 
 
 def verdict_parts(page: Page) -> list[tuple[str, str]]:
-    """The verdict's sentences as (the answer, the evidence) pairs: the page sets the answer
-    in bold."""
-    label, _lower = _metric_label(page.metric)
-    summary = rows_of(table(page.tables, "summary"))
-    comparisons = rows_of(table(page.tables, "comparisons"))
-    out: list[tuple[str, str]] = []
-    if not summary:
-        return [("No run of these configurations has finished: ", "there is nothing to compare.")]
-    if not comparisons:
-        if len(summary) == 1:
-            row = summary[0]
-            out.append(
-                (
-                    f"One configuration, {row['configuration']}: ",
-                    f"{label} median {render_module.cell_text(row.get('median'))} (IQR "
-                    f"{render_module.cell_text(row.get('IQR'))}, n={row.get('n')}).",
-                )
-            )
-        else:
-            out.append(
-                (
-                    "No two configurations differ in a single setting, ",
-                    "so none is compared with another directly: read the medians per "
-                    "configuration below.",
-                )
-            )
-    compared = table(page.tables, "comparisons")
-    pairs = list(zip(compared.rows, comparisons, strict=True)) if compared is not None else []
-    for measured, cells in pairs[:MAX_VERDICT_LINES]:
-        who, base = cells.get("configuration"), cells.get("baseline")
-        where = cells.get("with")
-        context = f" (with {where})" if where and where != "—" else ""
-        ratio, speedup = _number(cells.get("ratio")), _number(cells.get("speed-up"))
-        significance = str(cells.get("significance") or "")
-        p = _number(cells.get("p"))
-        state, _ = row_verdict(measured.verdicts)
-        # an answer in bold only when the test found it and every run behind it was stable
-        established = p is not None and p < stats.ALPHA and state in ("", stability.STABLE)
-        if ratio is None:
-            out.append((f"{who} against {base}{context}: not compared ", f"({significance})."))
-        elif speedup is None:
-            out.append(
-                (
-                    f"{who} against {base}{context}: no clear difference ",
-                    f"(ratio of medians {ratio:.3g}); {significance}.",
-                )
-            )
-        else:
-            how = f"{_times(speedup)} faster" if speedup >= 1 else f"{_times(1 / speedup)} slower"
-            if established:
-                out.append(
-                    (
-                        f"{who} is {how} than {base}{context}: ",
-                        f"ratio of medians {ratio:.3g}; {significance}.",
-                    )
-                )
-            else:
-                out.append(
-                    (
-                        f"{who} against {base}{context}: not established; ",
-                        f"these runs measured {who} {how} (ratio of medians {ratio:.3g}), but "
-                        f"{significance}.",
-                    )
-                )
-    if len(comparisons) > MAX_VERDICT_LINES:
-        more = len(comparisons) - MAX_VERDICT_LINES
-        out.append(("", f"{more} more comparison(s) in the ratios table."))
-    out.append(_stability_sentence(table(page.tables, "summary")))
-    counts = sorted({int(r.get("n") or 0) for r in summary})
-    if counts:
-        n_text = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
-        out.append(("", f"Finished runs per configuration: {n_text}."))
-    return out
-
-
-def _stability_sentence(summary: Table | None) -> tuple[str, str]:
-    """How the runs behind the summary were judged, counted over every configuration, naming
-    those not all stable unless that is every one of them."""
-    rows = summary.rows if summary is not None else []
-    totals = {"stable": 0, "noisy": 0, "unreliable": 0, "not judged": 0}
-    shaky = []
-    for row in rows:
-        for name, v in row.verdicts:
-            totals["stable"] += v.stable
-            totals["noisy"] += v.noisy
-            totals["unreliable"] += v.unreliable
-            totals["not judged"] += v.unjudged
-            if v.noisy or v.unreliable:
-                shaky.append(name)
-    n = sum(totals.values())
-    counted = ", ".join(f"{v} {k}" for k, v in totals.items() if v)
-    if not totals["noisy"] and not totals["unreliable"]:
-        judged = " (some not judged: tui-bench history recheck)" if totals["not judged"] else ""
-        return (f"Every finished run of every configuration was judged stable{judged}.", "")
-    where = "in every configuration" if len(shaky) == len(rows) else "in " + ", ".join(shaky)
-    return (
-        "Not every run was stable, so read these numbers with care: ",
-        f"of {n} finished run(s), {counted}; the unstable ones {where}.",
-    )
+    return verdict_module.parts(page.tables, page.metric)
 
 
 def _verdict(page: Page) -> str:
@@ -614,9 +508,10 @@ def _per_configuration(page: Page) -> str:
 def _runs_table(page: Page) -> str:
     label, _ = _metric_label(page.metric)
     extras = [
-        (key, name)
-        for key, name in RUN_EXTRAS.items()
-        if any(r.metric(key) is not None for r in page.records)
+        # per-run facts beside the compared metric (the registry's PAGE), where some run has one
+        (m.key, m.label)
+        for m in metrics.placed(metrics.PAGE)
+        if any(r.metric(m.key) is not None for r in page.records)
     ]
     sides: dict[str, str] = {}  # regress: which side each run is on
     for row in page.regress.rows if page.regress is not None else []:

@@ -20,6 +20,16 @@ the training step) is marked without a model and counted for every model, since 
 API writes it for any network. Dispatch between models (``if model == "cnn":``) and the error
 for an unknown model sit outside any block: a user writing one network writes neither.
 
+Code a user of the API writes may sit in a sibling module that several adapters run (the Keras
+builders Keras 3 and tf.keras share, ``adapters/keras_models.py``). An adapter names each such
+module on a line of its own::
+
+    # tui-bench:uses keras_models.py
+
+and that module's marked blocks count for the adapter's APIs as if they were written in it, with
+the same grammar (its scope words checked against the adapter's APIs). So moving code into a
+shared module never changes what an API is credited with; a shared module names no other.
+
 Counted: non-blank lines that are not only a comment. The source is read by path, never
 imported (the app never imports a framework). Markers that do not nest, end a block they did
 not begin, name an unknown kind, or scope to a word that is neither an API of the framework
@@ -37,6 +47,8 @@ from tui_bench.engine.paths import adapters_dir
 
 KINDS = ("model", "step")
 _MARKER = re.compile(r"^#\s*tui-bench:(begin|end)\s+(\w+)((?:\s+[\w.-]+)*)\s*$")
+_USES = re.compile(r"^#\s*tui-bench:uses\s+(\S+)\s*$")
+_SIBLING = re.compile(r"^\w+\.py$")
 
 
 class MarkerError(ValueError):
@@ -120,16 +132,41 @@ def adapter_path(framework_name: str) -> Path:
     return adapters_dir() / f"{catalog.framework(framework_name).adapter}.py"
 
 
+def uses(source: str, where: str = "<adapter>") -> list[str]:
+    """The sibling modules an adapter's ``tui-bench:uses`` lines name, in order."""
+    found = []
+    for number, line in enumerate(source.splitlines(), 1):
+        match = _USES.match(line.strip())
+        if not match:
+            continue
+        name = match.group(1)
+        if not _SIBLING.match(name):
+            raise MarkerError(f"{where}:{number}: tui-bench:uses names a sibling .py, not {name!r}")
+        found.append(name)
+    return found
+
+
+def counted_sources(framework_name: str) -> list[Path]:
+    """The files whose marked lines count for a framework's APIs: its adapter, then each shared
+    module the adapter uses."""
+    path = adapter_path(framework_name)
+    shared = uses(path.read_text(encoding="utf-8"), where=str(path))
+    return [path, *(path.with_name(name) for name in shared)]
+
+
 def lines_of_code(framework_name: str, api: str, model: str | None = None) -> dict[str, int]:
     """``{"loc_model": n, "loc_step": n}`` for a framework × API × model, from its adapter's
     source: the model's own lines and what the API needs for any model (None: every model's
     lines, the whole adapter's code for that API)."""
-    path = adapter_path(framework_name)
-    counts = count_lines(
-        path.read_text(encoding="utf-8"),
-        api,
-        model,
-        where=str(path),
-        apis=catalog.framework(framework_name).apis,
-    )
-    return {f"loc_{kind}": n for kind, n in counts.items()}
+    adapter, *shared = counted_sources(framework_name)
+    totals = dict.fromkeys(KINDS, 0)
+    for path in (adapter, *shared):
+        source = path.read_text(encoding="utf-8")
+        if path in shared and uses(source, where=str(path)):
+            raise MarkerError(f"{path}: a shared module names no other (tui-bench:uses)")
+        counts = count_lines(
+            source, api, model, where=str(path), apis=catalog.framework(framework_name).apis
+        )
+        for kind, n in counts.items():
+            totals[kind] += n
+    return {f"loc_{kind}": n for kind, n in totals.items()}

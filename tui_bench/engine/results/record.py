@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.machine.limits import Limits
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -62,13 +63,35 @@ def _when(value: Any) -> dt.datetime | None:
 
 @dataclass(frozen=True)
 class Reason:
-    """One rule a run's stability verdict broke (``results/stability.py`` writes them)."""
+    """One rule a run's stability verdict broke: ``results/stability.py`` writes them
+    (``as_dict`` is the stored form), ``Run.reasons`` reads them back (``from_dict``)."""
 
     rule: str
-    level: str
+    value: float | None
+    threshold: float | None
     message: str
-    value: float | None = None
-    threshold: float | None = None
+    level: str = "unreliable"
+
+    def as_dict(self) -> dict[str, Any]:
+        value = round(self.value, 4) if isinstance(self.value, float) else self.value
+        return {
+            "rule": self.rule,
+            "value": value,
+            "threshold": self.threshold,
+            "message": self.message,
+            "level": self.level,
+        }
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> Reason:
+        """The reason a stored verdict holds; a damaged field reads as unknown, never raises."""
+        return cls(
+            rule=str(stored.get("rule") or "?"),
+            value=number(stored.get("value")),
+            threshold=number(stored.get("threshold")),
+            message=str(stored.get("message") or ""),
+            level=str(stored.get("level") or "unreliable"),
+        )
 
 
 class Run(NamedTuple):
@@ -244,6 +267,12 @@ class Run(NamedTuple):
     def timing(self) -> str:
         return self.metric_text("timing") or "synced"
 
+    @property
+    def limits(self) -> Limits | None:
+        """Its place against the machine's limits (FLOP/s, MFU of named peaks, energy,
+        memory), or None for a run recorded without a FLOP count."""
+        return Limits.from_metrics(self.metrics)
+
     # -- the verdict ---------------------------------------------------------------------------
     @property
     def verdict(self) -> str | None:
@@ -252,19 +281,8 @@ class Run(NamedTuple):
 
     @property
     def reasons(self) -> tuple[Reason, ...]:
-        out = []
-        for r in self.stability.get("reasons") or ():
-            if isinstance(r, dict):
-                out.append(
-                    Reason(
-                        rule=str(r.get("rule") or "?"),
-                        level=str(r.get("level") or "unreliable"),
-                        message=str(r.get("message") or ""),
-                        value=number(r.get("value")),
-                        threshold=number(r.get("threshold")),
-                    )
-                )
-        return tuple(out)
+        stored = self.stability.get("reasons") or ()
+        return tuple(Reason.from_dict(r) for r in stored if isinstance(r, dict))
 
     @property
     def state(self) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui_bench.engine.errors import HistoryError, UsageError
-from tui_bench.engine.results import stats
+from tui_bench.engine.results import metrics, stats
 from tui_bench.engine.results.identity import (
     Configuration,
     changes,
@@ -44,13 +44,8 @@ WORSE, BETTER, SAME, FAILED, MISSING, UNSTABLE = "+", "-", "~", "x", "?", "!"
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_UNSTABLE = 0, 1, 2, 3
 
-# Metric names whose larger values are better; every other metric (times, losses, memory) is
-# better smaller.
-_HIGHER_IS_BETTER = re.compile(r"accuracy|per_s$|per_joule$|throughput|speedup|efficiency")
-
-
-def higher_is_better(metric: str) -> bool:
-    return bool(_HIGHER_IS_BETTER.search(metric))
+# Which way a metric is better: the registry's (an unregistered key read by its name).
+higher_is_better = metrics.higher_is_better
 
 
 # -- time windows -------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui_bench.engine.results import changepoints
-from tui_bench.engine.results.record import Run, number
+from tui_bench.engine.results.record import Reason, Run, number
 from tui_bench.engine.results.stats import quantile
 
 STABLE, NOISY, UNRELIABLE = "stable", "noisy", "unreliable"
@@ -62,24 +62,6 @@ RULES = (
 )
 
 
-@dataclass(frozen=True)
-class Reason:
-    rule: str
-    value: float | None
-    threshold: float | None
-    message: str
-    level: str = UNRELIABLE
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "value": _round(self.value),
-            "threshold": self.threshold,
-            "message": self.message,
-            "level": self.level,
-        }
-
-
 @dataclass
 class Verdict:
     verdict: str
@@ -94,10 +76,6 @@ class Verdict:
             "checked": list(self.checked),
             "steady_state": self.steady_state,
         }
-
-
-def _round(value: float | None) -> float | None:
-    return round(value, 4) if isinstance(value, float) else value
 
 
 # -- the statistics the rules use ---------------------------------------------------------------

@@ -38,8 +38,9 @@ A column's ``kind`` says what its cells are: ``text``; ``count`` (int); ``number
 noise); ``p`` (a p-value); ``flag`` (bool). Spread has its own numeric columns (IQR, q1, q3,
 std, min, max, noise), so a CSV or JSON reader gets every number at full precision.
 
-The summary carries, beside the compared metric, the median of each per-run figure listed in
-``SUMMARY_EXTRAS`` (throughput, warm-up; MFU, energy and memory peaks belong there too).
+The summary carries, beside the compared metric, the median of each per-run figure the registry
+places in ``metrics.MEDIAN`` (throughput, warm-up): a metric's label, unit and
+direction are ``results/metrics.py``'s.
 
 Statistics come from ``results/stats.py`` (median, IQR, Mann-Whitney U, thread scaling) and
 verdicts from ``results/stability.py``; the marks a number carries (whose runs are not stable,
@@ -48,13 +49,12 @@ how wide the noise is) are made once here (``_sides``, ``_noise``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
-from tui_bench.engine.results import identity, stability, stats
+from tui_bench.engine.results import identity, metrics, stability, stats
 from tui_bench.engine.results import published as published_module
 from tui_bench.engine.results.record import Run, number
 
@@ -76,42 +76,14 @@ NUMERIC_KINDS = frozenset({COUNT, NUMBER, RATIO, FRACTION, P_VALUE})
 VALUE, PLUS_MINUS, RANGE, WITH_N, PAIR = "value", "plus_minus", "range", "with_n", "pair"
 
 
-@dataclass(frozen=True)
-class Metric:
-    key: str
-    label: str
-    lower_is_better: bool
-    unit: str
-
-    @property
-    def what(self) -> str:
-        """The label without its unit in seconds: a table shows seconds in the unit that reads
-        best (ms for a step) and says which in each column's header."""
-        if self.unit != "s":
-            return self.label
-        return re.sub(r" s(?= \(|$)", "", self.label)
-
-
-METRICS: dict[str, Metric] = {
-    m.key: m
-    for m in (
-        Metric(
-            "step_median_s", "median step time s (steady state, device-synchronised)", True, "s"
-        ),
-        Metric("train_wall_s", "training wall time s (warm-up included)", True, "s"),
-        Metric("samples_per_s", "training samples/s (steady state)", False, "samples/s"),
-        Metric("test_s", "test (inference) time s", True, "s"),
-        Metric("test_accuracy", "test accuracy", False, ""),
-        Metric("val_accuracy", "validation accuracy, last epoch", False, ""),
-        Metric("warmup_s", "warm-up time s", True, "s"),
-        Metric("target_reached_s", "training time to the target accuracy s", True, "s"),
-    )
-}
+# A metric's label, unit and better direction: ``results/metrics.py``, the one registry.
+Metric = metrics.Metric
+METRICS: dict[str, Metric] = metrics.choices()  # what compare offers to compare on
 
 
 def metric_info(key: str) -> Metric:
-    """A known metric, or one named by its key (lower is better, unit from an ``_s`` suffix)."""
-    return METRICS.get(key) or Metric(key, key, True, "s" if key.endswith("_s") else "")
+    """A registered metric, or one read off its key's name (``metrics.get``)."""
+    return metrics.get(key)
 
 
 # Metrics whose spread over repeats comes from the seed (initialisation, shuffling, dropout):
@@ -379,19 +351,16 @@ def _time_to_accuracy(c: Group) -> str | None:
     return f"epoch {epochs:g}, {seconds:.3g} s ({len(reached)}/{len(finished)} reached {target:g})"
 
 
-# What else the summary carries per configuration, beside the compared metric: the median over
-# finished runs of each of these per-run figures, in a column of its own (CSV, JSON and a page;
-# not a terminal's width): (metric key, column, kind, unit). A new per-run figure a reader
-# should weigh beside the step time (MFU, energy per sample, memory peaks) is one line here.
-SUMMARY_EXTRAS: tuple[tuple[str, str, str, str], ...] = (
-    ("samples_per_s", "median samples/s", NUMBER, "samples/s"),
-    ("warmup_s", "median warm-up s", NUMBER, "s"),
-)
-
-
 def summary_table(configs: list[Group], metric: str) -> Table:
     m = metric_info(metric)
-    extras = [e for e in SUMMARY_EXTRAS if e[0] != metric]
+    # What else it carries per configuration, beside the compared metric: the median over
+    # finished runs of each figure the registry places in MEDIAN (``metrics``), in a column of
+    # its own (CSV, JSON and a page; not a terminal's width).
+    extras = [
+        (e.key, f"median {e.short}", NUMBER, e.unit)
+        for e in metrics.placed(metrics.MEDIAN)
+        if e.key != metric
+    ]
     number = lambda name, terminal=False: Column(name, NUMBER, m.unit, terminal)  # noqa: E731
     table = Table(
         "summary",
@@ -529,7 +498,15 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
     )
     # framework and api often vary together (a matrix); compare the pair as one field. A
     # device's model changes with the device or the host: compared as part of them.
-    fields_ = [f for f in varying if f not in ("threads", "api", "device_model")]
+    # Threads are answered by the scaling table beside this one; here too (ratio and test
+    # against the fewest) where nothing else varies or no scaling table is drawn (a metric
+    # better higher): 1 thread against 2 is a question with an answer like any other.
+    alone = [f for f in varying if f not in ("api", "device_model")] == ["threads"]
+    fields_ = [
+        f
+        for f in varying
+        if f not in ("api", "device_model") and (f != "threads" or alone or not m.lower_is_better)
+    ]
     if "api" in varying and "framework" not in varying:
         fields_.append("api")
     if "device_model" in varying and not {"device", "host"} & set(varying):
@@ -545,6 +522,8 @@ def comparison_table(configs: list[Group], varying: list[str], metric: str) -> T
             base = part[0]
             if field_name == "device":
                 base = next((c for c in part if c.spec.get("device") == "cpu"), part[0])
+            if field_name == "threads":
+                base = min(part, key=lambda c: _count(c.spec.get("threads")) or 1)
             base_values = base.values(metric)
             for c in part:
                 if c is base:
@@ -1058,6 +1037,10 @@ CARD_SPEC_FIELD = {
     "timing mode": "timing",
     "threads configured": "threads",
 }
+# Card rows that are an observed consequence of another setting, not a setting of their own: the
+# cores a run used follow from the threads it was given. Where the comparison varies the
+# setting, both rows are shown (configured beside observed), and neither is a second difference.
+CONSEQUENCES = {"threads observed": "threads configured"}
 # (label, how to read it from a record): what a ratio between runs is made of, beside the
 # spec's own fields. Per-configuration values are joined when its repeats disagree.
 FAIRNESS_SETTINGS: list[tuple[str, Callable[[Run], Any]]] = [
@@ -1101,11 +1084,11 @@ def fairness_card(configs: list[Group]) -> Table | None:
         "fairness",
         "fairness card: settings that differ between the compared runs",
         (Column("setting"), Column("value"), Column("configurations")),
-        note="only settings that differ are shown; precision, compilation, autotune, input "
-        "path, timing mode, threads, versions, driver and load that all runs share are left out",
     )
+    in_names = []  # settings the configurations' names already say
     for label, read in FAIRNESS_SETTINGS:
-        if CARD_SPEC_FIELD.get(label) in named:
+        if CARD_SPEC_FIELD.get(label) in named and label not in CONSEQUENCES.values():
+            in_names.append(label)
             continue
         cells = []
         for c in configs:
@@ -1126,6 +1109,13 @@ def fairness_card(configs: list[Group]) -> Table | None:
     flagged = [c.label for c in configs if any(r.metric_text("threads_flag") for r in c.runs)]
     if flagged:
         table.add(["thread flag", "used more cores than configured", ", ".join(flagged)])
+    shown = set(table.values("setting"))
+    shared = [label for label, _ in FAIRNESS_SETTINGS if label not in shown | set(in_names)]
+    table.note = "only settings that differ are shown" + (
+        f"; {', '.join(shared)}: the same in every run" if shared else ""
+    )
+    if in_names:
+        table.note += f"; {', '.join(in_names)}: in the configurations' names"
     return table if table.rows else None
 
 

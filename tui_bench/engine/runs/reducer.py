@@ -23,6 +23,7 @@ from tui_bench.engine import flops
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.kinds import ENDED, BatchEvent, RunStatus, SeriesEvent, WorkerEvent
 from tui_bench.engine.machine import peaks
+from tui_bench.engine.machine.limits import Limits, Mfu
 from tui_bench.engine.results import stability
 from tui_bench.engine.spec import RunSpec
 
@@ -387,36 +388,10 @@ class BatchView:
         cached measured peak: never measured here), then the result's own figures; None before
         the first steady step or for a model without a FLOP count."""
         if self.metrics.get("flops_per_step") is not None:
-            m = self.metrics
-            parts = []
-            if m.get("achieved_tflops") is not None:
-                parts.append(f"{m['achieved_tflops'] * 1000:.3g} GFLOP/s")
-            for suffix, name in (("", "measured"), ("_nominal", "nominal")):
-                if m.get(f"mfu{suffix}_error") == peaks.MFU_ABOVE_ONE:
-                    parts.append(f"{name} {peaks.MFU_ABOVE_ONE}")
-                elif m.get(f"mfu{suffix}") is not None:
-                    parts.append(f"MFU {m[f'mfu{suffix}']:.1%} of {name} peak")
-            # A finished run also says its energy (or, briefly, why it cannot be read here) and
-            # its memory peaks; `tui-bench history show` has the whole sentences.
-            energy = next(
-                (
-                    f"{m[f'{device}_joules_per_step']:.3g} J/step ({device.upper()})"
-                    for device in ("gpu", "cpu")
-                    if m.get(f"{device}_joules_per_step") is not None
-                ),
-                None,
-            )
-            problem = m.get("gpu_energy_problem") or m.get("cpu_energy_problem")
-            if energy is None and problem:
-                energy = f"energy not read: {str(problem).split(' (')[0]}"
-            if energy:
-                parts.append(energy)
-            if m.get("res_peak_rss_mib") is not None:
-                memory = f"peak RSS {m['res_peak_rss_mib']:.0f} MiB"
-                if m.get("allocator_peak_mib") is not None:
-                    memory += f", allocator {m['allocator_peak_mib']:.0f} MiB"
-                parts.append(memory)
-            return " · ".join(parts) or None
+            # A finished run's own figures: its energy (or, briefly, why it cannot be read
+            # here) and its memory peaks too; `tui-bench history show` has the whole sentences.
+            limits = Limits.from_metrics(self.metrics)
+            return limits.brief() if limits is not None else None
         if not self.step_times or self.status in ENDED:
             return None
         key = (self.run_id, self.spec)
@@ -443,11 +418,8 @@ class BatchView:
         text = None
         if median > 0:
             used = peaks.utilization(per_step, median, peak)
-            text = f"{used.achieved_tflops * 1000:.3g} GFLOP/s so far"
-            if used.mfu is not None:
-                text += f" · MFU {used.mfu:.1%} of measured peak"
-            elif used.problem == peaks.MFU_ABOVE_ONE:
-                text += f" · {peaks.MFU_ABOVE_ONE}"
+            measured = Mfu("measured", used.mfu, None, used.problem)
+            text = Limits.so_far(used.achieved_tflops, measured).brief()
         self._limits_text = (len(self.step_times), t, text)
         return text
 

@@ -1,198 +1,48 @@
 """Starts a worker, reads its events, samples its resources, cancels it, and turns every ending
 into a result. The runner never raises into a front end: a crash, a hang, a missing runtime or a
 cancel all come back as a ``RunResult`` with a status and a one-line reason.
+
+The worker's environment and command line are ``worker_launch``'s; what the result and the
+record say (figures, the starting fields), ``run_result``'s; a build-only worker, ``dry_run``'s.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from tui_bench.engine import catalog, datasets, protocol
+from tui_bench.engine import catalog, protocol
 from tui_bench.engine.kinds import RunStatus, SeriesEvent, WorkerEvent
-from tui_bench.engine.machine import doctor, peaks, procs, runtimes
-from tui_bench.engine.machine.energy import run_energy
+from tui_bench.engine.machine import procs, runtimes
 from tui_bench.engine.machine.sampler import ResourceSampler
-from tui_bench.engine.machine.sysinfo import machine_fingerprint
-from tui_bench.engine.paths import adapters_dir, cache_home
-from tui_bench.engine.results import loc
-from tui_bench.engine.results.history import History, now_iso
+from tui_bench.engine.results.history import History
 from tui_bench.engine.runs.lifecycle import RunRecord
 from tui_bench.engine.runs.reducer import BatchView
+from tui_bench.engine.runs.run_result import RunResult, start_fields, worker_facts
+from tui_bench.engine.runs.worker_launch import (
+    DATA_PARALLEL_LAUNCH,
+    worker_command,
+    worker_environment,
+)
 from tui_bench.engine.spec import RunSpec
+
+__all__ = ["EventCallback", "RunResult", "WorkerRun", "execute"]
 
 EventCallback = Callable[[dict[str, Any]], None]
 
 DEFAULT_STALL_TIMEOUT_S = 300.0  # no event at all (heartbeats included) for this long: hung
 KILL_GRACE_S = 3.0
 LOG_TAIL_LINES = 25
-
-
-@dataclass
-class RunResult:
-    run_id: str
-    spec: RunSpec
-    status: str  # finished, failed, cancelled
-    reason: str | None = None
-    started: dict[str, Any] | None = None  # the run_started event
-    epochs: list[dict[str, Any]] = field(default_factory=list)
-    test: dict[str, Any] | None = None
-    summary: dict[str, Any] = field(default_factory=dict)
-    resources: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, Any] | None = None
-    log_tail: str = ""
-    returncode: int | None = None
-    wall_s: float = 0.0
-    malformed_lines: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return self.status == RunStatus.FINISHED
-
-    def metrics(self) -> dict[str, Any]:
-        """Flat figures for history and tables. Every name says what was timed."""
-        m: dict[str, Any] = dict(self.summary)
-        if self.started:
-            for key in (
-                "import_s",
-                "data_s",
-                "build_s",
-                "param_count",
-                "initial_loss",
-                "threads_effective",
-                "interop_threads",
-                "framework_version",
-                "device",
-                "device_name",
-                "steps_per_epoch",
-                "train_samples",
-                "test_samples",
-                "comm_setup_s",
-                "threads_per_worker",
-                "threads_total",
-            ):
-                if key in self.started:
-                    m[key] = self.started[key]
-        m.update({f"res_{k}": v for k, v in self.resources.items() if k != "samples"})
-        # Energy of the steady-state windows only (NVML counter read at their bounds): warm-up,
-        # compilation, validation and process start-up are not in it.
-        energy = self.resources.get("steady_energy_j")
-        global_batch = self.summary.get("global_batch") or self.spec.batch_size
-        trained = (self.summary.get("steady_steps") or 0) * global_batch
-        if energy and trained:
-            m["samples_per_joule"] = trained / energy
-        # How good the number is: FLOPs, achieved FLOP/s and MFU against the named peaks,
-        # joules per step per device (docs/limits.md).
-        m.update(
-            peaks.run_figures(
-                self.spec.model,
-                self.spec.dataset,
-                global_batch,
-                self.summary.get("step_median_s"),
-                self.spec.device,
-                (self.started or {}).get("device_name"),
-                self.spec.threads,
-                self.spec.precision,
-                self.spec.workers,
-            )
-        )
-        m.update(run_energy(self.resources, self.summary.get("steady_steps") or 0, global_batch))
-        m.update(thread_observation(self.spec.threads * self.spec.workers, self.resources))
-        m.update(worker_threads(self.spec.workers, self.spec.threads))
-        if self.started and isinstance(self.started.get("settings"), dict):
-            m.update({f"setting_{k}": v for k, v in self.started["settings"].items()})
-        m["process_wall_s"] = self.wall_s
-        # Ease of coding: lines that define this model and the step for this API (the model's
-        # own lines, never the adapter's other models: comparable with a study's count).
-        try:
-            m.update(loc.lines_of_code(self.spec.framework, self.spec.api, self.spec.model))
-        except (OSError, KeyError, loc.MarkerError):
-            pass  # an adapter without markers has no figure; the run's numbers still stand
-        return m
-
-
-def thread_observation(configured: int, resources: dict[str, Any]) -> dict[str, Any]:
-    """Threads configured beside what the worker was seen to use (steady-state CPU % from the
-    sampler, where it marked a steady window, else the whole run; and busy OS threads), and a
-    flag when the run used clearly more cores than it was given."""
-    cpu = resources.get("steady_mean_cpu_pct")
-    if cpu is None:
-        cpu = resources.get("mean_cpu_pct")
-    cores = cpu / 100.0 if isinstance(cpu, (int, float)) else None
-    busy = resources.get("steady_busy_threads")
-    if busy is None:
-        busy = resources.get("mean_busy_threads")
-    out: dict[str, Any] = {
-        "threads_configured": configured,
-        "cores_observed": cores,
-        "busy_threads_observed": busy,
-        "threads_flag": None,
-    }
-    if cores is not None and cores > configured + 0.5 and cores > 1.5 * configured:
-        out["threads_flag"] = (
-            f"used {cores:.1f} cores with {configured} thread(s) configured: the framework "
-            "ran more threads than it was told"
-        )
-    return out
-
-
-def worker_threads(workers: int, threads: int, cores: int | None = None) -> dict[str, Any]:
-    """Threads per worker and in all; a run asking for more threads than the machine has cores
-    is flagged, not refused: oversubscription is a setting someone may want to measure, but its
-    figures must not be read as a fair scaling point."""
-    cores = cores or os.cpu_count() or 1
-    total = workers * threads
-    return {
-        "workers": workers,
-        "threads_per_worker": threads,
-        "threads_total": total,
-        "oversubscribed": (
-            f"{workers} worker(s) x {threads} thread(s) = {total} > {cores} cores"
-            if total > cores
-            else None
-        ),
-    }
-
-
-# How each framework's data-parallel engine is launched for workers > 1 (docs/scaling.md):
-# torch.distributed.run starts the ranks; TensorFlow has no launcher, so rank 0 starts its peers
-# with their TF_CONFIG (adapters/worker.py --spawn-peers); Keras on JAX and MXNet Gluon drive N
-# devices from one process (on a CPU: N XLA host devices; N MXNet CPU contexts).
-DATA_PARALLEL_LAUNCH = {
-    "torch": "torchrun",
-    "tensorflow": "peers",
-    "keras": "devices",
-    "mxnet": "devices",
-}
-
-
-def loopback_ports(count: int) -> list[int]:
-    """Free TCP ports on 127.0.0.1 (asked of the kernel, then released for the workers)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _nvml_indices(device: str) -> list[int]:
@@ -207,224 +57,6 @@ def _nvml_indices(device: str) -> list[int]:
             return [int(ids[index])]
         return []
     return [index]
-
-
-# The worker's environment is an allow-list (docs/gpu.md): what a framework needs to find its
-# libraries and what the user may set on purpose to change its behaviour. Everything else in the
-# app's environment stays out, so a stray variable cannot change a figure unseen; the
-# performance-relevant ones that do reach the worker are recorded with the run (``perf_env``).
-ENV_ALLOWED = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LANGUAGE",
-    "TZ",
-    "TMPDIR",
-    "LD_LIBRARY_PATH",
-    "CC",
-    "CXX",
-    "XDG_CACHE_HOME",
-    "KERAS_HOME",
-    "TORCH_HOME",
-    "TUI_BENCH_TESTING",
-)
-ENV_ALLOWED_PREFIXES = (
-    "LC_",
-    "CUDA_",
-    "CUDNN_",
-    "NVIDIA_",
-    "NCCL_",
-    "XLA_",
-    "TF_",
-    "TORCHINDUCTOR_",
-    "TORCH_",
-    "TRITON_",
-    "OMP_",
-    "KMP_",
-    "MKL_",
-    "OPENBLAS_",
-    "MXNET_",
-    "JAX_",
-)
-
-
-def _allowed(name: str) -> bool:
-    return name in ENV_ALLOWED or name.startswith(ENV_ALLOWED_PREFIXES)
-
-
-def gpu_rule_environment(spec: RunSpec, inherited: dict[str, str]) -> dict[str, str]:
-    """Variables that put the spec's GPU rules in place before the framework is imported: no
-    preallocation, strict fp32 (TF32 off in cuBLAS/cuDNN for every framework), one autotune
-    choice. In-process settings (torch flags, TF config) are applied by the adapters."""
-    if spec.device == "cpu":
-        return {}
-    env = {
-        "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # TF: grow, do not take nearly all memory
-        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # JAX: no 75 % up front
-        "TF_CUDNN_USE_AUTOTUNE": "1" if spec.autotune == "on" else "0",
-        "MXNET_CUDNN_AUTOTUNE_DEFAULT": "1" if spec.autotune == "on" else "0",
-    }
-    if spec.autotune == "off":
-        flags = inherited.get("XLA_FLAGS", "")
-        env["XLA_FLAGS"] = f"{flags} --xla_gpu_autotune_level=0".strip()
-    if spec.precision == "fp32":
-        env["NVIDIA_TF32_OVERRIDE"] = "0"
-        env["JAX_DEFAULT_MATMUL_PRECISION"] = "float32"
-    elif spec.precision == "tf32":
-        env["JAX_DEFAULT_MATMUL_PRECISION"] = "tensorfloat32"
-    return env
-
-
-def worker_environment(spec: RunSpec) -> dict[str, str]:
-    fw = catalog.framework(spec.framework)
-    env = {k: v for k, v in os.environ.items() if _allowed(k)}
-    if env.get("TUI_BENCH_TESTING") == "1" and "TUI_BENCH_FAULT" in os.environ:
-        env["TUI_BENCH_FAULT"] = os.environ["TUI_BENCH_FAULT"]
-    for name in fw.thread_env:
-        env[name] = str(spec.threads)
-    env.update(fw.api_env.get(spec.api, {}))
-    if spec.precision != "fp32":
-        env.pop("NVIDIA_TF32_OVERRIDE", None)  # a user's override would silently change it
-    env.update(gpu_rule_environment(spec, env))
-    # Same GPU numbering as NVML, so the sampler watches the GPU the worker uses.
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    if spec.device == "cpu":
-        # TensorFlow and JAX place work on a visible GPU by default; a CPU run must not.
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if spec.workers > 1:
-        env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's pairs connect over the loopback only
-        if DATA_PARALLEL_LAUNCH.get(spec.framework) == "devices" and spec.device == "cpu":
-            # JAX on a CPU shows one device unless told to split the host into N.
-            flags = env.get("XLA_FLAGS", "")
-            env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={spec.workers}"
-            env["XLA_FLAGS"] = env["XLA_FLAGS"].strip()
-    # Where frameworks that compile at run time (Theano) keep their cache: tui-bench's, not ~.
-    env["TUI_BENCH_WORKER_CACHE"] = str(cache_home() / "compiled")
-    return env
-
-
-def worker_command(
-    spec: RunSpec,
-    python: str,
-    events_fd: int,
-    events_path: str | None = None,
-    build_only: bool = False,
-    also_build: Sequence[RunSpec] = (),
-) -> list[str]:
-    """The worker's command line. ``workers`` > 1: torch's ranks under torch.distributed.run
-    (rank 0 writes events to the named pipe ``events_path``), TensorFlow's rank 0 starting its
-    peers; every address is on 127.0.0.1. ``build_only``, ``also_build``: see ``probe_builds``."""
-    fw = catalog.framework(spec.framework)
-    payload = {**spec.to_dict(), "adapter": fw.adapter}
-    # Real datasets: the verified cache unless the user points the run elsewhere.
-    cache = str(datasets.cache_root())
-    payload["data_dir"] = spec.data_dir or cache
-    if build_only:
-        payload["build_only"] = True
-        payload["also_build"] = [
-            {**other.to_dict(), "data_dir": other.data_dir or cache} for other in also_build
-        ]
-    launch = DATA_PARALLEL_LAUNCH.get(spec.framework) if spec.workers > 1 else None
-    if launch == "peers":
-        payload["dp_ports"] = loopback_ports(spec.workers)
-    payload["dp_launch"] = launch
-    worker = [
-        python,
-        "-I",
-        "-u",
-        str(adapters_dir() / "worker.py"),
-        "--spec-json",
-        json.dumps(payload),
-    ]
-    if launch == "torchrun":
-        (master_port,) = loopback_ports(1)
-        command = [
-            python,
-            "-I",
-            "-u",
-            str(adapters_dir() / "torch_launch.py"),  # torch.distributed.run, store on loopback
-            "--rdzv-backend=loopback-static",
-            f"--rdzv-endpoint=127.0.0.1:{master_port}",
-            "--nnodes=1",
-            f"--nproc-per-node={spec.workers}",
-            "--no-python",  # the ranks run the worker with the runtime's own interpreter flags
-            *worker,
-            "--events-path",
-            str(events_path),
-        ]
-    else:
-        command = [*worker, "--events-fd", str(events_fd)]
-        if launch == "peers":
-            command.append("--spawn-peers")
-    if fw.pins_affinity(spec.api):
-        # One process driving every worker's device: its pool gets every worker's threads.
-        in_process = launch == "devices"
-        cpus = sorted(os.sched_getaffinity(0))[: spec.threads * (spec.workers if in_process else 1)]
-        command += ["--affinity", ",".join(map(str, cpus))]
-    return command
-
-
-def probe_builds(
-    specs: Sequence[RunSpec], runtime: runtimes.Runtime | None = None, timeout: float = 600.0
-) -> list[dict[str, Any]]:
-    """What a worker says once it has built each spec's model and read its first batch (its
-    ``run_started`` event: parameter count, first-batch digest, settings), in order, with nothing
-    trained and no training function compiled: the equity tests of every model's parameter count
-    and bytes need that much, and Theano spends minutes compiling an LSTM's training step. One
-    worker builds them all (one framework import, not one per model), so the specs must share
-    framework, API, device and threads, on one worker. Recorded nowhere (not a run). Raises
-    RuntimeError with the worker's reason and log tail."""
-    first, *others = specs
-    same = ("framework", "api", "device", "threads", "workers")
-    for other in others:
-        if any(getattr(other, name) != getattr(first, name) for name in same):
-            raise ValueError(f"one build probe builds for one {'/'.join(same)}: {other.label()}")
-    if others and first.workers > 1:
-        raise ValueError(f"one build probe builds several models on one worker: {first.label()}")
-    runtime = runtime or runtimes.resolve(first.framework, first.api)
-    read_fd, write_fd = os.pipe()
-    reports: list[dict[str, Any]] = []
-    final: dict[str, Any] = {}
-    with tempfile.TemporaryFile() as log:
-        try:
-            process = subprocess.Popen(
-                worker_command(first, runtime.python, write_fd, build_only=True, also_build=others),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,),
-                start_new_session=True,
-                env=worker_environment(first),
-            )
-        finally:
-            os.close(write_fd)
-        splitter = protocol.LineSplitter()
-        with os.fdopen(read_fd, "rb", buffering=0) as pipe:
-            while chunk := pipe.read(65536):
-                for line in splitter.feed(chunk):
-                    with contextlib.suppress(protocol.DecodeError):
-                        event = protocol.decode(line)
-                        if event.get("type") == WorkerEvent.RUN_STARTED:
-                            reports.append(event)
-                        elif event.get("type") == WorkerEvent.ERROR:
-                            final = event
-        try:
-            returncode = process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            returncode = process.wait()
-        if len(reports) == len(specs) and returncode == 0:
-            return reports
-        log.seek(0)
-        said = log.read().decode("utf-8", "replace")[-3000:]
-        raise RuntimeError(
-            f"{first.framework}/{first.api} build probe ({len(reports)} of {len(specs)} built): "
-            f"{final.get('error_type', 'no report')}: "
-            f"{final.get('message', f'exit status {returncode}')}\n{said}"
-        )
 
 
 def tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
@@ -693,21 +325,7 @@ def execute(
     ``on_start`` receives the WorkerRun so a front end can cancel it from another thread.
     ``extra`` adds fields to the history record (a sweep's configuration key, for one)."""
     run = RunRecord(history)
-    record = run.start(
-        {
-            "started_at": now_iso(),
-            "spec": spec.to_dict(),
-            "label": spec.label(),
-            "env": machine_fingerprint(),
-            "group": group,
-            "repeat": repeat,
-            "recorder_pid": os.getpid(),
-            "recorder_started": procs.identity()["started"],
-            "load_at_start": machine_load(),
-            "machine_check": doctor.snapshot(),
-            **(extra or {}),
-        }
-    )
+    record = run.start(start_fields(spec, group, repeat, extra))
 
     def forward(event: dict[str, Any]) -> None:
         run.write(event)
@@ -734,29 +352,9 @@ def execute(
     final = run.finish(
         result.status,
         reason=result.reason,
-        worker=_worker_facts(result.started),
+        worker=worker_facts(result.started),
         metrics=result.metrics(),
         log_tail=result.log_tail,
     )
     result.status, result.reason = final["status"], final["reason"]  # a full disk fails it
     return result
-
-
-def machine_load() -> dict[str, Any]:
-    """How busy the machine was when the run started: other work skews timings, and busy-waiting
-    OpenMP threads turn thread scaling upside down on a loaded machine."""
-    load1, load5, _ = os.getloadavg()
-    cores = os.cpu_count() or 1
-    return {
-        "loadavg_1m": round(load1, 2),
-        "loadavg_5m": round(load5, 2),
-        "logical_cores": cores,
-        "busy": load1 > 0.5 * cores,
-        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-    }
-
-
-def _worker_facts(started: dict[str, Any] | None) -> dict[str, Any]:
-    if not started:
-        return {}
-    return {k: v for k, v in started.items() if k not in ("v", "type", "t")}

@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import render, tables
+from tui_bench.engine.results import metrics, render, tables, verdict
 from tui_bench.engine.results.published import Figure
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
@@ -36,8 +36,7 @@ TAB_NAMES = {  # table name -> tab label
     "limits": "limits",  # tables.limits_table: MFU, energy, memory; who uses the machine best
     "skipped": "skipped",
 }
-METRIC_ORDER = list(tables.METRICS)
-SCALE_MS = {"step_median_s"}  # shown in ms on the bar plot, where seconds read as 0.0x
+METRIC_ORDER = list(metrics.choices())  # m cycles through what compare offers
 
 
 def table_cells(table: tables.Table) -> tuple[list[str], list[list[Text]]]:
@@ -88,7 +87,7 @@ class CompareScreen(Screen):
         super().__init__()
         # What to compare, handed down by the app (no ids: the latest sweep).
         self.run_ids: list[str] = list(run_ids)
-        self.metric = "step_median_s"
+        self.metric = metrics.COMPARED_BY_DEFAULT
         self.records: list[dict[str, Any]] = []
         self.skipped: list[tuple[str, str]] = []
         self.published: list[Figure] = []
@@ -250,7 +249,9 @@ class CompareScreen(Screen):
         )
         self.note_text = (
             f"{self.source}: {len(self.records)} run(s), {finished} finished · metric "
-            f"{self.metric} (m: next) — {label}{differs}"
+            f"{self.metric} (m: next) — {label}{differs}\n"
+            # the answer in the words the HTML page and `tui-bench compare` use
+            f"verdict: {verdict.text(self.tables, self.metric)}"
         )
         self._show_note()
         tabs = self.query_one(TabbedContent)
@@ -274,15 +275,19 @@ class CompareScreen(Screen):
 
     def _plot(self) -> None:
         summary = next(t for t in self.tables if t.name == "summary")
-        scale = 1000.0 if self.metric in SCALE_MS else 1.0
-        unit = "ms" if scale != 1.0 else self.metric.rsplit("_", 1)[-1]
+        # the registry's display scale: a step in ms, where seconds read as 0.0x
+        shown = metrics.get(self.metric)
+        scale = shown.scale
+        unit = "ms" if shown.unit == "s" and scale == 1000 else shown.unit
         bars = [
             (f"#{i}", median * scale)
             for i, median in enumerate(summary.values("median"), 1)
             if isinstance(median, (int, float)) and not isinstance(median, bool)
         ]
         self.query_one(BarPlot).set_bars(
-            [b[0] for b in bars], [b[1] for b in bars], title=f"median {self.metric} ({unit})"
+            [b[0] for b in bars],
+            [b[1] for b in bars],
+            title=f"median {self.metric}" + (f" ({unit})" if unit else ""),
         )
         plot = self.query_one(LinePlot)
         scaling = next((t for t in self.tables if t.name == "scaling"), None)

@@ -11,6 +11,7 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from tui_bench.tui.keys import KeyLabels, key_labels
+from tui_bench.tui.presets_io import list_presets
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -137,8 +138,6 @@ class PresetPickerScreen(_TextAnswerScreen):
         self.run_worker(self._list, thread=True, exit_on_error=False)
 
     def _list(self) -> None:
-        from tui_bench.tui.presets_io import list_presets
-
         names = list(list_presets())
         self.app.call_from_thread(self._show, names)
 

@@ -19,6 +19,7 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
+from tui_bench.engine.results import csv_export, metrics
 from tui_bench.engine.results.history import History, HistoryError
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.spec import RunSpec, SpecError
@@ -26,6 +27,21 @@ from tui_bench.tui.messages import CompareRequested, Notice, SpecLoaded
 from tui_bench.tui.screens.dialogs import ConfirmScreen, PromptScreen
 from tui_bench.tui.screens.run_detail import RunDetailScreen
 from tui_bench.tui.widgets.mode_bar import ModeBar
+
+# Columns that show a registered metric: header, scale and digits are the registry's
+# (``results/metrics.py``); accuracy falls back to the validation accuracy.
+METRIC_COLUMNS = {
+    "train_s": "train_wall_s",
+    "step_ms": "step_median_s",
+    "samples_s": "samples_per_s",
+    "mfu": "mfu",
+    "accuracy": "test_accuracy",
+}
+
+
+def _header(key: str) -> str:
+    return metrics.BY_KEY[METRIC_COLUMNS[key]].header
+
 
 COLUMNS = [  # (key, header)
     ("mark", "✓"),
@@ -36,11 +52,11 @@ COLUMNS = [  # (key, header)
     ("dataset", "dataset"),
     ("device", "device"),
     ("threads", "thr"),
-    ("train_s", "train s"),
-    ("step_ms", "step ms"),
-    ("samples_s", "samples/s"),
-    ("mfu", "MFU %"),
-    ("accuracy", "acc"),
+    ("train_s", _header("train_s")),
+    ("step_ms", _header("step_ms")),
+    ("samples_s", _header("samples_s")),
+    ("mfu", _header("mfu")),
+    ("accuracy", _header("accuracy")),
     ("verdict", "verdict"),
     ("status", "status"),
 ]
@@ -52,9 +68,9 @@ COLUMNS_NARROW = [
     ("run", "run"),
     ("data", "data"),
     ("where", "dev"),
-    ("step_ms", "step ms"),
+    ("step_ms", _header("step_ms")),
     ("state", "verdict"),  # a finished run's verdict (of the step time beside it), else status
-    ("accuracy", "acc"),  # last: at 80 columns the one cut short
+    ("accuracy", _header("accuracy")),  # last: at 80 columns the one cut short
 ]
 SORTABLE = [key for key, _ in COLUMNS if key != "mark"]
 # A table of 10,000 rows takes seconds to fill and nobody scrolls it: the filter and the sort
@@ -70,9 +86,9 @@ def _short_date(started_at: str) -> str:
     return started_at[11:16] if started_at[:10] == today else started_at[5:10]
 
 
-def _step_ms(run: Run) -> float | None:
-    step = run.metric("step_median_s")
-    return step * 1000 if step is not None else None
+def _shown(key: str, value: float | None) -> float | None:
+    """A metric column's value in the unit its header names (the step time in ms)."""
+    return None if value is None else value * metrics.BY_KEY[METRIC_COLUMNS[key]].scale
 
 
 def _where(run: Run) -> Any:
@@ -94,15 +110,18 @@ VALUES: dict[str, Callable[[Run], Any]] = {
     "dataset": lambda run: run.spec.get("dataset"),
     "device": lambda run: run.spec.get("device"),
     "threads": lambda run: run.spec.get("threads"),
-    "train_s": lambda run: run.metric("train_wall_s"),
-    "step_ms": _step_ms,
-    "samples_s": lambda run: run.metric("samples_per_s"),
+    "train_s": lambda run: _shown("train_s", run.metric("train_wall_s")),
+    "step_ms": lambda run: _shown("step_ms", run.metric("step_median_s")),
+    "samples_s": lambda run: _shown("samples_s", run.metric("samples_per_s")),
     # of the measured peak; above 1 the count or the peak is wrong: said, never a number
     "mfu": lambda run: (
-        "error" if run.metric_text("mfu_error") == MFU_ABOVE_ONE else run.metric("mfu")
+        "error"
+        if run.metric_text("mfu_error") == MFU_ABOVE_ONE
+        else _shown("mfu", run.metric("mfu"))
     ),
-    "accuracy": lambda run: (
-        acc if (acc := run.metric("test_accuracy")) is not None else run.metric("val_accuracy")
+    "accuracy": lambda run: _shown(
+        "accuracy",
+        acc if (acc := run.metric("test_accuracy")) is not None else run.metric("val_accuracy"),
     ),
     "status": lambda run: run.status or None,
     # its own column, so "unreliable" filters and sorts like any other value
@@ -121,16 +140,8 @@ def row_values(record: Run | dict[str, Any]) -> dict[str, Any]:
 def cell(key: str, value: Any) -> str:
     if value is None:
         return "—"
-    if key in ("train_s",):
-        return f"{value:.2f}"
-    if key == "step_ms":
-        return f"{value:.1f}"
-    if key == "samples_s":
-        return f"{value:,.0f}"
-    if key == "accuracy":
-        return f"{value:.3f}"
-    if key == "mfu" and isinstance(value, float):
-        return f"{value * 100:.1f}"
+    if key in METRIC_COLUMNS and isinstance(value, float | int) and not isinstance(value, bool):
+        return f"{value:,.{metrics.BY_KEY[METRIC_COLUMNS[key]].digits}f}"
     return str(value)
 
 
@@ -419,7 +430,7 @@ class HistoryScreen(Screen):
     @work(thread=True, exit_on_error=False, group="history-write")
     def _export(self, path: Path, records: list[dict[str, Any]]) -> None:
         try:
-            count = History().export_csv(path, records)
+            count = csv_export.export_csv(History(), path, records)
         except OSError as exc:
             self.app.call_from_thread(
                 self.notify,

@@ -25,7 +25,7 @@ from tui_bench.engine.results import stability
 from tui_bench.engine.spec import DeclaredField, RunSpec, SpecError, declared_fields
 from tui_bench.tui.keys import key_labels
 from tui_bench.tui.messages import PresetRequested, StartRequested, SweepRequested
-from tui_bench.tui.presets_io import default_preset_path, save_preset
+from tui_bench.tui.presets_io import default_preset_path, save_preset, threads_sweep
 from tui_bench.tui.screens.dialogs import PresetPickerScreen, PromptScreen
 from tui_bench.tui.widgets.mode_bar import ModeBar
 
@@ -603,8 +603,6 @@ class SetupScreen(Screen):
         spec, sweep = self.current()
         auto = form_auto_repeats(self.form_values())
         if sweep:
-            from tui_bench.tui.presets_io import threads_sweep
-
             self.post_message(SweepRequested(threads_sweep(spec, sweep), auto))
         else:
             self.post_message(StartRequested(spec, auto))

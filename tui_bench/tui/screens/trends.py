@@ -20,10 +20,10 @@ from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.results.history import History
 from tui_bench.engine.results.identity import versions
 from tui_bench.engine.results.trends import Trend, trends
-from tui_bench.tui.live import downsample
 from tui_bench.tui.messages import Notice
 from tui_bench.tui.screens.run_detail import RunDetailScreen
 from tui_bench.tui.widgets.mode_bar import ModeBar
+from tui_bench.tui.widgets.plots import downsample
 
 
 def _ms(value: float | None) -> str:

@@ -5,7 +5,24 @@ from __future__ import annotations
 
 from textual_plotext import PlotextPlot
 
-from tui_bench.tui.live import downsample
+
+def downsample(values: list[float | None], width: int) -> tuple[list[float], list[float]]:
+    """At most ``width`` points: bucket means, x at each bucket's centre (1-based step numbers).
+
+    Missing values (a diverged loss travels as null) are skipped."""
+    points = [(i + 1, v) for i, v in enumerate(values) if v is not None]
+    if width <= 0 or not points:
+        return [], []
+    if len(points) <= width:
+        return [float(x) for x, _ in points], [float(y) for _, y in points]
+    xs: list[float] = []
+    ys: list[float] = []
+    size = len(points) / width
+    for bucket in range(width):
+        chunk = points[int(bucket * size) : max(int((bucket + 1) * size), int(bucket * size) + 1)]
+        xs.append(sum(x for x, _ in chunk) / len(chunk))
+        ys.append(sum(y for _, y in chunk) / len(chunk))
+    return xs, ys
 
 
 class LossPlot(PlotextPlot):

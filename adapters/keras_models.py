@@ -1,0 +1,133 @@
+"""The Keras models, written once for Keras 3 (``keras_adapter``, every backend) and tf.keras
+(``tensorflow_adapter``: its keras, eager, graph, xla and Estimator APIs): each builder takes the
+``keras`` module to build with. Their sizes come from the model manifest (``adapters.models``).
+
+The marked lines here are counted for both adapters' APIs (``tui_bench/engine/results/loc.py``
+follows each adapter's ``tui-bench:uses`` line here): a user of either API writes them.
+Keras 2 on Theano has no ``MultiHeadAttention``; its transformer stays in ``theano_adapter``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from adapters.models import CNN, LSTM, MLP, TRANSFORMER, VGG16
+
+# The transformer's sizes, as the model manifest declares them.
+WIDTH, HEADS, HEAD_DIM = TRANSFORMER.d_model, TRANSFORMER.heads, TRANSFORMER.head_dim
+
+
+# tui-bench:begin model transformer
+# Glorot-uniform's limit for one width × width projection: Keras' MultiHeadAttention holds its
+# kernels as (width, heads, head_dim) and (heads, head_dim, width), whose fans Glorot would
+# compute differently.
+PROJECTION_LIMIT = math.sqrt(6.0 / (WIDTH + WIDTH))
+
+
+def transformer(keras: Any, vocab: int, length: int, dropout: float) -> Any:
+    layers = keras.layers
+
+    class AddPositions(layers.Layer):
+        """Adds a learned position embedding (length × width, uniform ±0.05)."""
+
+        def build(self, input_shape: Any) -> None:
+            uniform = keras.initializers.RandomUniform(-0.05, 0.05)
+            self.table = self.add_weight(
+                name="positions", shape=tuple(input_shape[1:]), initializer=uniform
+            )
+
+        def call(self, x: Any) -> Any:
+            return x + self.table
+
+    ids = keras.Input((length,))
+    h = AddPositions()(layers.Embedding(vocab, WIDTH)(ids))
+    for _ in range(TRANSFORMER.blocks):
+        init = keras.initializers.RandomUniform(-PROJECTION_LIMIT, PROJECTION_LIMIT)
+        mha = layers.MultiHeadAttention(HEADS, HEAD_DIM, dropout=dropout, kernel_initializer=init)
+        h = layers.Add()([h, layers.Dropout(dropout)(mha(h, h))])
+        h = layers.LayerNormalization(epsilon=1e-6)(h)
+        f = layers.Dense(WIDTH)(layers.Dense(TRANSFORMER.d_ff, activation="gelu")(h))
+        h = layers.LayerNormalization(epsilon=1e-6)(layers.Add()([h, layers.Dropout(dropout)(f)]))
+    return keras.Model(ids, layers.Dense(1)(layers.GlobalAveragePooling1D()(h)))
+
+
+# tui-bench:end model
+
+
+def attention_kernel(model: Any, xla: bool) -> str:
+    """How Keras' MultiHeadAttention computes the attention of this built model: its
+    ``flash_attention`` flag as resolved, and whether dropout on the weights makes it take the
+    explicit einsum + softmax path (Keras calls ``ops.dot_product_attention`` only without it)."""
+    mha = [layer for layer in model.layers if layer.__class__.__name__ == "MultiHeadAttention"]
+    if not mha:
+        return "no attention layer"
+    layer = mha[0]
+    flash = getattr(layer, "_flash_attention", "not a setting in this Keras")
+    if float(getattr(layer, "_dropout", 0.0)) > 0.0 or not hasattr(layer, "_flash_attention"):
+        path = "MultiHeadAttention einsum + softmax + dropout"
+    else:
+        path = "MultiHeadAttention ops.dot_product_attention (the backend's fused kernel)"
+    return f"{path}, flash_attention={flash}; XLA {'on' if xla else 'off'}"
+
+
+# tui-bench:begin model
+def build_model(
+    keras: Any, model: str, input_shape: tuple[int, ...], classes: int, dropout: float, vocab: int
+) -> Any:
+    layers = keras.layers
+    # tui-bench:end model
+    if model == "cnn":
+        # tui-bench:begin model cnn
+        stack = [
+            layers.Conv2D(*CNN.conv[0], activation="relu"),
+            layers.MaxPooling2D(CNN.pool),
+            layers.Conv2D(*CNN.conv[1], activation="relu"),
+            layers.MaxPooling2D(CNN.pool),
+            layers.Flatten(),
+            layers.Dense(CNN.dense, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(classes),
+        ]
+        # tui-bench:end model
+    elif model == "mlp":
+        # tui-bench:begin model mlp
+        stack = [
+            layers.Flatten(),
+            layers.Dense(MLP.hidden[0], activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(MLP.hidden[1], activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(classes),
+        ]
+        # tui-bench:end model
+    elif model == "vgg16":
+        # tui-bench:begin model vgg16
+        stack = []
+        for w, n in VGG16.stages:  # each stage: n convolutions of width w
+            stack += [
+                layers.Conv2D(w, VGG16.kernel, padding="same", activation="relu") for _ in range(n)
+            ]
+            stack.append(layers.MaxPooling2D(VGG16.pool))
+        stack += [
+            layers.Flatten(),
+            layers.Dense(VGG16.dense, activation="relu"),
+            layers.Dropout(dropout),
+            layers.Dense(classes),
+        ]
+        # tui-bench:end model
+    elif model == "lstm":
+        # tui-bench:begin model lstm
+        stack = [layers.Embedding(vocab, LSTM.embed), layers.LSTM(LSTM.hidden), layers.Dense(1)]
+        # tui-bench:end model
+    elif model == "transformer":
+        # tui-bench:begin model transformer
+        return transformer(keras, vocab, input_shape[0], dropout)
+        # tui-bench:end model
+    else:
+        raise ValueError(f"model {model!r} is not defined for Keras")
+    # tui-bench:begin model
+    return keras.Sequential([keras.Input(input_shape), *stack])
+
+
+# tui-bench:end model

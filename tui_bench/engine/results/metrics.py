@@ -1,0 +1,186 @@
+"""Every per-run metric a view names, in one registry: its key, its label, its unit, which way is
+better, how it is displayed and what it means. Compare's tables (``tables``), the regress gate
+(``regress``), a run's summary in the terminal (``cli/common``), the HTML page's runs table
+(``html_report``), the History screen's columns and the trends views all read it; none names a
+registered metric's label, unit or direction itself (tests/test_metrics_registry.py holds that).
+
+A new metric is one entry here; ``places`` says where it shows up:
+
+- ``RUN``: a row of the one-run summary (``tui-bench run`` / ``history show``), as
+  ``short`` with ``value × scale`` to ``digits`` decimals, its ``note`` in the caption;
+- ``CHOICE``: a figure ``compare --metric`` and the Compare screen offer to compare on;
+- ``MEDIAN``: compare's summary carries its median per configuration in a column of its own
+  (CSV, JSON and the page, not a terminal's width);
+- ``PAGE``: a column of the HTML page's runs table, where some run has it.
+
+A key that is not registered (``regress --metric`` takes any numeric figure) is read by its name
+(``get``): better higher for accuracies, rates and efficiencies, lower for the rest; seconds
+when it ends in ``_s``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+RUN, CHOICE, MEDIAN, PAGE = "run", "choice", "median", "page"
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str  # what a table or a page is about: "median step time s (steady state, …)"
+    short: str  # a row's or a column's header, in the displayed unit: "step ms median"
+    unit: str  # of the stored value: "s", "samples/s", "MiB", "" (a fraction or a count)
+    higher_is_better: bool | None  # None: no better way (a count, a setting read back)
+    scale: float = 1.0  # displayed value = stored value × scale (s → ms: 1000)
+    digits: int = 2  # decimals of the displayed value
+    note: str = ""  # what it means, said beside it
+    places: frozenset[str] = frozenset()
+    column: str = ""  # a narrow column's header (History); ``short`` when empty
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.higher_is_better is not True
+
+    @property
+    def better(self) -> str:
+        """'lower is better' / 'higher is better' / '' for a figure with no better way."""
+        if self.higher_is_better is None:
+            return ""
+        return "higher is better" if self.higher_is_better else "lower is better"
+
+    @property
+    def header(self) -> str:
+        return self.column or self.short
+
+    @property
+    def what(self) -> str:
+        """The label without its unit in seconds: a table shows seconds in the unit that reads
+        best (ms for a step) and says which in each column's header."""
+        if self.unit != "s":
+            return self.label
+        return re.sub(r" s(?= \(|$)", "", self.label)
+
+    def text(self, value: float | None) -> str:
+        """A value as a view shows it: scaled, to ``digits`` decimals; "—" for none."""
+        if value is None:
+            return "—"
+        return f"{value * self.scale:.{self.digits}f}"
+
+
+def _m(
+    key: str,
+    label: str,
+    short: str,
+    unit: str,
+    higher: bool | None,
+    scale: float = 1.0,
+    digits: int = 2,
+    note: str = "",
+    places: tuple[str, ...] = (RUN,),
+    column: str = "",
+) -> Metric:
+    return Metric(key, label, short, unit, higher, scale, digits, note, frozenset(places), column)
+
+
+# In the order a run's summary lists them.
+REGISTRY: tuple[Metric, ...] = (
+    _m("train_wall_s", "training wall time s (warm-up included)", "train s", "s", False,
+       note="wall time of all training steps, warm-up included", places=(RUN, CHOICE)),
+    _m("warmup_s", "warm-up time s", "warm-up s", "s", False,
+       note="warm-up steps (tracing, compilation), kept out of steady state",
+       places=(RUN, CHOICE, MEDIAN)),
+    _m("first_step_s", "first step time s", "first step s", "s", False, digits=3),
+    _m("step_median_s", "median step time s (steady state, device-synchronised)",
+       "step ms median", "s", False, 1000, 1, "steady state, device-synchronised",
+       (RUN, CHOICE), column="step ms"),
+    _m("step_iqr_s", "IQR of the step time s", "step ms IQR", "s", False, 1000, 1),
+    _m("samples_per_s", "training samples/s (steady state)", "samples/s", "samples/s", True,
+       digits=0, note="steady state", places=(RUN, CHOICE, MEDIAN)),
+    _m("val_accuracy", "validation accuracy, last epoch", "val accuracy", "", True, digits=4,
+       note="last epoch", places=(RUN, CHOICE)),
+    _m("test_s", "test (inference) time s", "test s", "s", False,
+       note="inference over the test set", places=(RUN, CHOICE)),
+    _m("test_accuracy", "test accuracy", "test accuracy", "", True, digits=4,
+       places=(RUN, CHOICE), column="acc"),
+    _m("target_reached_s", "training time to the target accuracy s", "to target s", "s", False,
+       places=(CHOICE,)),
+    _m("threads_effective", "threads, read back from the framework", "threads", "", None,
+       digits=0, note="read back from the framework"),
+    _m("cores_observed", "cores observed", "cores observed", "", None, digits=1,
+       note="steady-state CPU use of the worker (sampler)"),
+    _m("busy_threads_observed", "busy threads observed", "busy threads", "", None, digits=1,
+       note="OS threads busy ≥ half the time (sampler)"),
+    _m("param_count", "trainable parameters", "parameters", "", None, digits=0,
+       note="trainable"),
+    _m("res_peak_rss_mib", "peak RSS MiB", "peak RSS MiB", "MiB", False, digits=0,
+       note="worker process tree", places=(RUN, PAGE)),
+    _m("res_mean_cpu_pct", "mean CPU %", "CPU %", "%", None, digits=0,
+       note="mean; 100 % = one core"),
+    _m("res_mean_gpu_util", "mean GPU util %", "GPU util %", "%", None, digits=0, note="mean",
+       places=(RUN, PAGE)),
+    _m("res_peak_gpu_mem_mib", "peak GPU memory MiB", "GPU mem MiB", "MiB", False, digits=0,
+       note="peak, device-wide (NVML)", places=(RUN, PAGE)),
+    _m("allocator_peak_mib", "allocator peak MiB", "allocator MiB", "MiB", False, digits=0,
+       note="peak of the framework's own allocator"),
+    _m("res_energy_j", "energy J", "energy J", "J", False, digits=0, note="GPU, whole process"),
+    _m("res_steady_energy_j", "energy (steady) J", "steady energy J", "J", False, digits=0,
+       note="GPU, steady-state windows (NVML counter)", places=(RUN, PAGE)),
+    _m("samples_per_joule", "samples/J", "samples/J", "samples/J", True, digits=1,
+       note="steady samples / steady energy", places=(RUN, PAGE)),
+    _m("flops_per_step", "GFLOP per training step", "GFLOP/step", "FLOP", None, 1e-9, 3,
+       "model FLOPs of a training step (engine/flops.py)"),
+    _m("achieved_tflops", "achieved GFLOP/s", "GFLOP/s", "TFLOP/s", True, 1000, 2,
+       "steady-state median step"),
+    _m("mfu", "MFU", "MFU %", "", True, 100, 1, "of the measured matmul peak", (RUN, PAGE)),
+    _m("mfu_nominal", "MFU of the nominal peak", "MFU % nominal", "", True, 100, 1,
+       "of the vendor / ISA peak"),
+    _m("cpu_joules_per_step", "CPU J/step", "CPU J/step", "J", False, digits=3,
+       note="CPU package, RAPL, device-level"),
+    _m("gpu_joules_per_step", "GPU J/step", "GPU J/step", "J", False, digits=3,
+       note="GPU board, NVML, device-level"),
+)  # fmt: skip
+
+BY_KEY: dict[str, Metric] = {m.key: m for m in REGISTRY}
+
+# An unregistered key read by its name: larger is better for these, smaller for the rest
+# (times, losses, memory).
+_HIGHER_BY_NAME = re.compile(r"accuracy|per_s$|per_joule$|throughput|speedup|efficiency")
+
+
+def get(key: str) -> Metric:
+    """The registered metric, or one read off an unregistered key's name."""
+    found = BY_KEY.get(key)
+    if found is not None:
+        return found
+    seconds = key.endswith("_s")
+    return Metric(
+        key,
+        key,
+        key,
+        "s" if seconds else "",
+        bool(_HIGHER_BY_NAME.search(key)),
+        digits=4 if not seconds else 3,
+    )
+
+
+def placed(place: str) -> tuple[Metric, ...]:
+    """The registered metrics shown in ``place`` (RUN, CHOICE, MEDIAN, PAGE), in order."""
+    return tuple(m for m in REGISTRY if place in m.places)
+
+
+# What a comparison is about unless asked otherwise: the steady step, device-synchronised.
+COMPARED_BY_DEFAULT = "step_median_s"
+
+
+def choices() -> dict[str, Metric]:
+    """What ``compare --metric`` and the Compare screen offer, by key: the default first (the
+    screen's ``m`` steps on from it), then in the registry's order."""
+    offered = {m.key: m for m in placed(CHOICE)}
+    return {COMPARED_BY_DEFAULT: offered.pop(COMPARED_BY_DEFAULT), **offered}
+
+
+def higher_is_better(key: str) -> bool:
+    """Which way a metric is better, for a gate that must pick one (no direction: lower)."""
+    return get(key).higher_is_better is True

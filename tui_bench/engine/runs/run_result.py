@@ -1,0 +1,184 @@
+"""What a run's record says about it, apart from the process that produced it: the ``RunResult``
+(what the worker reported, how it ended) and the figures derived for the history (``metrics``:
+FLOPs and MFU, energy, threads observed, lines of code), the machine's load when it started,
+and the fields a record starts with.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.machine import doctor, peaks, procs
+from tui_bench.engine.machine.energy import run_energy
+from tui_bench.engine.machine.sysinfo import machine_fingerprint
+from tui_bench.engine.results import loc
+from tui_bench.engine.results.history import now_iso
+from tui_bench.engine.spec import RunSpec
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    spec: RunSpec
+    status: str  # finished, failed, cancelled
+    reason: str | None = None
+    started: dict[str, Any] | None = None  # the run_started event
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    test: dict[str, Any] | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    log_tail: str = ""
+    returncode: int | None = None
+    wall_s: float = 0.0
+    malformed_lines: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == RunStatus.FINISHED
+
+    def metrics(self) -> dict[str, Any]:
+        """Flat figures for history and tables. Every name says what was timed."""
+        m: dict[str, Any] = dict(self.summary)
+        if self.started:
+            for key in (
+                "import_s",
+                "data_s",
+                "build_s",
+                "param_count",
+                "initial_loss",
+                "threads_effective",
+                "interop_threads",
+                "framework_version",
+                "device",
+                "device_name",
+                "steps_per_epoch",
+                "train_samples",
+                "test_samples",
+                "comm_setup_s",
+                "threads_per_worker",
+                "threads_total",
+            ):
+                if key in self.started:
+                    m[key] = self.started[key]
+        m.update({f"res_{k}": v for k, v in self.resources.items() if k != "samples"})
+        # Energy of the steady-state windows only (NVML counter read at their bounds): warm-up,
+        # compilation, validation and process start-up are not in it.
+        energy = self.resources.get("steady_energy_j")
+        global_batch = self.summary.get("global_batch") or self.spec.batch_size
+        trained = (self.summary.get("steady_steps") or 0) * global_batch
+        if energy and trained:
+            m["samples_per_joule"] = trained / energy
+        # How good the number is: FLOPs, achieved FLOP/s and MFU against the named peaks,
+        # joules per step per device (docs/limits.md).
+        m.update(
+            peaks.run_figures(
+                self.spec.model,
+                self.spec.dataset,
+                global_batch,
+                self.summary.get("step_median_s"),
+                self.spec.device,
+                (self.started or {}).get("device_name"),
+                self.spec.threads,
+                self.spec.precision,
+                self.spec.workers,
+            )
+        )
+        m.update(run_energy(self.resources, self.summary.get("steady_steps") or 0, global_batch))
+        m.update(thread_observation(self.spec.threads * self.spec.workers, self.resources))
+        m.update(worker_threads(self.spec.workers, self.spec.threads))
+        if self.started and isinstance(self.started.get("settings"), dict):
+            m.update({f"setting_{k}": v for k, v in self.started["settings"].items()})
+        m["process_wall_s"] = self.wall_s
+        # Ease of coding: lines that define this model and the step for this API (the model's
+        # own lines, never the adapter's other models: comparable with a study's count).
+        try:
+            m.update(loc.lines_of_code(self.spec.framework, self.spec.api, self.spec.model))
+        except (OSError, KeyError, loc.MarkerError):
+            pass  # an adapter without markers has no figure; the run's numbers still stand
+        return m
+
+
+def thread_observation(configured: int, resources: dict[str, Any]) -> dict[str, Any]:
+    """Threads configured beside what the worker was seen to use (steady-state CPU % from the
+    sampler, where it marked a steady window, else the whole run; and busy OS threads), and a
+    flag when the run used clearly more cores than it was given."""
+    cpu = resources.get("steady_mean_cpu_pct")
+    if cpu is None:
+        cpu = resources.get("mean_cpu_pct")
+    cores = cpu / 100.0 if isinstance(cpu, (int, float)) else None
+    busy = resources.get("steady_busy_threads")
+    if busy is None:
+        busy = resources.get("mean_busy_threads")
+    out: dict[str, Any] = {
+        "threads_configured": configured,
+        "cores_observed": cores,
+        "busy_threads_observed": busy,
+        "threads_flag": None,
+    }
+    if cores is not None and cores > configured + 0.5 and cores > 1.5 * configured:
+        out["threads_flag"] = (
+            f"used {cores:.1f} cores with {configured} thread(s) configured: the framework "
+            "ran more threads than it was told"
+        )
+    return out
+
+
+def worker_threads(workers: int, threads: int, cores: int | None = None) -> dict[str, Any]:
+    """Threads per worker and in all; a run asking for more threads than the machine has cores
+    is flagged, not refused: oversubscription is a setting someone may want to measure, but its
+    figures must not be read as a fair scaling point."""
+    cores = cores or os.cpu_count() or 1
+    total = workers * threads
+    return {
+        "workers": workers,
+        "threads_per_worker": threads,
+        "threads_total": total,
+        "oversubscribed": (
+            f"{workers} worker(s) x {threads} thread(s) = {total} > {cores} cores"
+            if total > cores
+            else None
+        ),
+    }
+
+
+def machine_load() -> dict[str, Any]:
+    """How busy the machine was when the run started: other work skews timings, and busy-waiting
+    OpenMP threads turn thread scaling upside down on a loaded machine."""
+    load1, load5, _ = os.getloadavg()
+    cores = os.cpu_count() or 1
+    return {
+        "loadavg_1m": round(load1, 2),
+        "loadavg_5m": round(load5, 2),
+        "logical_cores": cores,
+        "busy": load1 > 0.5 * cores,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+    }
+
+
+def worker_facts(started: dict[str, Any] | None) -> dict[str, Any]:
+    if not started:
+        return {}
+    return {k: v for k, v in started.items() if k not in ("v", "type", "t")}
+
+
+def start_fields(
+    spec: RunSpec, group: str | None, repeat: int | None, extra: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A record's fields as its run starts: the spec, the machine and its load, who records it."""
+    return {
+        "started_at": now_iso(),
+        "spec": spec.to_dict(),
+        "label": spec.label(),
+        "env": machine_fingerprint(),
+        "group": group,
+        "repeat": repeat,
+        "recorder_pid": os.getpid(),
+        "recorder_started": procs.identity()["started"],
+        "load_at_start": machine_load(),
+        "machine_check": doctor.snapshot(),
+        **(extra or {}),
+    }

@@ -1,0 +1,199 @@
+"""How a worker is started: its environment (an allow-list of the app's, plus the variables that
+put a spec's threads, GPU rules and data-parallel set-up in place) and its command line (one
+worker, torch's ranks under torch.distributed.run, TensorFlow's rank 0 with its peers). Both are
+pure: ``runner`` starts and supervises the process, ``dry_run`` starts a build-only one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Sequence
+
+from tui_bench.engine import catalog, datasets
+from tui_bench.engine.paths import adapters_dir, cache_home
+from tui_bench.engine.spec import RunSpec
+
+# How each framework's data-parallel engine is launched for workers > 1 (docs/scaling.md):
+# torch.distributed.run starts the ranks; TensorFlow has no launcher, so rank 0 starts its peers
+# with their TF_CONFIG (adapters/worker.py --spawn-peers); Keras on JAX and MXNet Gluon drive N
+# devices from one process (on a CPU: N XLA host devices; N MXNet CPU contexts).
+DATA_PARALLEL_LAUNCH = {
+    "torch": "torchrun",
+    "tensorflow": "peers",
+    "keras": "devices",
+    "mxnet": "devices",
+}
+
+
+def loopback_ports(count: int) -> list[int]:
+    """Free TCP ports on 127.0.0.1 (asked of the kernel, then released for the workers)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# The worker's environment is an allow-list (docs/gpu.md): what a framework needs to find its
+# libraries and what the user may set on purpose to change its behaviour. Everything else in the
+# app's environment stays out, so a stray variable cannot change a figure unseen; the
+# performance-relevant ones that do reach the worker are recorded with the run (``perf_env``).
+ENV_ALLOWED = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "LD_LIBRARY_PATH",
+    "CC",
+    "CXX",
+    "XDG_CACHE_HOME",
+    "KERAS_HOME",
+    "TORCH_HOME",
+    "TUI_BENCH_TESTING",
+)
+ENV_ALLOWED_PREFIXES = (
+    "LC_",
+    "CUDA_",
+    "CUDNN_",
+    "NVIDIA_",
+    "NCCL_",
+    "XLA_",
+    "TF_",
+    "TORCHINDUCTOR_",
+    "TORCH_",
+    "TRITON_",
+    "OMP_",
+    "KMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "MXNET_",
+    "JAX_",
+)
+
+
+def _allowed(name: str) -> bool:
+    return name in ENV_ALLOWED or name.startswith(ENV_ALLOWED_PREFIXES)
+
+
+def gpu_rule_environment(spec: RunSpec, inherited: dict[str, str]) -> dict[str, str]:
+    """Variables that put the spec's GPU rules in place before the framework is imported: no
+    preallocation, strict fp32 (TF32 off in cuBLAS/cuDNN for every framework), one autotune
+    choice. In-process settings (torch flags, TF config) are applied by the adapters."""
+    if spec.device == "cpu":
+        return {}
+    env = {
+        "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # TF: grow, do not take nearly all memory
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # JAX: no 75 % up front
+        "TF_CUDNN_USE_AUTOTUNE": "1" if spec.autotune == "on" else "0",
+        "MXNET_CUDNN_AUTOTUNE_DEFAULT": "1" if spec.autotune == "on" else "0",
+    }
+    if spec.autotune == "off":
+        flags = inherited.get("XLA_FLAGS", "")
+        env["XLA_FLAGS"] = f"{flags} --xla_gpu_autotune_level=0".strip()
+    if spec.precision == "fp32":
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
+        env["JAX_DEFAULT_MATMUL_PRECISION"] = "float32"
+    elif spec.precision == "tf32":
+        env["JAX_DEFAULT_MATMUL_PRECISION"] = "tensorfloat32"
+    return env
+
+
+def worker_environment(spec: RunSpec) -> dict[str, str]:
+    fw = catalog.framework(spec.framework)
+    env = {k: v for k, v in os.environ.items() if _allowed(k)}
+    if env.get("TUI_BENCH_TESTING") == "1" and "TUI_BENCH_FAULT" in os.environ:
+        env["TUI_BENCH_FAULT"] = os.environ["TUI_BENCH_FAULT"]
+    for name in fw.thread_env:
+        env[name] = str(spec.threads)
+    env.update(fw.api_env.get(spec.api, {}))
+    if spec.precision != "fp32":
+        env.pop("NVIDIA_TF32_OVERRIDE", None)  # a user's override would silently change it
+    env.update(gpu_rule_environment(spec, env))
+    # Same GPU numbering as NVML, so the sampler watches the GPU the worker uses.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if spec.device == "cpu":
+        # TensorFlow and JAX place work on a visible GPU by default; a CPU run must not.
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if spec.workers > 1:
+        env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's pairs connect over the loopback only
+        if DATA_PARALLEL_LAUNCH.get(spec.framework) == "devices" and spec.device == "cpu":
+            # JAX on a CPU shows one device unless told to split the host into N.
+            flags = env.get("XLA_FLAGS", "")
+            env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={spec.workers}"
+            env["XLA_FLAGS"] = env["XLA_FLAGS"].strip()
+    # Where frameworks that compile at run time (Theano) keep their cache: tui-bench's, not ~.
+    env["TUI_BENCH_WORKER_CACHE"] = str(cache_home() / "compiled")
+    return env
+
+
+def worker_command(
+    spec: RunSpec,
+    python: str,
+    events_fd: int,
+    events_path: str | None = None,
+    build_only: bool = False,
+    also_build: Sequence[RunSpec] = (),
+) -> list[str]:
+    """The worker's command line. ``workers`` > 1: torch's ranks under torch.distributed.run
+    (rank 0 writes events to the named pipe ``events_path``), TensorFlow's rank 0 starting its
+    peers; every address is on 127.0.0.1. ``build_only``, ``also_build``: see ``dry_run.probe``."""
+    fw = catalog.framework(spec.framework)
+    payload = {**spec.to_dict(), "adapter": fw.adapter}
+    # Real datasets: the verified cache unless the user points the run elsewhere.
+    cache = str(datasets.cache_root())
+    payload["data_dir"] = spec.data_dir or cache
+    if build_only:
+        payload["build_only"] = True
+        payload["also_build"] = [
+            {**other.to_dict(), "data_dir": other.data_dir or cache} for other in also_build
+        ]
+    launch = DATA_PARALLEL_LAUNCH.get(spec.framework) if spec.workers > 1 else None
+    if launch == "peers":
+        payload["dp_ports"] = loopback_ports(spec.workers)
+    payload["dp_launch"] = launch
+    worker = [
+        python,
+        "-I",
+        "-u",
+        str(adapters_dir() / "worker.py"),
+        "--spec-json",
+        json.dumps(payload),
+    ]
+    if launch == "torchrun":
+        (master_port,) = loopback_ports(1)
+        command = [
+            python,
+            "-I",
+            "-u",
+            str(adapters_dir() / "torch_launch.py"),  # torch.distributed.run, store on loopback
+            "--rdzv-backend=loopback-static",
+            f"--rdzv-endpoint=127.0.0.1:{master_port}",
+            "--nnodes=1",
+            f"--nproc-per-node={spec.workers}",
+            "--no-python",  # the ranks run the worker with the runtime's own interpreter flags
+            *worker,
+            "--events-path",
+            str(events_path),
+        ]
+    else:
+        command = [*worker, "--events-fd", str(events_fd)]
+        if launch == "peers":
+            command.append("--spawn-peers")
+    if fw.pins_affinity(spec.api):
+        # One process driving every worker's device: its pool gets every worker's threads.
+        in_process = launch == "devices"
+        cpus = sorted(os.sched_getaffinity(0))[: spec.threads * (spec.workers if in_process else 1)]
+        command += ["--affinity", ",".join(map(str, cpus))]
+    return command
