@@ -122,12 +122,19 @@ def test_stopping_a_ray_client_run_cancels_it_on_its_node(
     while follow.progress(batch_id).step == 0:
         assert time.monotonic() < deadline, "the ray:// run did not start training"
         time.sleep(0.2)
-    # Ray Client's cancel crosses the queue relay to the node: under a loaded suite it took more
-    # than stop's default 30 s (seen at load 3-4); a hang would still fail here.
-    stopped = cli_process("stop", batch_id, "--wait", "120", timeout=180)
-    assert stopped.returncode == 0, stopped.stderr
+    # The cancel travels beside the relayed events (ClientRelay), not behind them: two CPU hogs
+    # beside this test, stop returned in 2-3 s; the limit is stop's own default.
+    asked = time.monotonic()
+    stopped = cli_process("stop", batch_id, "--wait", "30", timeout=60)
+    took = time.monotonic() - asked
+    print(f"ray:// stop returned in {took:.1f} s")
+    assert stopped.returncode == 0, f"stop after {took:.1f} s: {stopped.stderr}"
+    assert took < 30, f"stop took {took:.1f} s"
     (record,) = History().all()
     assert record["status"] == "cancelled" and record["reason"] == "cancelled by the user"
+    # The node's runner recorded the cancel itself (its record has what the worker reported),
+    # so the stop reached the node's worker, and the record travelled back after it.
+    assert "param_count" in record["metrics"], record["metrics"]
     (worker,) = [
         e for e in read_jsonl(History().series_path(record["id"])) if e["type"] == "remote_worker"
     ]

@@ -278,3 +278,71 @@ def test_an_address_where_nothing_listens_is_one_line_not_a_long_wait():
         port = probe.getsockname()[1]
     with pytest.raises(fleet.FleetError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
         fleet.reachable(f"127.0.0.1:{port}")
+
+
+def _steps(epoch: int, first: int, n: int, t: float) -> dict:
+    losses = [float(first + i) for i in range(n)]
+    return {"type": "steps", "epoch": epoch, "first_step": first, "losses": losses, "t": t}
+
+
+def test_the_relay_merges_steps_keeps_every_other_event_and_holds_a_bounded_number_of_losses():
+    """A head that reads nothing while the node trains 10,000 steps: what waits for it stays
+    within RelayBuffer's bound, the step count it will show is exact, and no other event of the
+    run is lost or reordered."""
+    buffer = fleet.RelayBuffer(max_steps=100)
+    record = {"type": "record", "record": {"id": "r"}}
+    buffer.put(record)
+    buffer.put({"type": "epoch_started", "epoch": 1})
+    for chunk in range(1000):  # ten steps per event, as a worker sends them
+        buffer.put(_steps(1, chunk * 10, 10, t=float(chunk)))
+        if chunk == 500:
+            buffer.put({"type": "sample", "t": 500.5})
+    buffer.put({"type": "epoch_finished", "epoch": 1})
+    buffer.put({"type": "result", "record": {"id": "r", "status": "finished"}})
+    buffer.put(None)
+    items, ended = buffer.take(timeout=0)
+    assert ended
+    assert sum(len(e["losses"]) for e in items if e["type"] == "steps") <= 100
+    assert [e["type"] for e in items if e["type"] != "steps"] == [
+        "record", "epoch_started", "sample", "epoch_finished", "result",
+    ]  # fmt: skip
+    last = [e for e in items if e["type"] == "steps"][-1]
+    assert last["first_step"] + len(last["losses"]) == 10_000  # the count a viewer shows
+    assert last["losses"][-1] == 9999.0 and last["t"] == 999.0  # the newest losses are kept
+    assert buffer.take(timeout=0) == ([], True)
+
+
+def test_the_relay_merges_consecutive_steps_of_an_epoch_without_losing_any():
+    buffer = fleet.RelayBuffer(max_steps=1000)
+    buffer.put(_steps(1, 0, 3, t=1.0) | {"step_times": [0.1, 0.2]})
+    buffer.put(_steps(1, 3, 2, t=2.0) | {"step_times": [0.3]})
+    buffer.put(_steps(2, 0, 2, t=3.0))  # a new epoch starts a new event
+    items, ended = buffer.take(timeout=0)
+    assert not ended
+    assert items == [
+        {"type": "steps", "epoch": 1, "first_step": 0, "losses": [0.0, 1.0, 2.0, 3.0, 4.0],
+         "t": 2.0, "step_times": [0.1, 0.2, 0.3]},
+        _steps(2, 0, 2, t=3.0),
+    ]  # fmt: skip
+
+
+def test_a_ray_client_cancel_reaches_the_node_while_its_put_waits_for_the_head():
+    """The head's cancel does not queue behind events: with the relay full (a head that reads
+    nothing), the node's watch still hears it at once, and its next put says so too."""
+    import asyncio
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        relay = fleet.ClientRelay()
+        await relay.put([{"type": "steps"}])  # fills it: RELAY_BATCHES == 1
+        waiting_put = asyncio.ensure_future(relay.put([{"type": "steps"}]))
+        watch = asyncio.ensure_future(relay.cancelled(timeout=30))
+        await asyncio.sleep(0)
+        relay.cancel()
+        heard = await asyncio.wait_for(watch, timeout=5)
+        blocked = not waiting_put.done()
+        assert await relay.get(timeout=1) == [{"type": "steps"}]
+        said = await asyncio.wait_for(waiting_put, timeout=5)
+        return heard, blocked, said
+
+    assert fleet.RELAY_BATCHES == 1
+    assert asyncio.run(scenario()) == (True, True, True)

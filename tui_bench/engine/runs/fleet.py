@@ -30,12 +30,19 @@ from tui_bench.engine.errors import FleetError
 from tui_bench.engine.kinds import RelayEvent, RunStatus, SeriesEvent
 from tui_bench.engine.machine import procs
 from tui_bench.engine.paths import data_home
+from tui_bench.engine.protocol import WorkerEvent
 from tui_bench.engine.results.history import History, now_iso
 from tui_bench.engine.runs.lifecycle import RunRecord
 from tui_bench.engine.spec import RunSpec
 
 INSTALL_HINT = "pip install 'tui-bench[ray]'"
 CANCEL_GRACE_S = 30.0  # a cancelled task gets this long to stop its worker and say so
+CANCEL_POLL_S = 5.0  # a node's watch for the head's cancel asks again this often (a long poll)
+# Ray Client's relay: the node merges step events while the head reads and keeps at most this
+# many step losses waiting; with the batch in the relay actor (RELAY_BATCHES) and the one in
+# transit, at most 3 x RELAY_MAX_STEPS = 3000 steps' losses lie between a node and the head.
+RELAY_MAX_STEPS = 1000
+RELAY_BATCHES = 1
 CLIENT_CONNECT_TRIES = 3  # Ray Client's per-connection server can fail to start once under load
 _ITEM, _END, _FAILED = "item", "end", "failed"  # what the relay thread hands the head's loop
 
@@ -115,84 +122,271 @@ class RelayHistory(History):
         self._relay({"type": SeriesEvent.RESULT, "record": {"id": run_id, **fields}})
 
 
+class RelayBuffer:
+    """What the node has for the head and has not handed on yet: the run's events in order, with
+    consecutive ``steps`` events of an epoch merged into one (their losses and step times joined,
+    nothing lost), and never more than ``max_steps`` step losses. When the head falls further
+    behind, the oldest waiting losses are dropped from the head's copy (the node's own series has
+    them all) while the step count stays exact: every other event (the record, the result, a node
+    error, epochs, samples, the end) is always kept. Producers never wait: the run is timed, and
+    a relay that held it back would change what it measures."""
+
+    def __init__(self, max_steps: int = RELAY_MAX_STEPS) -> None:
+        self.max_steps = max_steps
+        self._items: list[dict[str, Any]] = []
+        self._steps = 0  # step losses in _items
+        self._ended = False
+        self._ready = threading.Condition()
+
+    def put(self, event: dict[str, Any] | None) -> None:
+        """One event of the run, or None: the run's last has been put."""
+        with self._ready:
+            if event is None:
+                self._ended = True
+            elif event.get("type") == WorkerEvent.STEPS:
+                self._add_steps(event)
+            else:
+                self._items.append(event)
+            self._ready.notify()
+
+    def take(self, timeout: float | None = None) -> tuple[list[dict[str, Any]], bool]:
+        """Everything waiting (after waiting up to ``timeout`` for something), and whether the
+        run's end was reached with it."""
+        with self._ready:
+            self._ready.wait_for(lambda: self._items or self._ended, timeout)
+            items, self._items, self._steps = self._items, [], 0
+            return items, self._ended
+
+    def _add_steps(self, event: dict[str, Any]) -> None:
+        losses = list(event.get("losses") or [])
+        last = self._items[-1] if self._items else None
+        if (
+            last is not None
+            and last.get("type") == WorkerEvent.STEPS
+            and last.get("epoch") == event.get("epoch")
+            and last.get("first_step", 0) + len(last["losses"]) == event.get("first_step", 0)
+        ):
+            merged = {**event, "first_step": last.get("first_step", 0)}
+            merged["losses"] = last["losses"] + losses
+            times = (last.get("step_times") or []) + (event.get("step_times") or [])
+            if times:
+                merged["step_times"] = times
+            self._items[-1] = merged
+        else:
+            self._items.append({**event, "losses": losses})
+        self._steps += len(losses)
+        while self._steps > self.max_steps:
+            self._drop_oldest_losses(self._steps - self.max_steps)
+
+    def _drop_oldest_losses(self, excess: int) -> None:
+        at, oldest = next((i, e) for i, e in enumerate(self._items) if e["type"] == "steps")
+        cut = min(excess, len(oldest["losses"]))
+        kept = oldest["losses"][cut:]
+        self._steps -= cut
+        if not kept:
+            del self._items[at]
+            return
+        # The step count a viewer shows is first_step + the losses after it: still exact.
+        trimmed = {**oldest, "first_step": oldest.get("first_step", 0) + cut, "losses": kept}
+        if oldest.get("step_times"):  # the steady steps' times are the epoch's later steps
+            trimmed["step_times"] = oldest["step_times"][-len(kept) :]
+        self._items[at] = trimmed
+
+
+class NodeRun:
+    """One run on this node: the ordinary runner in a thread, against a node-local history,
+    its events and record writes in order on ``buffer``. ``cancel`` works from any thread,
+    before or after the worker has started."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        import ray
+
+        self.payload = payload
+        self.node = {
+            "id": ray.get_runtime_context().get_node_id(),
+            "ip": ray.util.get_node_ip_address(),
+            "host": socket.gethostname(),
+        }
+        self.placed = {"type": RelayEvent.PLACED, "node": self.node, "tui_bench": __version__}
+        # The head refuses the run when the node runs another tui-bench.
+        self.refused = payload["tui_bench"] != __version__
+        self.buffer = RelayBuffer()
+        self._workers: list[Any] = []
+        self._cancelled = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        import ray
+
+        from tui_bench.engine.runs import runner
+
+        payload, node = self.payload, self.node
+        spec = RunSpec.from_dict(payload["spec"], validate=False)
+        gpu_ids = ray.get_gpu_ids()
+        if spec.device != "cpu":
+            # Ray grants the GPUs and makes them the visible ones (CUDA_VISIBLE_DEVICES): the
+            # run uses the first of those, whatever index the spec named.
+            spec = replace(spec, device="gpu:0")
+        # A node-local home per node: the node's own history stays apart, and nodes that share a
+        # file system (or, in tests, a machine) never write one tinydb from two places.
+        home = data_home() / "fleet" / node["id"][:16]
+        history = RelayHistory(home, payload["run_id"], self.buffer.put)
+
+        def relabel(event: dict[str, Any]) -> None:
+            if event.get("type") == SeriesEvent.WORKER:
+                # A pid on another machine: the head must never signal a local process by it.
+                event = {**event, "type": SeriesEvent.REMOTE_WORKER, "node": node["id"]}
+            self.buffer.put(event)
+
+        def work() -> None:
+            try:
+                runner.execute(
+                    spec,
+                    history,
+                    on_event=relabel,
+                    on_start=self._on_start,
+                    group=payload["group"],
+                    repeat=payload["repeat"],
+                    extra={
+                        **payload["extra"],
+                        "host": node["host"],
+                        "node": node,
+                        "cluster_gpu_ids": [str(g) for g in gpu_ids],
+                        "label": f"{spec.label()} @ {node['host']}",
+                    },
+                    **payload["options"],
+                )
+            except BaseException as exc:  # execute records its own failures; this is the rest
+                self.buffer.put(
+                    {"type": RelayEvent.NODE_ERROR, "reason": f"{type(exc).__name__}: {exc}"}
+                )
+            finally:
+                self.buffer.put(None)
+
+        self._thread = threading.Thread(target=work, name=f"run {payload['run_id']}", daemon=True)
+        self._thread.start()
+
+    def _on_start(self, worker: Any) -> None:
+        self._workers.append(worker)
+        if self._cancelled.is_set():  # the cancel came before the worker did
+            worker.cancel()
+
+    def cancel(self) -> None:
+        """Stop the worker: the runner then records the run as cancelled and relays that."""
+        self._cancelled.set()
+        for worker in list(self._workers):
+            worker.cancel()
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
 def run_on_node(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The Ray task: run one spec with the ordinary runner on this node, yielding the run's
     record, its events and its final record as they happen."""
-    import ray
-
-    from tui_bench.engine.runs import runner
-
-    node = {
-        "id": ray.get_runtime_context().get_node_id(),
-        "ip": ray.util.get_node_ip_address(),
-        "host": socket.gethostname(),
-    }
-    yield {"type": RelayEvent.PLACED, "node": node, "tui_bench": __version__}
-    if payload["tui_bench"] != __version__:
-        return  # the head refuses the run: the node runs another tui-bench
-    spec = RunSpec.from_dict(payload["spec"], validate=False)
-    gpu_ids = ray.get_gpu_ids()
-    if spec.device != "cpu":
-        # Ray grants the GPUs and makes them the visible ones (CUDA_VISIBLE_DEVICES): the
-        # run uses the first of those, whatever index the spec named.
-        spec = replace(spec, device="gpu:0")
-    relay: queue.Queue[dict[str, Any] | None] = queue.Queue()
-    # A node-local home per node: the node's own history stays apart, and nodes that share a
-    # file system (or, in tests, a machine) never write one tinydb from two places.
-    home = data_home() / "fleet" / node["id"][:16]
-    history = RelayHistory(home, payload["run_id"], relay.put)
-    started: list[Any] = []
-
-    def relabel(event: dict[str, Any]) -> None:
-        if event.get("type") == SeriesEvent.WORKER:
-            # A pid on another machine: the head must never signal a local process by it.
-            event = {**event, "type": SeriesEvent.REMOTE_WORKER, "node": node["id"]}
-        relay.put(event)
-
-    def work() -> None:
-        try:
-            runner.execute(
-                spec,
-                history,
-                on_event=relabel,
-                on_start=started.append,
-                group=payload["group"],
-                repeat=payload["repeat"],
-                extra={
-                    **payload["extra"],
-                    "host": node["host"],
-                    "node": node,
-                    "cluster_gpu_ids": [str(g) for g in gpu_ids],
-                    "label": f"{spec.label()} @ {node['host']}",
-                },
-                **payload["options"],
-            )
-        except BaseException as exc:  # execute records its own failures; this is the rest
-            relay.put({"type": RelayEvent.NODE_ERROR, "reason": f"{type(exc).__name__}: {exc}"})
-        finally:
-            relay.put(None)
-
-    thread = threading.Thread(target=work, name=f"run {payload['run_id']}", daemon=True)
-    thread.start()
+    run = NodeRun(payload)
+    yield run.placed
+    if run.refused:
+        return
+    run.start()
     try:
-        while (item := relay.get()) is not None:
-            yield item
+        ended = False
+        while not ended:
+            items, ended = run.buffer.take()
+            for item in items:  # noqa: UP028 (``yield from`` fails in a Ray streaming task)
+                yield item
     except BaseException:  # ray.cancel raises KeyboardInterrupt here: stop the worker first
-        if started:
-            started[0].cancel()
-        thread.join(CANCEL_GRACE_S)
+        run.cancel()
+        run.join(CANCEL_GRACE_S)
         raise
 
 
 QUEUE_END = {"type": RelayEvent.QUEUE_END}
 
 
-def run_on_node_into(payload: dict[str, Any], events: Any) -> None:
-    """``run_on_node`` for Ray Client, which has no streaming tasks: the same events, put on a
-    queue actor that the head reads."""
-    for event in run_on_node(payload):
-        events.put(event)
-    events.put(QUEUE_END)
+class ClientRelay:
+    """Ray Client's relay, an async actor the head creates for each run: the node's events for
+    the head in batches, at most ``RELAY_BATCHES`` of them waiting, and the head's cancel, which
+    travels beside the events, never behind them. Its calls wait on asyncio, so a node's put
+    that waits for room does not hold up the cancel or the head's get."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self._batches: asyncio.Queue[list[dict[str, Any]]] = asyncio.Queue(RELAY_BATCHES)
+        self._cancel = asyncio.Event()
+
+    async def put(self, batch: list[dict[str, Any]]) -> bool:
+        """The node's: wait for room, then say whether the head has asked for a stop."""
+        await self._batches.put(batch)
+        return self._cancel.is_set()
+
+    async def get(self, timeout: float) -> list[dict[str, Any]] | None:
+        """The head's: the next batch, or None after ``timeout`` seconds without one."""
+        import asyncio
+
+        try:
+            return await asyncio.wait_for(self._batches.get(), timeout)
+        except TimeoutError:
+            return None
+
+    def get_nowait(self) -> list[dict[str, Any]] | None:
+        return None if self._batches.empty() else self._batches.get_nowait()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    async def cancelled(self, timeout: float) -> bool:
+        """The node's watch: True as soon as the head asks for a stop, False after ``timeout``."""
+        import asyncio
+
+        try:
+            await asyncio.wait_for(self._cancel.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+def run_on_node_into(payload: dict[str, Any], relay: Any) -> None:
+    """``run_on_node`` for Ray Client, which has no streaming tasks: the same events, put on the
+    head's ``ClientRelay`` actor in batches, one actor call per batch. A thread watches the
+    relay for the head's cancel and stops the worker at once; the runner's cancelled record and
+    the end then follow the events already sent."""
+    import ray
+
+    run = NodeRun(payload)
+    ray.get(relay.put.remote([run.placed]))
+    if run.refused:
+        ray.get(relay.put.remote([QUEUE_END]))
+        return
+    ended = threading.Event()
+
+    def watch() -> None:
+        try:
+            while not ended.is_set():
+                if ray.get(relay.cancelled.remote(CANCEL_POLL_S)):
+                    run.cancel()
+                    return
+        except Exception:  # the relay is gone: nobody reads this run any more
+            run.cancel()
+
+    threading.Thread(target=watch, name=f"cancel {payload['run_id']}", daemon=True).start()
+    run.start()
+    try:
+        done = False
+        while not done:
+            batch, done = run.buffer.take()
+            if done:
+                batch.append(QUEUE_END)
+            if ray.get(relay.put.remote(batch)):
+                run.cancel()  # the head's stop, seen on the way (the watch sees it too)
+    except BaseException:  # ray.cancel (the head's fallback) raises KeyboardInterrupt here
+        run.cancel()
+        run.join(CANCEL_GRACE_S)
+        raise
+    finally:
+        ended.set()
 
 
 class ClientStream:
@@ -200,30 +394,40 @@ class ClientStream:
     ends, or raises the task's own error (cancelled, node lost), when the task does."""
 
     def __init__(self, task: Any, payload: dict[str, Any]) -> None:
-        from ray.util.queue import Queue
+        import ray
 
-        # The queue is an actor: it must not take the CPU the run asked for.
-        self.events = Queue(actor_options={"num_cpus": 0})
-        self.ref = task.remote(payload, self.events)
+        # The relay is an actor: it must not take the CPU the run asked for.
+        self.relay = ray.remote(ClientRelay).options(num_cpus=0).remote()
+        self.ref = task.remote(payload, self.relay)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         import ray
-        from ray.util.queue import Empty
 
-        while True:
-            try:
-                event = self.events.get(timeout=0.5)
-            except Empty:
-                done, _ = ray.wait([self.ref], timeout=0)
-                if done and self.events.empty():
-                    ray.get(self.ref)  # raises the task's error; a clean end has put QUEUE_END
-                    return
-                continue
-            if event == QUEUE_END:
-                return
-            yield event
+        try:
+            while True:
+                batch = ray.get(self.relay.get.remote(0.5))
+                if batch is None:
+                    done, _ = ray.wait([self.ref], timeout=0)
+                    if not done:
+                        continue
+                    # The task has returned: what it put last may still wait in the relay.
+                    batch = ray.get(self.relay.get_nowait.remote())
+                    if batch is None:
+                        ray.get(self.ref)  # raises the task's error; a clean end put QUEUE_END
+                        return
+                for event in batch:
+                    if event == QUEUE_END:
+                        return
+                    yield event
+        finally:
+            ray.kill(self.relay)
 
     def cancel(self) -> None:
+        """Ask the node to stop its worker, beside the events rather than behind them."""
+        self.relay.cancel.remote()
+
+    def force_cancel(self) -> None:
+        """The fallback when the node has not answered the cancel: Ray cancels the task."""
         import ray
 
         ray.cancel(self.ref)
@@ -276,7 +480,7 @@ class FleetExecutor:
                 signal.signal(signal.SIGTERM, on_sigterm)
         # One submission: a retried benchmark would run (and be counted) twice, and a run that
         # fails half-way must be recorded as failed, not quietly redone elsewhere.
-        # Ray Client (ray://) has no streaming tasks: there the events travel through a queue.
+        # Ray Client (ray://) has no streaming tasks: there the events travel through a relay actor.
         self._client = address.startswith("ray://")
         self._task: Any = (
             ray.remote(max_retries=0)(run_on_node_into)
@@ -394,20 +598,24 @@ class FleetExecutor:
 
         threading.Thread(target=pump, name=f"relay {handle.run_id}", daemon=True).start()
         cancel_sent_at: float | None = None
+        forced = False
         while True:
             if handle.cancelled.is_set() and cancel_sent_at is None:
                 if self._client:
-                    generator.cancel()
+                    generator.cancel()  # out of band: the node stops its worker and says so
                 else:
                     ray.cancel(generator)
                 cancel_sent_at = time.monotonic()
+            elif cancel_sent_at is not None:
+                waited = time.monotonic() - cancel_sent_at
+                if self._client and not forced and waited > CANCEL_GRACE_S:
+                    generator.force_cancel()  # the node has not answered: Ray cancels its task
+                    forced = True
+                if waited > 2 * CANCEL_GRACE_S:
+                    return
             try:
                 tag, value = items.get(timeout=0.2)
             except queue.Empty:
-                if cancel_sent_at is not None and time.monotonic() - cancel_sent_at > 2 * (
-                    CANCEL_GRACE_S
-                ):
-                    return
                 continue
             if tag == _END:
                 if state["final"] is None and state["error"] is None:
