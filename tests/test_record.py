@@ -234,7 +234,7 @@ def test_compare_trends_and_regress_agree_on_configurations():
 
     grouped = {c.id: {r.id for r in rs} for c, rs in group_by_configuration(runs).items()}
     from_trends = {t.configuration.id: {p.run_id for p in t.points} for t in trends.trends(runs)}
-    report = regress.compare(runs[:6], runs[6:])
+    report = regress.compare(runs_of(runs[:6]), runs_of(runs[6:]))
     from_regress = {
         row.configuration.id: set(row.baseline.runs) | set(row.candidate.runs)
         for row in report.rows
@@ -253,7 +253,7 @@ def test_trends_and_regress_name_the_configuration_identity_gives():
     config = configuration_of(runs[0])
     (item,) = trends.trends(runs)
     assert item.configuration == config and item.points[0].run.id == runs[0]["id"]
-    (row,) = regress.compare(runs[:2], runs[2:]).rows
+    (row,) = regress.compare(runs_of(runs[:2]), runs_of(runs[2:])).rows
     assert row.configuration == config and row.configuration.name == config.name
     assert [r.id for r in regress.newest_per_configuration(runs_of(runs), 1)] == [runs[3]["id"]]
 
