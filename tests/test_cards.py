@@ -207,7 +207,7 @@ def test_hardware_card_energy_and_compatibility_come_from_history(tmp_path: Path
             "mnist",
             "gpu:0",
             env=gpu_env,
-            metrics={"samples_per_joule": 812.5},
+            metrics={"gpu_samples_per_joule": 812.5},
         ),
         record("b", "theano", "keras2", "cnn", "mnist", "cpu"),
         record("c", "mxnet", "gluon", "cnn", "mnist", "cpu", status="failed"),

@@ -53,3 +53,30 @@ def test_compare_figure_has_bars_and_thread_scaling(tmp_path):
     text = svg.read_text(encoding="utf-8")
     # configurations named by their short label (identity): "1 thr", not "threads=1"
     assert "thread scaling" in text and "1 thr" in text and "(n=5)" in text
+
+
+def _speedup_figure_and_verdict(stability: dict | None) -> tuple[str, str]:
+    """The report's speed-up figure (SVG) and the verdict's text for 5 runs at 1 thread against
+    5 at 2, each run judged as ``stability`` says (None: recorded without a verdict)."""
+    from tui_bench.engine.results import html_report, tables, verdict
+
+    extra = {"stability": stability} if stability is not None else {}
+    runs = [record(i, 40 + i % 3, threads=1, **extra) for i in range(5)]
+    runs += [record(10 + i, 25 + i % 3, threads=2, **extra) for i in range(5)]
+    comparison = tables.compute(runs)
+    page = html_report.collect(runs, comparison)
+    (svg,) = [f.svg for f in page.figures if f.title.startswith("speed-ups")]
+    return svg, verdict.text(comparison.tables(), comparison.metric.key)
+
+
+def test_the_speedup_figure_hatches_what_the_verdict_does_not_establish():
+    """One rule for "established" (``verdict.established``): runs recorded without a stability
+    verdict give p < 0.05 but are not established, and the figure used to draw them solid (it
+    read only the 'stability' marks, which say nothing of runs not judged)."""
+    require_module("matplotlib")
+    svg, said = _speedup_figure_and_verdict(None)
+    assert "2 thr against 1 thr: not established" in said
+    assert "<pattern" in svg  # the bar is hatched: not established
+    svg, said = _speedup_figure_and_verdict({"verdict": "stable", "reasons": []})
+    assert "2 thr is 1.58× faster than 1 thr" in said
+    assert "<pattern" not in svg  # solid: the verdict states the answer

@@ -56,6 +56,29 @@ def test_metric_reads_usable_numbers_only():
     assert run.finished and not run.failed
 
 
+def test_a_record_from_before_the_energy_key_was_renamed_still_has_its_figure():
+    """GPU samples per joule was stored as ``samples_per_joule`` until it took the device in
+    its name (``gpu_samples_per_joule``, beside ``cpu_samples_per_joule``): an old history is
+    never rewritten, so the old key answers under the new name, and the run's summary and the
+    page (which read the registry's key through ``Run.metric``) still show it."""
+    from rich.console import Console
+
+    from tui_bench.cli import common
+
+    old = Run.from_record(
+        {"id": "old", "status": "finished", "metrics": {"samples_per_joule": 8.5}}
+    )
+    assert old.metric("gpu_samples_per_joule") == 8.5
+    assert old.metric_names() == ["gpu_samples_per_joule"]
+    both = {"samples_per_joule": 1.0, "gpu_samples_per_joule": 2.0}
+    new = Run.from_record({"id": "new", "status": "finished", "metrics": both})
+    assert new.metric("gpu_samples_per_joule") == 2.0  # the key a record has wins
+    console = Console(width=120, record=True)
+    console.print(common.summary_table([old]))
+    shown = console.export_text()
+    assert "GPU samples/J" in shown and "8.5" in shown
+
+
 # -- damage: a record read from a file may be anything ------------------------------------------
 DAMAGED = [
     None,
@@ -211,7 +234,7 @@ def test_compare_trends_and_regress_agree_on_configurations():
 
     grouped = {c.id: {r.id for r in rs} for c, rs in group_by_configuration(runs).items()}
     from_trends = {t.configuration.id: {p.run_id for p in t.points} for t in trends.trends(runs)}
-    report = regress.compare(runs[:6], runs[6:])
+    report = regress.compare(runs_of(runs[:6]), runs_of(runs[6:]))
     from_regress = {
         row.configuration.id: set(row.baseline.runs) | set(row.candidate.runs)
         for row in report.rows
@@ -230,7 +253,7 @@ def test_trends_and_regress_name_the_configuration_identity_gives():
     config = configuration_of(runs[0])
     (item,) = trends.trends(runs)
     assert item.configuration == config and item.points[0].run.id == runs[0]["id"]
-    (row,) = regress.compare(runs[:2], runs[2:]).rows
+    (row,) = regress.compare(runs_of(runs[:2]), runs_of(runs[2:])).rows
     assert row.configuration == config and row.configuration.name == config.name
     assert [r.id for r in regress.newest_per_configuration(runs_of(runs), 1)] == [runs[3]["id"]]
 

@@ -11,13 +11,15 @@ from tui_bench.cli import main
 from tui_bench.engine.errors import UsageError
 from tui_bench.engine.results import regress
 from tui_bench.engine.results.identity import configuration_of
+from tui_bench.engine.results.record import runs_of
 
 BASE = [40.0, 40.4, 39.8, 40.2, 40.1, 39.9]
 SLOWER = [48.0, 48.3, 47.9, 48.5, 48.1, 47.7]  # +20 %
 
 
 def runs(values, start=0, **kw):
-    return [record(start + i, v, **kw) for i, v in enumerate(values)]
+    """Stored runs as the history hands them over (``Run``); ``.raw`` is the dict to store."""
+    return runs_of(record(start + i, v, **kw) for i, v in enumerate(values))
 
 
 def test_a_real_slowdown_is_marked_plus_and_fails_the_gate():
@@ -58,8 +60,12 @@ def test_too_few_runs_cannot_be_significant_and_say_so():
 
 
 def test_direction_accuracy_down_is_worse():
-    base = [record(i, 40, accuracy=a) for i, a in enumerate([0.95, 0.951, 0.949, 0.952, 0.953])]
-    cand = [record(10 + i, 40, accuracy=a) for i, a in enumerate([0.80, 0.81, 0.79, 0.802, 0.805])]
+    base = runs_of(
+        record(i, 40, accuracy=a) for i, a in enumerate([0.95, 0.951, 0.949, 0.952, 0.953])
+    )
+    cand = runs_of(
+        record(10 + i, 40, accuracy=a) for i, a in enumerate([0.80, 0.81, 0.79, 0.802, 0.805])
+    )
     assert regress.compare(base, cand, metric="test_accuracy").rows[0].mark == "+"
     assert regress.compare(cand, base, metric="test_accuracy").rows[0].mark == "-"
     assert regress.higher_is_better("samples_per_s") and not regress.higher_is_better("test_s")
@@ -98,11 +104,11 @@ def test_sides_by_since_and_last():
     baseline, candidate = regress.sides(records, since=since)
     assert len(baseline) == 6 and len(candidate) == 6
     baseline, candidate = regress.sides(records, since=since, last=2)
-    assert [r.id for r in baseline] == [records[4]["id"], records[5]["id"]]
-    assert [r.id for r in candidate] == [records[10]["id"], records[11]["id"]]
+    assert [r.id for r in baseline] == [records[4].id, records[5].id]
+    assert [r.id for r in candidate] == [records[10].id, records[11].id]
     baseline, candidate = regress.sides(records, last=3)
-    assert [r.raw for r in baseline] == records[6:9]
-    assert [r.raw for r in candidate] == records[9:]
+    assert baseline == records[6:9]
+    assert candidate == records[9:]
     with pytest.raises(UsageError):
         regress.sides(records)
     with pytest.raises(UsageError):
@@ -113,7 +119,7 @@ def test_sides_by_tokens_preset_group_and_prefix():
     records = runs(BASE, preset="study", group="sweep-1") + runs(SLOWER, start=10, batch="b-2")
     baseline, candidate = regress.sides(records, ["sweep-1"], ["b-2"])
     assert len(baseline) == 6 and len(candidate) == 6
-    baseline, candidate = regress.sides(records, ["study"], [records[-1]["id"][:20]])
+    baseline, candidate = regress.sides(records, ["study"], [records[-1].id[:20]])
     assert len(candidate) == 1
     with pytest.raises(UsageError):
         regress.sides(records, ["study"], ["sweep-1"])  # the same runs on both sides
@@ -128,14 +134,14 @@ def test_parse_when():
 
 
 def test_cli_exit_codes_and_outputs(capsys):
-    fill(runs(BASE) + runs(SLOWER, start=10))
+    fill([r.raw for r in runs(BASE) + runs(SLOWER, start=10)])
     assert main(["regress", "--last", "6"]) == 1
     assert "+" in capsys.readouterr().out
     assert main(["regress", "--last", "6", "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["regressions"] == 1 and data["rows"][0]["mark"] == "+"
     assert main(["regress", "--last", "6", "--markdown"]) == 1
-    assert "| `+` |" in capsys.readouterr().out
+    assert "| + |" in capsys.readouterr().out  # the shared renderer: a mark is plain text
     assert main(["regress", "--last", "6", "--threshold", "25"]) == 0
     assert main(["regress", "--last", "6", "--metric", "step_medain_s"]) == 2  # a typo
     assert "no run has the metric 'step_medain_s'" in capsys.readouterr().err
@@ -143,3 +149,32 @@ def test_cli_exit_codes_and_outputs(capsys):
     assert main(["regress", "nope", "nada"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("error:") == 2
+
+
+def test_the_gate_is_a_typed_table_written_by_compares_renderer(tmp_path, capsys):
+    """regress prints through results/render.py like compare: numbers stay numbers in the
+    typed table and the CSV, the unit is the registry's (seconds, shown in ms in a header), the
+    terminal names configurations by their short labels and the CSV keeps the whole name."""
+    import csv
+
+    base = runs(BASE) + runs(BASE, start=20, threads=1)
+    cand = runs(SLOWER, start=10, version="2.13.0") + runs(BASE, start=30, threads=1)
+    report = regress.compare(base, cand)
+    table = report.table()
+    assert table.column("baseline").unit == "s" and table.column("ratio").kind == "ratio"
+    first = table.records()[0]
+    assert first["mark"] == "+" and first["configuration"] == "2 thr"
+    assert first["baseline"] == pytest.approx(0.04005) and first["n candidate"] == 6
+    assert first["name"] == report.rows[0].configuration.name and "@box-a" in first["name"]
+
+    fill([r.raw for r in base + cand])
+    path = tmp_path / "gate.csv"
+    assert main(["regress", "--last", "6", "--csv", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "40.1" in out and "48.1" in out  # 40.05 ms, 48.05 ms: 3 figures, as compare's
+    assert "2.12.1 →" in out and "2.13.0" in out and "1 regression(s)" in out  # the note
+    (row, _) = list(csv.DictReader(path.open(encoding="utf-8")))
+    assert float(row["candidate"]) == pytest.approx(0.04805)  # full precision, base unit
+    assert row["mark"] == "'+"  # a cell a spreadsheet would run is neutralised, as compare's
+    assert main(["regress", "--last", "6", "--markdown"]) == 1
+    assert "| baseline ms | candidate ms |" in capsys.readouterr().out  # the unit in the header

@@ -265,9 +265,11 @@ def test_samples_per_joule_uses_steady_window_energy_only():
     result = RunResult("r", tiny_spec(batch_size=32), "finished")
     result.summary = {"steady_steps": 10}
     result.resources = {"energy_j": 5000.0, "steady_energy_j": 40.0}
-    assert result.metrics()["samples_per_joule"] == pytest.approx(320 / 40.0)
+    figures = result.metrics()
+    assert figures["gpu_samples_per_joule"] == pytest.approx(320 / 40.0)
+    assert "samples_per_joule" not in figures  # one key per energy figure: the device in its name
     result.resources = {"energy_j": 5000.0}  # no steady marks: no figure rather than a wrong one
-    assert "samples_per_joule" not in result.metrics()
+    assert "gpu_samples_per_joule" not in result.metrics()
 
 
 def test_a_one_thread_run_that_used_two_cores_is_flagged():

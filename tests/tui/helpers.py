@@ -19,13 +19,15 @@ async def wait_for(
 
 
 async def show_in_compare(app, pilot, records: list[dict], source: str = "two runs"):
-    """Open Compare on ``records`` (no history needed) and return the screen."""
+    """Open Compare on ``records`` (stored dicts, read as the store's ``Run``s; no history
+    needed) and return the screen."""
+    from tui_bench.engine.results.record import runs_of
     from tui_bench.tui.screens.compare import CompareScreen
 
     app.switch_mode("compare")
     await pilot.pause()
     screen = app.screen
     assert isinstance(screen, CompareScreen)
-    screen.show(records, source=source)
+    screen.show(runs_of(records), source=source)
     await pilot.pause()
     return screen

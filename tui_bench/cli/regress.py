@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-
-from rich import box
-from rich.markup import escape
-from rich.table import Table
+from pathlib import Path
 
 from tui_bench.cli import common, reporting
 from tui_bench.engine.errors import UsageError
-from tui_bench.engine.results import regress
+from tui_bench.engine.results import regress, render
 from tui_bench.engine.results.history import History
+from tui_bench.engine.results.record import runs_of
 
 DESCRIPTION = """\
 Compare a baseline set of runs with a candidate set, per configuration (same spec fields that
@@ -55,13 +53,14 @@ def cmd_regress(args: argparse.Namespace) -> int:
         raise UsageError("--until needs --since (or BASELINE and CANDIDATE)")
     since = regress.parse_when(args.since) if args.since else None
     until = regress.parse_when(args.until) if args.until else None
-    if args.html:
-        reporting.check_output(args.html, "--html")
+    for path, flag in ((args.html, "--html"), (args.csv, "--csv")):
+        if path:
+            reporting.check_output(path, flag)
     history = History()
     for warning in history.warnings:
         common.console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
     baseline, candidate = regress.sides(
-        history.all(),
+        runs_of(history.all()),
         _tokens(args.baseline),
         _tokens(args.candidate),
         since=since,
@@ -79,89 +78,23 @@ def cmd_regress(args: argparse.Namespace) -> int:
             args.html, records, None, history, regress=report, metric=args.metric
         )
         common.console(stderr=True).print(f"wrote {args.html}")
+    # one typed table, written by the renderer compare's tables go through (results/render.py)
+    shown = [report.table()]
+    render.write_exports(shown, Path(args.csv) if args.csv else None, None)
     if args.json:
+        # the gate's own record, with each side's run ids: what a CI job reads back
         print(json.dumps(report.as_dict(), indent=2))
     elif args.markdown:
-        print(markdown(report))
+        print(render.markdown(shown))
     else:
-        common.console().print(table(report))
+        render.terminal(common.console(), shown)
+    if args.csv:
+        common.console(stderr=True).print(f"wrote {args.csv}")
     return report.exit_code(args.fail_on_unstable)
 
 
 def _tokens(text: str | None) -> list[str]:
     return [t for t in (text or "").split(",") if t.strip()]
-
-
-def _value(report: regress.Report, value: float | None) -> str:
-    if value is None:
-        return "—"
-    from tui_bench.engine.results import metrics  # a time's unit: the registry's
-
-    if metrics.get(report.metric).unit == "s":
-        return f"{value * 1000:.2f} ms"
-    return f"{value:.4g}"
-
-
-def _cells(report: regress.Report, row: regress.Row) -> list[str]:
-    return [
-        row.mark,
-        row.configuration.name,
-        _value(report, row.baseline.median),
-        _value(report, row.candidate.median),
-        "—" if row.ratio is None else f"{row.ratio:.3f}",
-        "—" if row.p is None else f"{row.p:.3g}",
-        f"{row.baseline.n}/{row.candidate.n}",
-        row.note,
-    ]
-
-
-HEADERS = ["", "configuration", "baseline", "candidate", "ratio", "p", "n", "note"]
-
-
-def _caption(report: regress.Report) -> str:
-    better = "higher" if report.higher_is_better else "lower"
-    found = len(report.regressions)
-    return (
-        f"{report.metric} ({better} is better); ratio = candidate / baseline median of per-run "
-        f"values; threshold {report.threshold:.0%}, alpha {report.alpha:g}; "
-        f"{found} regression(s)"
-    )
-
-
-def table(report: regress.Report) -> Table:
-    """The terminal table: each row's note goes under its configuration, so nothing is dropped
-    at 80 columns."""
-    out = Table(
-        title=f"regress: {len(report.rows)} configuration(s)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        caption=_caption(report),
-        caption_justify="left",
-    )
-    for header in HEADERS[:-1]:
-        numeric = header in ("baseline", "candidate", "ratio", "p", "n")
-        out.add_column(
-            header, justify="right" if numeric else "left", overflow="fold", no_wrap=numeric
-        )
-    for row in report.rows:
-        cells = _cells(report, row)
-        label = escape(cells[1]) + (f"\n[dim]{escape(row.note)}[/dim]" if row.note else "")
-        out.add_row(cells[0], label, *cells[2:-1])
-    return out
-
-
-def markdown(report: regress.Report) -> str:
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-    lines = [
-        line([h or "mark" for h in HEADERS]),
-        line(["---"] * len(HEADERS)),
-        *(line(["`" + r.mark + "`", *_cells(report, r)[1:]]) for r in report.rows),
-        "",
-        _caption(report),
-    ]
-    return "\n".join(lines)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -206,6 +139,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--markdown", action="store_true", help="a Markdown table (CI comments)")
     output.add_argument("--json", action="store_true", help="machine-readable")
+    parser.add_argument(
+        "--csv",
+        metavar="FILE",
+        help="also write the rows to FILE as CSV (numbers at full precision, in base units)",
+    )
     parser.add_argument(
         "--html", metavar="FILE", help="also write the gate as a self-contained HTML report"
     )

@@ -305,7 +305,7 @@ def hardware_card(
                 "before the probe; other work slows every figure above)"
             )
         mine = [r for r in records if _on_device(r, kind, name)]
-        joules = [(value, r) for r in mine if (value := r.metric("samples_per_joule"))]
+        joules = [(value, r) for r in mine if (value := r.metric("gpu_samples_per_joule"))]
         if joules:
             best, best_run = max(joules, key=lambda pair: pair[0])
             spec = best_run.spec

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine.errors import TuiBenchError, UsageError
-from tui_bench.engine.results import metrics, stats
+from tui_bench.engine.results import metrics, stats, verdict
 from tui_bench.engine.results.identity import group_by_configuration, short_value, varying_fields
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.trends import Trend
@@ -95,7 +95,7 @@ def _draw_trends(figure: Any, shown: Sequence[Trend]) -> Any:
     return fig
 
 
-def compare_figure(records: Sequence[Run | dict[str, Any]], metric: str, path: str | Path) -> Path:
+def compare_figure(records: Sequence[Run], metric: str, path: str | Path) -> Path:
     """Bars per configuration (median of per-run values, IQR as error bars); beside them, when
     the runs vary in threads, the thread-scaling lines (median against threads)."""
     target = _check_path(path)
@@ -209,8 +209,8 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
     ax = fig.subplots()
     ax.bxp(boxes, orientation="horizontal", showfliers=False, medianprops={"color": "black"})
     for y, r in enumerate(rows, 1):
-        for x, verdict in values.get(str(r["configuration"]), []):
-            colour = VERDICT_COLOURS.get(verdict or "", "tab:gray")
+        for x, judged in values.get(str(r["configuration"]), []):
+            colour = VERDICT_COLOURS.get(judged or "", "tab:gray")
             ax.plot([x], [y], "o", color=colour, markersize=4, alpha=0.8)
     ax.invert_yaxis()
     low = min(b["whislo"] for b in boxes)
@@ -231,15 +231,22 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
 def _speedups(figure: Any, page: Any) -> tuple[str, Any] | None:
     """The ratios table's speed-ups against each baseline; a difference inside the noise (no
     speed-up in the table) is a hollow mark at 1."""
-    rows = [
-        r for r in _rows(_table(page.tables, "comparisons")) if _num(r.get("ratio")) is not None
+    compared = _table(page.tables, "comparisons")
+    measured = compared.rows if compared is not None else []
+    # each row with whether its answer is established: the verdict's one rule (``verdict``),
+    # so a bar is solid exactly where the verdict's sentence states the answer
+    answered = [
+        (r, verdict.established(_num(r.get("p")), verdict.row_state(m.verdicts)))
+        for r, m in zip(_rows(compared), measured, strict=True)
+        if _num(r.get("ratio")) is not None
     ]
-    if not rows:
+    if not answered:
         return None
+    rows = [r for r, _ in answered]
     fig = figure(figsize=(9, 0.9 + 0.4 * len(rows)))
     ax = fig.subplots()
     labels = []
-    for y, r in enumerate(rows):
+    for y, (r, established) in enumerate(answered):
         context = f" ({r['with']})" if r.get("with") not in (None, "", "—") else ""
         labels.append(f"{r['configuration']} vs {r['baseline']}{context}")
         speedup = _num(r.get("speed-up"))
@@ -247,15 +254,13 @@ def _speedups(figure: Any, page: Any) -> tuple[str, Any] | None:
             ax.plot([1.0], [y], "o", markerfacecolor="none", color="tab:gray")
             continue
         # a ratio: on a log axis from 1, so 2× faster and 2× slower are bars of one length
-        p = _num(r.get("p"))
-        tested = p is not None and p < stats.ALPHA and not r.get("stability")
         ax.barh(
             [y],
             [speedup - 1],
             left=1,
             color="tab:green" if speedup >= 1 else "tab:red",
-            alpha=1.0 if tested else 0.45,
-            hatch=None if tested else "//",
+            alpha=1.0 if established else 0.45,
+            hatch=None if established else "//",
         )
     from matplotlib.ticker import FuncFormatter
 
@@ -269,7 +274,8 @@ def _speedups(figure: Any, page: Any) -> tuple[str, Any] | None:
     ax.invert_yaxis()
     ax.set_xlabel(
         "speed-up against the baseline (log scale; right of 1: faster)\nhatched: not "
-        "established (no test, not significant, or runs not stable); hollow: within the noise",
+        "established (no test, not significant, or runs not all judged stable); hollow: within "
+        "the noise",
         fontsize=8,
     )
     ax.tick_params(axis="x", labelsize=7)

@@ -38,6 +38,9 @@ class Metric:
     note: str = ""  # what it means, said beside it
     places: frozenset[str] = frozenset()
     column: str = ""  # a narrow column's header (History); ``short`` when empty
+    # The key records stored it under before it was renamed: ``record.Run.metric`` reads an old
+    # record's figure under the new key (a history is a journal, never rewritten).
+    was: str = ""
 
     @property
     def lower_is_better(self) -> bool:
@@ -80,8 +83,11 @@ def _m(
     note: str = "",
     places: tuple[str, ...] = (RUN,),
     column: str = "",
+    was: str = "",
 ) -> Metric:
-    return Metric(key, label, short, unit, higher, scale, digits, note, frozenset(places), column)
+    return Metric(
+        key, label, short, unit, higher, scale, digits, note, frozenset(places), column, was
+    )
 
 
 # In the order a run's summary lists them.
@@ -127,8 +133,10 @@ REGISTRY: tuple[Metric, ...] = (
     _m("res_energy_j", "energy J", "energy J", "J", False, digits=0, note="GPU, whole process"),
     _m("res_steady_energy_j", "energy (steady) J", "steady energy J", "J", False, digits=0,
        note="GPU, steady-state windows (NVML counter)", places=(RUN, PAGE)),
-    _m("samples_per_joule", "samples/J", "samples/J", "samples/J", True, digits=1,
-       note="steady samples / steady energy", places=(RUN, PAGE)),
+    _m("gpu_samples_per_joule", "GPU samples/J", "GPU samples/J", "samples/J", True, digits=1,
+       note="steady samples / steady GPU energy (NVML)", places=(RUN, PAGE),
+       # until it took the device in its name beside cpu_samples_per_joule (one key a figure)
+       was="samples_per_joule"),
     _m("flops_per_step", "GFLOP per training step", "GFLOP/step", "FLOP", None, 1e-9, 3,
        "model FLOPs of a training step (engine/flops.py)"),
     _m("achieved_tflops", "achieved GFLOP/s", "GFLOP/s", "TFLOP/s", True, 1000, 2,
@@ -163,6 +171,11 @@ def get(key: str) -> Metric:
         bool(_HIGHER_BY_NAME.search(key)),
         digits=4 if not seconds else 3,
     )
+
+
+def renamed() -> dict[str, str]:
+    """Each renamed metric's key → the key older records stored it under."""
+    return {m.key: m.was for m in REGISTRY if m.was}
 
 
 def placed(place: str) -> tuple[Metric, ...]:

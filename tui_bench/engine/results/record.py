@@ -27,8 +27,14 @@ from typing import Any, NamedTuple
 
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.machine.limits import Limits
+from tui_bench.engine.results import metrics
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+# A metric's key → the key records stored it under before it was renamed (the registry's
+# ``Metric.was``). Old histories are never rewritten (the store is a journal): ``Run.metric``
+# reads the old key where the new one is absent.
+METRIC_ALIASES: Mapping[str, str] = MappingProxyType(metrics.renamed())
 
 
 def number(value: Any) -> float | None:
@@ -232,12 +238,19 @@ class Run(NamedTuple):
 
     # -- numbers -------------------------------------------------------------------------------
     def metric(self, name: str) -> float | None:
-        """A usable number the run measured under ``name``, or None (see ``number``)."""
-        return number(self.metrics.get(name))
+        """A usable number the run measured under ``name``, or None (see ``number``); a record
+        from before a metric was renamed answers under its new name (``METRIC_ALIASES``)."""
+        value = number(self.metrics.get(name))
+        if value is None and name in METRIC_ALIASES:
+            return number(self.metrics.get(METRIC_ALIASES[name]))
+        return value
 
     def metric_names(self) -> list[str]:
-        """The names of the metrics this run has a usable number for."""
-        return [k for k, v in self.metrics.items() if number(v) is not None]
+        """The names of the metrics this run has a usable number for (a renamed metric under
+        its new name)."""
+        names = [k for k, v in self.metrics.items() if number(v) is not None]
+        renamed = {old: new for new, old in METRIC_ALIASES.items()}
+        return list(dict.fromkeys(renamed.get(k, k) for k in names))
 
     def metric_text(self, name: str) -> str | None:
         """A metric stored as text (``step_source``, ``timing``), or None."""

@@ -27,14 +27,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui_bench.engine.errors import HistoryError, UsageError
-from tui_bench.engine.results import metrics, stats
+from tui_bench.engine.results import metrics, stats, tables
 from tui_bench.engine.results.identity import (
     Configuration,
     changes,
     group_by_configuration,
+    labelled,
     versions,
 )
-from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.record import Run
 
 DEFAULT_METRIC = "step_median_s"
 DEFAULT_THRESHOLD = 0.10
@@ -81,10 +82,10 @@ def in_window(run: Run, since: dt.datetime | None, until: dt.datetime | None) ->
 
 
 # -- choosing the runs of a side ----------------------------------------------------------------
-def select(tokens: Sequence[str], records: Iterable[Run | dict[str, Any]]) -> list[Run]:
+def select(tokens: Sequence[str], records: Iterable[Run]) -> list[Run]:
     """The records a side names: each token a preset name, a sweep or batch id, or a run id (ids
     may be unique prefixes). Raises HistoryError for a token that matches nothing."""
-    runs = runs_of(records)
+    runs = list(records)
     chosen: dict[str, Run] = {}
     for token in tokens:
         matched = _match(token, runs)
@@ -119,10 +120,10 @@ def _match(token: str, runs: list[Run]) -> list[Run]:
     return []
 
 
-def finished(records: Iterable[Run | dict[str, Any]]) -> list[Run]:
+def finished(records: Iterable[Run]) -> list[Run]:
     """Runs that measured something or failed trying. A run in progress belongs to neither side
     yet; a cancelled or interrupted one was stopped from outside and says nothing either way."""
-    return [r for r in runs_of(records) if r.finished or r.failed]
+    return [r for r in records if r.finished or r.failed]
 
 
 def newest_per_configuration(runs: Sequence[Run], n: int) -> list[Run]:
@@ -134,7 +135,7 @@ def newest_per_configuration(runs: Sequence[Run], n: int) -> list[Run]:
 
 
 def sides(
-    records: Iterable[Run | dict[str, Any]],
+    records: Iterable[Run],
     baseline_tokens: Sequence[str] = (),
     candidate_tokens: Sequence[str] = (),
     since: dt.datetime | None = None,
@@ -252,6 +253,73 @@ class Report:
             return EXIT_UNSTABLE
         return EXIT_OK
 
+    @property
+    def caption(self) -> str:
+        """How to read the rows: the metric, its better way, the ratio, the gate's settings."""
+        better = "higher" if self.higher_is_better else "lower"
+        return (
+            f"{self.metric} ({better} is better); ratio = candidate / baseline median of per-run "
+            f"values; threshold {self.threshold:.0%}, alpha {self.alpha:g}; "
+            f"{len(self.regressions)} regression(s)"
+        )
+
+    def table(self) -> tables.Table:
+        """The gate's rows as a typed table of numbers (``tables.Table``), in the metric's unit
+        (the registry's): ``render`` writes it to a terminal, Markdown or CSV as it writes
+        compare's tables. The terminal shows the two sides' n as one "n/n" column and leaves
+        the relative change, the failed counts and each configuration's whole name (its host,
+        its device) to CSV, where the row's label is the fewest fields that tell the rows
+        apart, as in compare."""
+        unit = metrics.get(self.metric).unit
+        out = tables.Table(
+            "regress",
+            f"regress: {len(self.rows)} configuration(s)",
+            (
+                tables.Column("mark"),
+                tables.Column("configuration"),  # its short label among these rows
+                tables.Column("name", terminal=False),  # the whole of it: host, device, …
+                tables.Column("baseline", tables.NUMBER, unit),
+                tables.Column("candidate", tables.NUMBER, unit),
+                tables.Column("ratio", tables.RATIO),
+                tables.Column("change", tables.FRACTION, terminal=False),
+                tables.Column("p", tables.P_VALUE),
+                tables.Column("n baseline", tables.COUNT),
+                tables.Column("n candidate", tables.COUNT),
+                tables.Column("failed baseline", tables.COUNT, terminal=False),
+                tables.Column("failed candidate", tables.COUNT, terminal=False),
+                tables.Column("note"),
+            ),
+            note=self.caption,
+            layout=(
+                tables.Shown("", ("mark",)),  # one character: the width goes to the note
+                *(
+                    tables.Shown(name, (name,))
+                    for name in ("configuration", "baseline", "candidate", "ratio", "p")
+                ),
+                tables.Shown("n", ("n baseline", "n candidate"), tables.PAIR),
+                tables.Shown("note", ("note",)),
+            ),
+        )
+        for row in self.rows:
+            out.add(
+                [
+                    row.mark,
+                    row.configuration.label or row.configuration.name,
+                    row.configuration.name,
+                    row.baseline.median,
+                    row.candidate.median,
+                    row.ratio,
+                    row.change,
+                    row.p,
+                    row.baseline.n,
+                    row.candidate.n,
+                    row.baseline.failed,
+                    row.candidate.failed,
+                    row.note,
+                ]
+            )
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
@@ -280,8 +348,8 @@ def _side(runs: list[Run], metric: str) -> Side:
 
 
 def compare(
-    baseline: Sequence[Run | dict[str, Any]],
-    candidate: Sequence[Run | dict[str, Any]],
+    baseline: Sequence[Run],
+    candidate: Sequence[Run],
     metric: str = DEFAULT_METRIC,
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
@@ -292,11 +360,14 @@ def compare(
     if not 0 < alpha < 1:
         raise UsageError(f"--alpha must be between 0 and 1, got {alpha:g}")
     up = higher_is_better(metric)
-    base_runs, cand_runs = runs_of(baseline), runs_of(candidate)
+    base_runs, cand_runs = list(baseline), list(candidate)
     base_groups = group_by_configuration(base_runs)
     cand_groups = group_by_configuration(cand_runs)
+    configs = list(dict.fromkeys([*base_groups, *cand_groups]))
+    if len(configs) > 1:  # short labels among every configuration on either side, as compare's
+        configs = labelled(configs)
     rows = []
-    for config in dict.fromkeys([*base_groups, *cand_groups]):
+    for config in configs:
         b = _side(base_groups.get(config, []), metric)
         c = _side(cand_groups.get(config, []), metric)
         rows.append(_row(config, b, c, up, threshold, alpha, metric))

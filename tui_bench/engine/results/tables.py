@@ -1236,6 +1236,21 @@ class Comparison:
     def table(self, name: str) -> Table | None:
         return next((t for t in self.tables() if t.name == name), None)
 
+    def also_differs(self) -> list[str]:
+        """The fairness card's settings that differ beside what is compared, once each: what a
+        reader must weigh besides the configurations' names. A setting the names carry is what
+        is compared, and so is its observed consequence (``CONSEQUENCES``: threads observed
+        follow the threads configured); the card shows both side by side, but neither is a
+        second difference."""
+        card = self.table("fairness")
+        if card is None:
+            return []
+        named = identity.label_fields([g.config for g in self.groups])
+        compared = {label for label, spec in CARD_SPEC_FIELD.items() if spec in named}
+        compared |= {seen for seen, setting in CONSEQUENCES.items() if setting in compared}
+        settings = dict.fromkeys(str(s) for s in card.values("setting"))
+        return [s for s in settings if s not in compared]
+
 
 def compute(
     records: Sequence[Run | dict[str, Any]],

@@ -65,13 +65,7 @@ class RunResult:
                 if key in self.started:
                     m[key] = self.started[key]
         m.update({f"res_{k}": v for k, v in self.resources.items() if k != "samples"})
-        # Energy of the steady-state windows only (NVML counter read at their bounds): warm-up,
-        # compilation, validation and process start-up are not in it.
-        energy = self.resources.get("steady_energy_j")
         global_batch = self.summary.get("global_batch") or self.spec.batch_size
-        trained = (self.summary.get("steady_steps") or 0) * global_batch
-        if energy and trained:
-            m["samples_per_joule"] = trained / energy
         # How good the number is: FLOPs, achieved FLOP/s and MFU against the named peaks,
         # joules per step per device (docs/limits.md).
         m.update(
@@ -87,6 +81,9 @@ class RunResult:
                 self.spec.workers,
             )
         )
+        # Energy of the steady-state windows only (NVML counter and RAPL read at their bounds):
+        # warm-up, compilation, validation and process start-up are not in it. Per device:
+        # gpu_samples_per_joule beside cpu_samples_per_joule (``run_energy``).
         m.update(run_energy(self.resources, self.summary.get("steady_steps") or 0, global_batch))
         m.update(thread_observation(self.spec.threads * self.spec.workers, self.resources))
         m.update(worker_threads(self.spec.workers, self.spec.threads))

@@ -19,9 +19,9 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
-from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results import metrics, render, tables, verdict
 from tui_bench.engine.results.published import Figure
+from tui_bench.engine.results.record import Run, runs_of
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
@@ -88,7 +88,7 @@ class CompareScreen(Screen):
         # What to compare, handed down by the app (no ids: the latest sweep).
         self.run_ids: list[str] = list(run_ids)
         self.metric = metrics.COMPARED_BY_DEFAULT
-        self.records: list[dict[str, Any]] = []
+        self.records: list[Run] = []
         self.skipped: list[tuple[str, str]] = []
         self.published: list[Figure] = []
         self.source = ""
@@ -149,12 +149,12 @@ class CompareScreen(Screen):
             if ids
             else "the latest sweep"
         )
-        self.app.call_from_thread(self._loaded, ids, records, skipped, source, published)
+        self.app.call_from_thread(self._loaded, ids, runs_of(records), skipped, source, published)
 
     def _loaded(
         self,
         ids: list[str],
-        records: list[dict[str, Any]],
+        records: list[Run],
         skipped: list[tuple[str, str]],
         source: str,
         published: list[Figure],
@@ -166,12 +166,12 @@ class CompareScreen(Screen):
 
     def show(
         self,
-        records: list[dict[str, Any]],
+        records: Sequence[Run],
         skipped: list[tuple[str, str]] | None = None,
         source: str = "",
         published: Sequence[Figure] = (),
     ) -> None:
-        self.records, self.skipped, self.source = records, list(skipped or []), source
+        self.records, self.skipped, self.source = list(records), list(skipped or []), source
         self.published = list(published)
         self._rebuild()
 
@@ -197,7 +197,7 @@ class CompareScreen(Screen):
         self._write_report(list(self.records), self.comparison)
 
     @work(thread=True, exclusive=True, group="report", exit_on_error=False)
-    def _write_report(self, records: list[dict[str, Any]], comparison: tables.Comparison) -> None:
+    def _write_report(self, records: list[Run], comparison: tables.Comparison) -> None:
         """The page for what the tabs show (the same computed comparison), drawn off the UI
         thread: figures take seconds."""
         import datetime as dt
@@ -238,15 +238,10 @@ class CompareScreen(Screen):
         self.comparison = comparison
         self.tables = comparison.tables()
         label = comparison.metric.label
-        finished = sum(r.get("status") == RunStatus.FINISHED for r in self.records)
-        card = comparison.table("fairness")
-        differs = (
-            " · [!] also differs: "
-            + ", ".join(dict.fromkeys(str(s) for s in card.values("setting")))
-            + " (fairness tab)"
-            if card is not None
-            else ""
-        )
+        finished = sum(r.finished for r in self.records)
+        # what differs besides the compared setting (and what is observed of it): the card's
+        others = comparison.also_differs()
+        differs = f" · [!] also differs: {', '.join(others)} (fairness tab)" if others else ""
         self.note_text = (
             f"{self.source}: {len(self.records)} run(s), {finished} finished · metric "
             f"{self.metric} (m: next) — {label}{differs}\n"
