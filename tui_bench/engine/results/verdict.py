@@ -17,7 +17,8 @@ MAX_VERDICT_LINES = 8  # comparisons spelled out in the verdict; the rest in the
 
 def established(p: float | None, state: str) -> bool:
     """An answer is established when the test found it (p below ``stats.ALPHA``) and every run
-    behind it was stable (or not judged)."""
+    behind it was judged stable: a run with no verdict (stored before verdicts, or too short to
+    judge) leaves the answer open, as a noisy one does. ``state`` is ``row_state``'s."""
     return p is not None and p < stats.ALPHA and state in ("", stability.STABLE)
 
 
