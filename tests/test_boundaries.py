@@ -207,3 +207,25 @@ def test_engine_type_checks():
 
     stdout, stderr, status = api.run(["--config-file", str(REPO / "pyproject.toml")])
     assert status == 0, stdout[-4000:] + stderr[-1000:]
+
+
+# Converted by another change of issue 40; until then they may still take a stored dict.
+_RUN_OR_DICT_ALLOWED = {
+    "tui_bench/engine/results/regress.py",
+    "tui_bench/cli/regress.py",
+    "tui_bench/engine/results/figures.py",
+    "tui_bench/tui/screens/compare.py",
+}
+
+
+def test_readers_past_the_store_take_a_run_not_a_dict():
+    """A run past the store is a ``record.Run`` (``History`` hands out nothing else): no reader
+    takes ``Run | dict`` and converts on its own."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in sorted((REPO / "tui_bench").rglob("*.py"))
+        if str(path.relative_to(REPO)) not in _RUN_OR_DICT_ALLOWED
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "Run | dict" in line
+    ]
+    assert not offenders, offenders

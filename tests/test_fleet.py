@@ -211,7 +211,7 @@ def test_fleet_sweep_names_nodes_and_survives_a_lost_node(isolated_home, ray_clu
         if batch_id is not None:
             _kill_orphaned_workers(batch_id)
 
-    records = {r["id"]: r for r in History().all()}
+    records = {r.id: r for r in History().all()}
     assert len(records) == 3
     lost = records[doomed["id"]]
     assert lost["status"] == "failed"

@@ -11,6 +11,7 @@ from tui_bench.cli import main
 from tui_bench.engine.errors import UsageError
 from tui_bench.engine.results import regress
 from tui_bench.engine.results.identity import configuration_of
+from tui_bench.engine.results.record import Run
 
 BASE = [40.0, 40.4, 39.8, 40.2, 40.1, 39.9]
 SLOWER = [48.0, 48.3, 47.9, 48.5, 48.1, 47.7]  # +20 %
@@ -86,9 +87,11 @@ def test_configurations_are_kept_apart_by_identity():
     b = runs(BASE, start=10) + runs(SLOWER, start=10, host="box-b")
     report = regress.compare(a, b)
     assert len(report.rows) == 2 and {r.mark for r in report.rows} == {"~"}
-    assert configuration_of(a[0]).key != configuration_of(a[-1]).key
     assert (
-        configuration_of(a[0]).key == configuration_of(b[0]).key
+        configuration_of(Run.from_record(a[0])).key != configuration_of(Run.from_record(a[-1])).key
+    )
+    assert (
+        configuration_of(Run.from_record(a[0])).key == configuration_of(Run.from_record(b[0])).key
     )  # seeds differ; the configuration does not
 
 

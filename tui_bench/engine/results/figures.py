@@ -100,7 +100,7 @@ def compare_figure(records: Sequence[Run | dict[str, Any]], metric: str, path: s
     the runs vary in threads, the thread-scaling lines (median against threads)."""
     target = _check_path(path)
     figure = _figure_class()
-    groups = group_by_configuration(records)
+    groups = group_by_configuration(Run.from_record(r) for r in records)
     varying = varying_fields(list(groups))
     rows = []
     for config, runs in groups.items():

@@ -175,6 +175,12 @@ class Run(NamedTuple):
         return str(self.env.get("cpu_model") or "cpu")
 
     @property
+    def machine_check(self) -> Mapping[str, Any]:
+        """The doctor's verdict on the machine as the run started (``doctor.Report.snapshot``),
+        {} for a run recorded before the check was kept."""
+        return _mapping(self.raw.get("machine_check"))
+
+    @property
     def settings(self) -> Mapping[str, Any]:
         """The framework settings the worker applied (compile, autotune, …)."""
         return _mapping(self.worker.get("settings"))
@@ -207,6 +213,16 @@ class Run(NamedTuple):
     def repeat(self) -> int | None:
         value = self.raw.get("repeat")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def reason(self) -> str | None:
+        """Why a run failed, was cancelled or interrupted, as recorded."""
+        return self.text_field("reason")
+
+    @property
+    def log_tail(self) -> str | None:
+        """The last lines of a failed run's worker log, as recorded."""
+        return _text(self.raw.get("log_tail"))
 
     # -- when ----------------------------------------------------------------------------------
     @property
