@@ -129,13 +129,13 @@ async def test_history_open_sort_filter_compare_delete_run_again(tui_home):
         await pilot.press("s")
         assert screen.sort_key == "framework"
         screen.sort_by("step_ms")
-        assert [r["id"] for r in screen.shown] == [RUNS[1][0], RUNS[0][0]]  # 39 ms first
+        assert [r.id for r in screen.shown] == [RUNS[1][0], RUNS[0][0]]  # 39 ms first
         screen.sort_by("step_ms")
-        assert [r["id"] for r in screen.shown] == [RUNS[0][0], RUNS[1][0]]
+        assert [r.id for r in screen.shown] == [RUNS[0][0], RUNS[1][0]]
         # filter
         await pilot.press("slash")
         await pilot.press(*"mlp")
-        assert [r["id"] for r in screen.shown] == [RUNS[1][0]]
+        assert [r.id for r in screen.shown] == [RUNS[1][0]]
         await pilot.press("enter")
         screen.query_one("#history-filter", Input).value = ""
         await pilot.pause()

@@ -238,7 +238,7 @@ class CompareScreen(Screen):
         self.comparison = comparison
         self.tables = comparison.tables()
         label = comparison.metric.label
-        finished = sum(r.get("status") == RunStatus.FINISHED for r in self.records)
+        finished = sum(r.status == RunStatus.FINISHED for r in self.records)
         card = comparison.table("fairness")
         differs = (
             " · [!] also differs: "
