@@ -85,9 +85,9 @@ def one_run(spec, viewers: int, env: dict[str, str]) -> tuple[float, list[float]
         cpu_pct.append(100 * cpu / wall)
         p.wait(30)
     record = History().get(state.run_ids[0])
-    if record["status"] != "finished":
-        raise SystemExit(f"run failed: {record.get('reason')}")
-    return record["metrics"]["step_median_s"], cpu_pct
+    if record.status != "finished":
+        raise SystemExit(f"run failed: {record.reason}")
+    return record.metrics["step_median_s"], cpu_pct
 
 
 def main() -> None:

@@ -30,6 +30,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tui_bench.engine.results.record import Run
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -37,7 +41,7 @@ sys.path.insert(0, str(REPO))
 SPIN = "import time\nt=time.time()\nwhile time.time()-t<600: pass"
 
 
-def one_run(condition: str, steps: int, warmup: int) -> dict:
+def one_run(condition: str, steps: int, warmup: int) -> Run:
     from tui_bench.engine.results.history import History
     from tui_bench.engine.runs.runner import execute
     from tui_bench.engine.spec import RunSpec
@@ -101,13 +105,12 @@ def main() -> None:
     for round_ in range(args.rounds):
         for condition in ("quiet", "hogs", "paused"):
             record = one_run(condition, args.steps, args.warmup)
-            stab = record.get("stability") or {}
-            rules = sorted({r["rule"] for r in stab.get("reasons", [])})
-            m = record.get("metrics") or {}
-            outcomes[condition].append({"verdict": stab.get("verdict"), "rules": rules})
+            rules = sorted({r.rule for r in record.reasons})
+            outcomes[condition].append({"verdict": record.verdict, "rules": rules})
+            step = record.metric("step_median_s") or 0
             print(
-                f"round {round_ + 1} {condition:<6} {record['status']:<8} "
-                f"{stab.get('verdict')!s:<10} step {1000 * (m.get('step_median_s') or 0):.1f} ms "
+                f"round {round_ + 1} {condition:<6} {record.status:<8} "
+                f"{record.verdict!s:<10} step {1000 * step:.1f} ms "
                 f"load {os.getloadavg()[0]:.2f}  {', '.join(rules) or '-'}",
                 flush=True,
             )

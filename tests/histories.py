@@ -8,6 +8,7 @@ import zlib
 from typing import Any
 
 from tui_bench.engine.results.history import History
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.spec import RunSpec
 
 START = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.UTC)
@@ -68,3 +69,8 @@ def fill(records: list[dict[str, Any]]) -> History:
     for item in records:
         history.add(item)
     return history
+
+
+def as_runs(records: list[Any]) -> list[Run]:
+    """Constructed records as the history hands them out: ``Run`` values."""
+    return [Run.from_record(r) for r in records]

@@ -59,7 +59,7 @@ def test_auto_repeats_stop_each_configuration_when_its_median_is_known(tmp_path:
     sweep_module.run(sweep, history, executor=fake_executor)
     ran = {}
     for r in sweep_module.records(sweep, history):
-        ran[r["config"]] = ran.get(r["config"], 0) + 1
+        ran[r.config] = ran.get(r.config, 0) + 1
     assert ran == {"threads=1": 6, "threads=2": 8}  # 6: the fewest for a 95 % CI of a median
     found = sweep_module.find(sweep.id)  # the reasons survive in the manifest
     assert "after 6 repeats (target ±2 %)" in found.stopped["threads=1"]
@@ -99,15 +99,15 @@ def test_one_spec_repeats_until_its_median_is_known_in_one_group(monkeypatch):
     assert plan["auto_repeats"] == {"max": 8, "target_ci": 0.02}
     runs = History().all()
     assert len(runs) == 6  # the fewest repeats that give a 95 % CI of a median
-    assert {r["group"] for r in runs} == {batch_id}  # `compare GROUP` finds them
-    assert sorted(r["repeat"] for r in runs) == list(range(6))
-    assert sorted(r["spec"]["seed"] for r in runs) == list(range(6))  # a seed per repeat
+    assert {r.group for r in runs} == {batch_id}  # `compare GROUP` finds them
+    assert sorted(r.repeat for r in runs) == list(range(6))
+    assert sorted(r.spec["seed"] for r in runs) == list(range(6))  # a seed per repeat
     assert done["type"] == BatchEvent.BATCH_DONE and done["error"] is None
     (why,) = done["stopped"].values()
     assert "after 6 repeats (target ±2 %)" in why
     assert not sweep_module.sweeps_dir().exists()  # a batch's sweep writes no manifest
-    assert [r["id"] for r in sweep_module.collect([batch_id], History())[0]] == [
-        r["id"] for r in sorted(runs, key=lambda r: (r["started_at"], r["id"]))
+    assert [r.id for r in sweep_module.collect([batch_id], History())[0]] == [
+        r.id for r in sorted(runs, key=lambda r: (r.started_text, r.id))
     ]
 
 
@@ -315,7 +315,7 @@ def test_cli_repeats_auto_real_runs_say_why_they_stopped():
     assert out.returncode == 0, out.stderr
     assert "run 2 of at most 2" in out.stderr
     runs = History().all()
-    (group,) = {r["group"] for r in runs}
+    (group,) = {r.group for r in runs}
     assert len(runs) == 2
     assert f"repeats: 2 run(s) in group {group}; stopped at the maximum of 2 repeats" in out.stdout
     assert f"tui-bench compare {group}" in out.stdout

@@ -237,7 +237,7 @@ def test_a_managed_framework_runs_under_a_non_default_home(
     assert record["metrics"]["step_median_s"] > 0
     assert record["metrics"]["framework_version"].startswith("1.9")  # MXNet itself ran
     assert (home / "history.jsonl").is_file()
-    assert History(home).get(record["id"])["spec"]["framework"] == "mxnet"
+    assert History(home).get(record["id"]).spec["framework"] == "mxnet"
 
 
 # -- runtime names and interpreters ---------------------------------------------------------------

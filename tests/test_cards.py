@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from histories import as_runs
 
 from tui_bench import cli
 from tui_bench.engine import catalog
@@ -72,14 +73,14 @@ def test_tested_networks_and_datasets_come_from_finished_runs_only(tmp_path: Pat
         record("d", "torch", "eager", "mlp", "mnist", "gpu:0"),
     )
     records = history.all()
-    networks = cards.tested(records, "theano", "model")
+    networks = cards.tested(as_runs(records), "theano", "model")
     assert "cnn (cpu; 1 run, last 2026-11-20)" in networks
     assert "lstm (cpu; 1 run, last 2026-11-21)" in networks
     assert "vgg16" not in networks  # it failed: not tested
     assert "mlp" not in networks  # another framework's
-    assert cards.tested(records, "theano", "dataset").startswith("synthetic-imdb")
-    assert cards.tested(records, "torch", "model") == "mlp (gpu:0; 1 run, last 2026-11-20)"
-    assert cards.tested(records, "mxnet", "model") == "none finished on this machine"
+    assert cards.tested(as_runs(records), "theano", "dataset").startswith("synthetic-imdb")
+    assert cards.tested(as_runs(records), "torch", "model") == "mlp (gpu:0; 1 run, last 2026-11-20)"
+    assert cards.tested(as_runs(records), "mxnet", "model") == "none finished on this machine"
 
 
 def test_framework_card_cells_follow_the_probe_and_go_missing_without_it(tmp_path: Path) -> None:

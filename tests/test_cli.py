@@ -12,6 +12,7 @@ import pytest
 from conftest import REPO, require_runtime
 
 from tui_bench.engine.results.history import History
+from tui_bench.engine.results.record import Run
 
 TINY = [
     "--threads",
@@ -145,7 +146,7 @@ def test_failed_run_exits_1_and_shows_reason_and_log_tail():
     out = cli("run", *TINY, "--device", "gpu")
     assert out.returncode == 1
     assert "DeviceError: torch runtime sees 0 GPUs" in out.stderr
-    assert History().all()[0]["status"] == "failed"
+    assert History().all()[0].status == "failed"
 
 
 def test_ctrl_c_cancels_the_worker_and_records_cancelled():
@@ -161,7 +162,7 @@ def test_ctrl_c_cancels_the_worker_and_records_cancelled():
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         records = History().all()
-        if records and records[0]["status"] == "running":
+        if records and records[0].status == "running":
             break
         time.sleep(0.2)
     time.sleep(3)  # let the worker get into training
@@ -169,7 +170,7 @@ def test_ctrl_c_cancels_the_worker_and_records_cancelled():
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "cancelling" in err
-    assert History().all()[0]["status"] == "cancelled"
+    assert History().all()[0].status == "cancelled"
 
 
 def test_sysinfo_reports_machine_and_runtimes():
@@ -297,7 +298,7 @@ def test_a_runs_table_shows_the_settings_behind_its_numbers_and_an_emulated_bf16
         "metrics": {"step_median_s": 0.5},
     }
     console = Console(width=80, record=True)
-    console.print(summary_table([record]))
+    console.print(summary_table([Run.from_record(record)]))
     text = console.export_text()
     rows = {
         line.split("│")[1].strip(): line.split("│")[2].strip()

@@ -6,7 +6,7 @@ import sys
 
 from conftest import require_module
 
-from tests.histories import fill, record
+from tests.histories import as_runs, fill, record
 from tests.test_trends import noisy
 from tui_bench.cli import main
 
@@ -63,6 +63,7 @@ def _speedup_figure_and_verdict(stability: dict | None) -> tuple[str, str]:
     extra = {"stability": stability} if stability is not None else {}
     runs = [record(i, 40 + i % 3, threads=1, **extra) for i in range(5)]
     runs += [record(10 + i, 25 + i % 3, threads=2, **extra) for i in range(5)]
+    runs = as_runs(runs)  # as the history hands them out
     comparison = tables.compute(runs)
     page = html_report.collect(runs, comparison)
     (svg,) = [f.svg for f in page.figures if f.title.startswith("speed-ups")]

@@ -21,6 +21,7 @@ from tui_bench import cli
 from tui_bench.engine.machine import procs
 from tui_bench.engine.results import tables
 from tui_bench.engine.results.history import History, read_jsonl
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.runs import fleet, follow, supervisor
 from tui_bench.engine.spec import RunSpec
 
@@ -63,10 +64,12 @@ def test_a_run_holds_the_threads_or_gpus_it_uses():
 
 
 def test_compare_splits_configurations_by_host_when_runs_came_from_several():
-    def run(host: str, step: float) -> dict:
+    def run(host: str, step: float) -> Run:
         spec = RunSpec(threads=1).to_dict()
         metrics = {"step_median_s": step}
-        return {"status": "finished", "spec": spec, "host": host, "metrics": metrics}
+        return Run.from_record(
+            {"status": "finished", "spec": spec, "host": host, "metrics": metrics}
+        )
 
     one_host = [run("a", 0.1), run("a", 0.11)]
     groups, varying = tables.group(one_host)
@@ -173,10 +176,10 @@ def test_fleet_sweep_names_nodes_and_survives_a_lost_node(isolated_home, ray_clu
         batch_id = out.stdout.strip()
         history = History()
 
-        def on_second_node() -> dict | None:
+        def on_second_node() -> Run | None:
             for record in history.all():
-                node = record.get("node") or {}
-                if node.get("id") == second_id and record["status"] == "running":
+                node = record.raw.get("node") or {}  # where the fleet placed it, as stored
+                if node.get("id") == second_id and record.status == "running":
                     return record
             return None
 
@@ -211,30 +214,28 @@ def test_fleet_sweep_names_nodes_and_survives_a_lost_node(isolated_home, ray_clu
         if batch_id is not None:
             _kill_orphaned_workers(batch_id)
 
-    records = {r["id"]: r for r in History().all()}
+    records = {r.id: r for r in History().all()}
     assert len(records) == 3
-    lost = records[doomed["id"]]
-    assert lost["status"] == "failed"
-    assert f"node {socket.gethostname()} (127.0.0.1, node {second_id[:12]})" in lost["reason"]
-    assert "lost mid-run" in lost["reason"]
-    others = [r for r in records.values() if r["id"] != lost["id"]]
-    assert [r["status"] for r in others] == ["finished", "finished"], [
-        r.get("reason") for r in others
-    ]
-    assert state.run_ids[-1] != lost["id"]  # the sweep went on after the node was lost
+    lost = records[doomed.id]
+    assert lost.status == "failed"
+    assert f"node {socket.gethostname()} (127.0.0.1, node {second_id[:12]})" in str(lost.reason)
+    assert "lost mid-run" in str(lost.reason)
+    others = [r for r in records.values() if r.id != lost.id]
+    assert [r.status for r in others] == ["finished", "finished"], [r.reason for r in others]
+    assert state.run_ids[-1] != lost.id  # the sweep went on after the node was lost
     for record in records.values():
-        assert record["cluster"] == address
-        assert record["host"] == socket.gethostname()
-        assert record["env"]["host"] == socket.gethostname()  # fingerprint taken on the node
-        assert record["label"].endswith(f" @ {socket.gethostname()}")
-    assert {r["node"]["id"] for r in others} == {head_id}
-    assert lost["node"]["id"] == second_id
+        assert record.raw["cluster"] == address
+        assert record.host == socket.gethostname()
+        assert record.env["host"] == socket.gethostname()  # fingerprint taken on the node
+        assert record.label.endswith(f" @ {socket.gethostname()}")
+    assert {r.raw["node"]["id"] for r in others} == {head_id}
+    assert lost.raw["node"]["id"] == second_id
     for record in others:  # every event of a remote run reached this machine's series file
-        events = list(read_jsonl(History().series_path(record["id"])))
+        events = list(read_jsonl(History().series_path(record.id)))
         assert [e["type"] for e in events][:1] == ["record"]
         assert [e["epoch"] for e in events if e["type"] == "epoch_finished"] == [1, 2, 3, 4]
         assert events[-1]["type"] == "result" and events[-1]["record"]["status"] == "finished"
-        assert record["metrics"]["step_median_s"] > 0
+        assert record.metrics["step_median_s"] > 0
 
 
 def _kill_orphaned_workers(batch_id: str) -> None:

@@ -29,10 +29,10 @@ def test_round_trip_prefix_lookup_update_delete(isolated_home):
     h = History()
     first = h.add(record(1))
     second = h.add(record(2))
-    assert [r["id"] for r in h.all()] == [first, second]
-    assert h.get(first)["label"] == "run 1"
+    assert [r.id for r in h.all()] == [first, second]
+    assert h.get(first).label == "run 1"
     h.update(first, status="failed", reason="boom")
-    assert h.get(first)["reason"] == "boom"
+    assert h.get(first).reason == "boom"
     h.series_path(first).write_text('{"type":"record"}\n')
     assert h.delete([first]) == 1
     assert not h.series_path(first).exists()
@@ -63,7 +63,7 @@ def test_concurrent_writers_lose_nothing(isolated_home):
     for p in procs:
         p.join(60)
     assert [p.exitcode for p in procs] == [0, 0, 0]
-    threads = sorted(r["spec"]["threads"] for r in History().all())
+    threads = sorted(r.spec["threads"] for r in History().all())
     assert threads == sorted(k * 100 + i for k in range(3) for i in range(15))
 
 
@@ -75,10 +75,10 @@ def test_a_crash_mid_write_leaves_a_readable_history(isolated_home):
     with open(h.journal_path, "ab") as handle:
         handle.write(b'{"id":"torn","op":"put","record":{"sta')  # the process died here
     again = History()
-    assert [r["id"] for r in again.all()] == [kept]
+    assert [r.id for r in again.all()] == [kept]
     assert "cut short" in again.warnings[0] and len(again.warnings) == 1
     after = History().add(record(2))
-    assert [r["id"] for r in History().all()] == [kept, after] and not History().warnings
+    assert [r.id for r in History().all()] == [kept, after] and not History().warnings
 
 
 def test_a_partial_line_while_a_writer_holds_the_lock_is_a_write_in_flight(isolated_home):
@@ -93,7 +93,7 @@ def test_a_partial_line_while_a_writer_holds_the_lock_is_a_write_in_flight(isola
         while not (h.home / "held").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         reader = History()
-        assert [r["id"] for r in reader.summaries()] == [kept] and not reader.warnings
+        assert [r.id for r in reader.summaries()] == [kept] and not reader.warnings
     finally:
         (h.home / "release").touch()
         writer.join(30)
@@ -138,9 +138,9 @@ def test_a_corrupt_journal_is_kept_aside_and_rebuilt_from_series(isolated_home):
     )
     h.journal_path.write_text('{"schema": "tui-bench-history", "vers\n{"id": "x", "sta\n')
     again = History()
-    records = {r["id"]: r for r in again.all()}
-    assert records[finished]["status"] == "finished"
-    assert records[running]["status"] == "interrupted"
+    records = {r.id: r for r in again.all()}
+    assert records[finished].status == "finished"
+    assert records[running].status == "interrupted"
     assert len(again.warnings) == 1 and "\n" not in again.warnings[0]
     assert "rebuilt 2 run(s)" in again.warnings[0]
     aside = list(isolated_home.glob("history.damaged-*.jsonl"))
@@ -156,10 +156,10 @@ def test_runs_left_running_by_a_dead_app_become_interrupted():
     )
     # No start time: the pid alone proves nothing (it may be reused), so the run is settled.
     bare = h.add(record(3, status="running", recorder_pid=parent["pid"]))
-    assert h.get(dead)["status"] == "interrupted"  # every reader sees it settled already
+    assert h.get(dead).status == "interrupted"  # every reader sees it settled already
     assert h.mark_interrupted() == 2
-    assert h.get(dead)["status"] == "interrupted" and h.get(bare)["status"] == "interrupted"
-    assert h.get(alive)["status"] == "running"
+    assert h.get(dead).status == "interrupted" and h.get(bare).status == "interrupted"
+    assert h.get(alive).status == "running"
 
 
 def test_csv_export_loads_in_pandas_one_row_per_run(tmp_path):
@@ -188,7 +188,7 @@ def test_a_finished_run_whose_last_history_write_was_lost_is_recovered_from_its_
         handle.write(json.dumps({"type": "record", "record": started}) + "\n")
         handle.write(json.dumps({"type": "result", "record": finished}) + "\n")
     assert h.mark_interrupted() == 0
-    assert h.get(run_id)["status"] == "finished" and h.get(run_id)["finished_at"] == "later"
+    assert h.get(run_id).status == "finished" and h.get(run_id).ended_text == "later"
 
 
 def test_a_run_without_its_result_keeps_its_series_and_names_the_dead_supervisor():
@@ -199,5 +199,5 @@ def test_a_run_without_its_result_keeps_its_series_and_names_the_dead_supervisor
     h.series_path(run_id).write_text(json.dumps(steps) + "\n")
     assert h.mark_interrupted() == 1
     settled = h.get(run_id)
-    assert settled["status"] == "interrupted" and f"pid {2**22 + 12345}" in settled["reason"]
+    assert settled.status == "interrupted" and f"pid {2**22 + 12345}" in (settled.reason or "")
     assert h.read_series(run_id) == [steps]

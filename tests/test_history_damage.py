@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.results import check, store
 from tui_bench.engine.results.history import History
+from tui_bench.engine.results.record import Run
 
 RUNS = 4
 
@@ -110,8 +111,8 @@ def outcome(home: Path) -> tuple[list[str] | None, str | None]:
     """The runs every reader sees, or the one line it refused with."""
     try:
         history = History(home)
-        summaries = [r["id"] for r in history.summaries()]
-        full = [r["id"] for r in History(home).all()]
+        summaries = [r.id for r in history.summaries()]
+        full = [r.id for r in History(home).all()]
         assert summaries == full, "the fast and the full reader disagree"
         for warning in history.warnings:
             assert "\n" not in warning
@@ -151,6 +152,66 @@ def test_damage_to_one_file_loses_no_run(template, tmp_path, target, how):
         history.summaries()
         assert not history.warnings  # the repair stuck: the next reader finds nothing wrong
         assert list(home.glob("history.damaged-*.jsonl"))  # and the damaged original is kept
+
+
+def reading_methods(history: History, run_id: str, group: str) -> dict[str, list[object]]:
+    """What every public reading method of the History API hands out."""
+    return {
+        "summaries": list(history.summaries()),
+        "group_summaries": list(history.group_summaries(group)),
+        "all": list(history.all()),
+        "records": list(history.records()),
+        "records(ids)": list(history.records([run_id])),
+        "get": [history.get(run_id)],
+        "get(prefix)": [history.get(run_id[:-1])],
+    }
+
+
+def test_every_reading_method_hands_out_runs_not_dicts(template, tmp_path):
+    """Past the store a run is a ``Run`` (record.py), never the stored dict: a reader that
+    indexes ``r["status"]`` again fails here, not in a screen."""
+    home = copy_of(template, tmp_path)
+    h = History(home)
+    h.add({"id": "20261102-000000-0000000g", "status": "finished", "group": "g1"})
+    found = reading_methods(History(home), template[1][0], "g1")
+    for method, values in found.items():
+        assert values, method
+        assert all(isinstance(v, Run) and not isinstance(v, dict) for v in values), method
+    assert [r.id for r in found["group_summaries"]] == ["20261102-000000-0000000g"]
+
+
+# Fields a hand-edited or old history may hold with the wrong type: each a valid JSON line.
+DAMAGED_FIELDS: list[dict[str, object]] = [
+    {"status": 5, "spec": [1, 2], "metrics": "fast", "stability": "stable"},
+    {"started_at": 7, "finished_at": {"when": "later"}, "group": ["g"], "repeat": "1"},
+    {"env": None, "worker": "torch", "load_at_start": 3, "machine_check": [1]},
+    {"metrics": {"step_median_s": "NaN", "steady_step_times": "none"}, "reason": 404},
+    {"stability": {"verdict": 1, "reasons": ["a", {"value": "x"}]}, "label": None},
+]
+
+
+@pytest.mark.parametrize("fields", DAMAGED_FIELDS)
+def test_a_record_with_damaged_fields_still_reads_as_a_run(tmp_path, fields):
+    """A run whose fields are damaged reads, through every reading method, as a Run with those
+    fields not recorded; nothing raises, and the other runs are untouched."""
+    home = tmp_path / "home"
+    h = History(home)
+    good = h.add({"id": "20261103-000000-00000001", "status": "finished", "group": "g1"})
+    bad = h.add({"id": "20261103-000001-00000002", "group": "g1", **fields})
+    found = reading_methods(History(home), bad, "g1")
+    for method, values in found.items():
+        assert all(isinstance(v, Run) for v in values), method
+    runs = {r.id: r for r in History(home).all()}
+    assert set(runs) == {good, bad} and runs[good].finished
+    run = runs[bad]
+    read = [  # every accessor answers
+        *(run.status, run.spec, run.metrics, run.stability, run.env, run.worker, run.load),
+        *(run.machine_check, run.label, run.host, run.device_model, run.started, run.ended),
+        *(run.verdict, run.reasons, run.state, run.step_times, run.metric("step_median_s")),
+        *(run.group, run.repeat, run.reason, run.log_tail, run.limits, run.started_text),
+    ]
+    assert len(read) == 24
+    assert run.metric("step_median_s") is None
 
 
 def test_a_damaged_series_loses_its_own_events_only(template, tmp_path):

@@ -44,7 +44,7 @@ def old_jsonl(history: History, path: Path) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         header = {"format": transfer.FORMAT, "version": store.VERSION, "fields": ["run", "series"]}
         handle.write(json.dumps(header) + "\n")
-        for record in history.records():
+        for record in (dict(r.raw) for r in history.records()):  # the stored dicts: a format
             series = ",".join(_old_series_texts(history.series_path(record["id"])))
             run = json.dumps(record, separators=(",", ":"), default=str)
             handle.write(f'{{"run":{run},"series":[{series}]}}\n')
@@ -84,7 +84,7 @@ def old_csv(history: History, path: Path) -> None:
     for name in ("status", "reason"):
         columns[name] = len(columns)
     rows = []
-    for record in history.records():
+    for record in (dict(r.raw) for r in history.records()):  # the stored dicts: a format
         row: list[Any] = [""] * len(columns)
         for key, value in _old_flatten(record).items():
             if key not in columns:
@@ -235,7 +235,7 @@ def test_moving_a_schema_1_history_writes_the_runs_the_plain_move_wrote(tmp_path
         store.rewrite(homes[1] / store.JOURNAL_NAME, sorted(kept.values(), key=_started))
         (homes[1] / store.LEGACY_NAME).unlink()
     plain = History(homes[1])
-    assert [r["id"] for r in fast.summaries()] == [r["id"] for r in plain.summaries()]
+    assert [r.id for r in fast.summaries()] == [r.id for r in plain.summaries()]
     assert fast.all() == plain.all()
     for history, name in ((fast, "fast"), (plain, "plain")):
         transfer.export_jsonl(history, tmp_path / f"{name}.jsonl")

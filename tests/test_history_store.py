@@ -56,19 +56,19 @@ def test_a_write_appends_one_line_and_never_rewrites(isolated_home):
     assert h.journal_path.stat().st_ino == inode  # same file, appended to
     tail = h.journal_path.read_bytes()[size:]
     assert tail.count(b"\n") == 1 and json.loads(tail)["op"] == "patch"
-    assert h.get(first)["reason"] == "boom" and h.get(first)["env"]["cpu_model"] == "x"
+    assert h.get(first).reason == "boom" and h.get(first).env["cpu_model"] == "x"
 
 
 def test_summaries_hold_what_lists_show_and_the_cache_follows_new_writes(isolated_home):
     h = History()
     ids = [h.add(record(i)) for i in range(1, 4)]
     first = History().summaries()
-    assert [r["id"] for r in first] == ids
-    assert first[0]["spec"] == {"framework": "torch", "threads": 1, "device": "cpu"}
-    assert first[0]["env"] == {"host": "box"} and "cpu_model" not in first[0]["env"]
+    assert [r.id for r in first] == ids
+    assert first[0].spec == {"framework": "torch", "threads": 1, "device": "cpu"}
+    assert first[0].env == {"host": "box"} and "cpu_model" not in first[0].env
     store._write_cache(h.cache_path, {})  # a cache of the wrong shape is ignored, not trusted
     h.update(ids[0], metrics={"step_median_s": 5.0})
-    assert History().summaries()[0]["metrics"]["step_median_s"] == 5.0
+    assert History().summaries()[0].metrics["step_median_s"] == 5.0
     # A cache written for another journal (compacted, replaced) is not used.
     state = {"v": store._CACHE_VERSION, "journal": (0, 0), "end": 0, "lines": 0}
     head = {"damage": store.Damage(), "deleted": set(), "ids": set(), "running": {}, "groups": {}}
@@ -83,7 +83,7 @@ def test_the_cache_is_written_once_a_reader_replayed_enough(isolated_home, monke
     assert len(History().summaries()) == 1
     assert h.cache_path.exists()
     h.add(record(2))
-    assert [r["label"] for r in History().summaries()] == ["run 1", "run 2"]
+    assert [r.label for r in History().summaries()] == ["run 1", "run 2"]
 
 
 class _Planted:
@@ -105,14 +105,14 @@ def test_a_cache_naming_anything_but_plain_data_is_ignored_never_run(isolated_ho
     assert len(History().summaries()) == 1 and h.cache_path.exists()  # a real cache loads
     marker = isolated_home / "ran"
     h.cache_path.write_bytes(pickle.dumps({"v": 4, "records": _Planted(marker)}))
-    assert [r["label"] for r in History().summaries()] == ["run 1"]  # from the journal
+    assert [r.label for r in History().summaries()] == ["run 1"]  # from the journal
     assert not marker.exists()
     # A sound head (the index a run's start reads) followed by planted summaries: refused too.
     with open(h.cache_path, "rb") as handle:
         head = pickle.load(handle)
     h.cache_path.write_bytes(pickle.dumps(head) + pickle.dumps(_Planted(marker)))
     assert History().mark_interrupted() == 0  # the head alone is plain data
-    assert [r["label"] for r in History().summaries()] == ["run 1"]
+    assert [r.label for r in History().summaries()] == ["run 1"]
     assert not marker.exists()
 
 
@@ -125,7 +125,7 @@ def test_tinydb_still_opens_and_writes_the_history(isolated_home):
         assert db.get(Query().id == "b")["label"] == "run 2"
         db.update({"label": "renamed"}, Query().id == "a")
         db.close()
-    assert History().get("a")["label"] == "renamed" and History().get("b")["label"] == "run 2"
+    assert History().get("a").label == "renamed" and History().get("b").label == "run 2"
 
 
 def test_compaction_keeps_every_run_and_drops_superseded_lines(isolated_home):
@@ -151,8 +151,8 @@ def test_a_schema_1_history_json_migrates_and_is_kept(isolated_home):
     (isolated_home / "history.json").write_text(json.dumps(legacy))
     h = History()
     records = h.all()
-    assert [r["id"] for r in records] == ["20260101-000000-aaaa", "7"]
-    assert records[0]["started_at"].startswith("2026-01-01T00:00:00")  # from the id's date
+    assert [r.id for r in records] == ["20260101-000000-aaaa", "7"]
+    assert records[0].started_text.startswith("2026-01-01T00:00:00")  # from the id's date
     assert not h.warnings  # a clean migration is silent
     assert not (isolated_home / "history.json").exists()
     assert len(list(isolated_home.glob("history.v1-*.json"))) == 1
@@ -210,9 +210,9 @@ def test_check_lists_every_problem_repairs_only_when_asked(isolated_home, capsys
     main(["history", "check", "--repair"])
     out = capsys.readouterr().out
     assert "repaired:" in out
-    ids = {r["id"]: r for r in History().all()}
+    ids = {r.id: r for r in History().all()}
     assert {kept, lost, stale} <= ids.keys()
-    assert ids[stale]["status"] == "interrupted"
+    assert ids[stale].status == "interrupted"
     assert len(list(isolated_home.glob("history.damaged-*.jsonl"))) == 1  # the original, kept
     assert "still: batch file b1.jsonl" in out  # what cannot be repaired keeps being listed
 
@@ -238,7 +238,7 @@ def test_jsonl_export_import_round_trip_is_idempotent(isolated_home, tmp_path, m
     assert transfer.import_jsonl(target, out) == (2, 0)
     assert transfer.import_jsonl(History(), out) == (0, 2)  # twice: nothing new
     again = History()
-    assert [r["id"] for r in again.all()] == [*ids, "local"]
+    assert [r.id for r in again.all()] == [*ids, "local"]
     assert again.get(ids[0]) == h.get(ids[0])
     assert again.step_events(ids[1]) == h.step_events(ids[1])
 
@@ -278,7 +278,7 @@ def test_import_migrates_schema_1_files_and_refuses_bad_ones(isolated_home, tmp_
         + "\n"
     )
     assert transfer.import_jsonl(History(), old) == (1, 0)
-    assert History().get("20250101-120000-beef")["started_at"].startswith("2025-01-01T12:00")
+    assert History().get("20250101-120000-beef").started_text.startswith("2025-01-01T12:00")
     for body, message in [
         ('{"format": "tui-bench-runs", "version": 3}\n', "newer tui-bench"),
         ("not json\n", "not a tui-bench runs file"),
@@ -298,9 +298,9 @@ def test_import_migrates_schema_1_files_and_refuses_bad_ones(isolated_home, tmp_
 def test_every_reader_sees_a_dead_supervisor_s_run_as_interrupted(isolated_home, capsys):
     h = History()
     run_id = with_series(h, 1, status="running", recorder_pid=2**22 + 9, recorder_started=1.0)
-    assert History().summaries()[0]["status"] == "interrupted"
-    assert History().get(run_id)["status"] == "interrupted"
-    assert History().all()[0]["reason"].startswith("the run's supervisor stopped")
+    assert History().summaries()[0].status == "interrupted"
+    assert History().get(run_id).status == "interrupted"
+    assert History().all()[0].reason.startswith("the run's supervisor stopped")
     assert main(["history", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["status"] == "interrupted"
     assert main(["history", "show", run_id[:12]]) == 0
@@ -320,7 +320,7 @@ def test_a_full_disk_fails_the_write_in_one_line_and_leaves_no_debris(isolated_h
         patch.setattr(store.os, "write", half_then_full)
         h.update(run_id, status="failed")
     assert h.journal_path.read_bytes().endswith(b"\n")  # cut back to the last whole line
-    assert History().get(run_id)["status"] == "finished" and not History().warnings
+    assert History().get(run_id).status == "finished" and not History().warnings
     assert not list(isolated_home.glob(".*.tmp"))
 
 
@@ -386,7 +386,7 @@ def test_check_repair_compacts_a_journal_of_mostly_superseded_lines(isolated_hom
     main(["history", "check", "--repair"])
     assert "compacted the journal" in capsys.readouterr().out
     assert h.journal_path.read_bytes().count(b"\n") == 2
-    assert History().get(run_id)["label"] == "relabelled 4"
+    assert History().get(run_id).label == "relabelled 4"
 
 
 def test_a_run_s_start_reads_the_index_not_every_summary(isolated_home, monkeypatch):
@@ -415,11 +415,11 @@ def test_a_run_s_start_reads_the_index_not_every_summary(isolated_home, monkeypa
     fresh = History()
     assert fresh.mark_interrupted() == 1  # the dead recorder's run, from the head's index
     assert fresh.group_summaries("batch-new") == []  # a new batch: no group yet
-    assert fresh.get(done[3])["label"] == "run 4"  # a whole id: searched, not resolved
+    assert fresh.get(done[3]).label == "run 4"  # a whole id: searched, not resolved
     assert full_reads == []
-    assert [r["label"] for r in fresh.group_summaries("sweep-a")] == ["run 1", "run 2"]
-    assert History().get(dead)["status"] == "interrupted"
-    assert History().get(live)["status"] == "running"
+    assert [r.label for r in fresh.group_summaries("sweep-a")] == ["run 1", "run 2"]
+    assert History().get(dead).status == "interrupted"
+    assert History().get(live).status == "running"
     h.update(live, status="finished")
     assert History()._read_summaries(full=False).running == {}
 
@@ -434,7 +434,7 @@ def test_one_run_s_lines_are_found_by_search(isolated_home):
     found = store.lines_of(h.journal_path, [a, b, "none"])
     assert sorted(found) == [a, b] and len(found[a]) == 2 and len(found[b]) == 1
     assert store.final_record(a, found[a])["reason"] == "patched"
-    assert History(repair=False).get(a)["label"] == "run 1"
+    assert History(repair=False).get(a).label == "run 1"
     assert store.lines_of(isolated_home / "missing.jsonl", [a]) == {}
     (isolated_home / "empty.jsonl").write_bytes(b"")
     assert store.lines_of(isolated_home / "empty.jsonl", [a]) == {}

@@ -25,8 +25,8 @@ TINY = dict(threads=1, epochs=1, steps_per_epoch=4, train_samples=500, test_samp
 
 def settled(home: Path, run_id: str) -> None:
     record = History().get(run_id)
-    assert record["status"] == "failed", record
-    assert History().summaries()[-1]["status"] == "failed"
+    assert record.status == "failed", record
+    assert History().summaries()[-1].status == "failed"
     for raw in History().series_path(run_id).read_bytes().splitlines()[:-1]:
         json.loads(raw)  # every line but a possibly torn last one is whole
     assert not [p for p in home.rglob("*") if p.name.endswith(".tmp")]
@@ -59,8 +59,8 @@ def test_an_injected_write_error_fails_the_run_with_its_reason(isolated_home, mo
     result = runner.execute(RunSpec(**TINY).validate(), History(), sample_interval=0.2)
     assert result.status == "failed"
     assert "No space left on device" in result.reason
-    run_id = History().summaries()[-1]["id"]
-    assert "No space left on device" in History().get(run_id)["reason"]
+    run_id = History().summaries()[-1].id
+    assert "No space left on device" in History().get(run_id).reason
     assert len(History().read_series(run_id)) == 3  # what was written before the disk filled
     settled(isolated_home, run_id)
 
@@ -80,9 +80,9 @@ def test_a_real_full_filesystem_fails_the_run_and_the_next_start_is_clean(isolat
         history.runs_dir.symlink_to(mount)  # series and logs on the tiny disk, history beside
         result = runner.execute(RunSpec(**TINY).validate(), History(), sample_interval=0.1)
         assert result.status == "failed", result.reason
-        run_id = History().summaries()[-1]["id"]
+        run_id = History().summaries()[-1].id
         settled(isolated_home, run_id)
-        assert History().get(run_id)["reason"]
+        assert History().get(run_id).reason
         # The next start is clean: nothing to settle, and check finds only what it should.
         assert History().mark_interrupted() == 0
     finally:
@@ -108,7 +108,7 @@ def test_a_disk_that_fills_on_the_result_line_fails_the_run(isolated_home, monke
     run.write({"type": "steps", "epoch": 1, "first_step": 0, "losses": [2.3]})
     final = run.finish("finished", metrics={"step_median_s": 0.01})
     assert final["status"] == "failed" and "No space left" in final["reason"]
-    assert History().get(run.run_id)["status"] == "failed"
+    assert History().get(run.run_id).status == "failed"
 
 
 def _raise_enospc(_line):

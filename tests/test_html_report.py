@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from conftest import require_module
+from histories import as_runs
 
 from tests.histories import fill, record
 from tests.test_trends import noisy
@@ -109,7 +110,7 @@ def test_report_shows_compares_own_numbers(tmp_path):
     from tui_bench.engine.runs import sweep
 
     records, skipped, published = sweep.collect(["g1"], History())
-    comparison = tables.compute(records, skipped=skipped, published=published)
+    comparison = tables.compute(as_runs(records), skipped=skipped, published=published)
     for t in comparison.tables():
         page_table = next(x for x in doc.iter("table") if x.get("id") == f"table-{t.name}")
         page_rows = [
@@ -340,12 +341,12 @@ def test_a_damaged_record_still_gives_a_page(damage):
     from tui_bench.engine.results import figures
 
     clean = comparison_history()
-    comparison = tables.compute([r for r in clean if r.get("group") == "g1"])
+    comparison = tables.compute(as_runs([r for r in clean if r.get("group") == "g1"]))
     damaged = [*clean[:-1], {**clean[-1], **damage}]
     page = html_report.collect(
-        [r for r in damaged if r.get("group") == "g1"],
+        as_runs([r for r in damaged if r.get("group") == "g1"]),
         comparison,
-        history=damaged,
+        history=as_runs(damaged),
         with_figures="started_at" in damage,  # an undated run in a trend figure; else seconds
     )
     assert figures.INSTALL_HINT in page.figures_note or len(page.figures) == 4
@@ -373,7 +374,7 @@ def test_one_thread_against_two_is_answered_and_the_card_is_true(tmp_path, capsy
     words = " ".join(re.sub("<[^>]+>", " ", target.read_text()).split())
     assert "differ in a single setting" not in words and "differ in one setting" not in words
     assert "2 thr against 1 thr: not established" in words and "ratio of medians 0.605" in words
-    comparison = tables.compute(threads_only_history())
+    comparison = tables.compute(as_runs(threads_only_history()))
     card = comparison.fairness
     assert card is not None
     assert set(card.values("setting")) == {"threads configured", "threads observed"}
@@ -394,7 +395,7 @@ def test_the_page_the_terminal_and_the_compare_screen_state_one_verdict(tmp_path
     fill(threads_only_history())
     target = tmp_path / "r.html"
     assert main(["report", "g1", "--html", str(target)]) == 0
-    comparison = tables.compute(threads_only_history())
+    comparison = tables.compute(as_runs(threads_only_history()))
     said = verdict.text(comparison.tables(), comparison.metric.key)
     assert "2 thr against 1 thr: not established" in said
     page = " ".join(re.sub("<[^>]+>", " ", target.read_text()).split())

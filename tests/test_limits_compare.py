@@ -4,6 +4,8 @@ above 1 said as an error, never a number."""
 
 from __future__ import annotations
 
+from histories import as_runs
+
 from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
 from tui_bench.engine.results import render, tables
 from tui_bench.engine.spec import RunSpec
@@ -42,7 +44,7 @@ def test_compare_names_the_framework_that_uses_the_machine_best():
         record("b1", "tensorflow", "graph", 0.20),
         record("b2", "tensorflow", "graph", 0.22, gpu_energy_problem=SHORT_WINDOWS),
     ]
-    table = tables.compute(runs).table("limits")
+    table = tables.compute(as_runs(runs)).table("limits")
     assert table is not None and len(table.rows) == 2
     rows = {row.cells[0]: dict(zip(table.names, row.cells, strict=True)) for row in table.rows}
     torch_row = next(v for k, v in rows.items() if "torch" in k)
@@ -62,7 +64,7 @@ def test_an_mfu_above_one_is_an_error_in_the_row_not_a_number():
         record("a1", "torch", "eager", None, mfu_error=MFU_ABOVE_ONE),
         record("b1", "tensorflow", "graph", 0.2),
     ]
-    table = tables.compute(runs).table("limits")
+    table = tables.compute(as_runs(runs)).table("limits")
     rows = {row.cells[0]: dict(zip(table.names, row.cells, strict=True)) for row in table.rows}
     torch_row = next(v for k, v in rows.items() if "torch" in k)
     assert torch_row["MFU"] is None and f"1 run(s): {MFU_ABOVE_ONE}" in torch_row["notes"]
@@ -72,4 +74,4 @@ def test_an_mfu_above_one_is_an_error_in_the_row_not_a_number():
 def test_runs_without_a_flop_count_have_no_limits_table():
     bare = record("a1", "torch", "eager", 0.3)
     bare["metrics"] = {"step_median_s": 0.1}
-    assert tables.compute([bare]).table("limits") is None
+    assert tables.compute(as_runs([bare])).table("limits") is None

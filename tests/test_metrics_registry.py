@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from tests.histories import record
+from tests.histories import as_runs, record
 from tui_bench.cli import common
 from tui_bench.engine.results import metrics, render, tables
 
@@ -127,7 +127,7 @@ def one_more(monkeypatch):
         r = record(i, 40.0 / threads, threads=threads)
         r["metrics"]["widgets_per_s"] = 12.5 * threads
         runs.append(r)
-    return runs
+    return as_runs(runs)  # as the history hands them out
 
 
 def test_one_entry_reaches_the_run_summary(one_more):

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from tests.histories import record
+from tests.histories import as_runs, record
 from tui_bench.engine.results import regress, trends
 from tui_bench.engine.results.identity import (
     NOT_DECIDING,
@@ -20,7 +20,7 @@ from tui_bench.engine.results.identity import (
     label_fields,
     varying_fields,
 )
-from tui_bench.engine.results.record import Run, number, runs_of
+from tui_bench.engine.results.record import Run, number
 
 
 # -- the one rule for a number ------------------------------------------------------------------
@@ -110,7 +110,7 @@ def test_a_damaged_record_is_a_run_with_nothing_recorded_where_it_is_damaged(raw
         *(run.group, run.preset, run.config, run.repeat),
     ]
     assert len(read) == 26
-    config = configuration_of(raw)
+    config = configuration_of(Run.from_record(raw))
     assert config.id and config.name
     hash(config)  # a key of hashable pairs even when a spec value is a list or a dict
 
@@ -137,14 +137,16 @@ def test_a_run_reads_what_the_runner_wrote():
         run.spec["threads"] = 4  # read-only
     with pytest.raises(AttributeError):
         run.id = "other"  # frozen
-    assert [r.id for r in runs_of([raw, run])] == [run.id, run.id]
+    assert [r.id for r in as_runs([raw, run])] == [run.id, run.id]
 
 
 def test_a_fleet_run_is_measured_on_its_node():
     raw = record(0, 40, host="head")
     raw["host"] = "node-2"
     assert Run.from_record(raw).host == "node-2"
-    assert configuration_of(raw) != configuration_of(record(0, 40, host="head"))
+    assert configuration_of(Run.from_record(raw)) != configuration_of(
+        Run.from_record(record(0, 40, host="head"))
+    )
 
 
 # -- which fields decide a number ---------------------------------------------------------------
@@ -157,13 +159,15 @@ def test_seed_repeats_and_data_dir_do_not_decide_a_number():
     a = record(0, 40)
     b = record(1, 40, version="9.9")  # another seed, another version
     b["spec"] = {**b["spec"], "data_dir": "/elsewhere", "repeats": 5}
-    assert configuration_of(a) == configuration_of(b)
-    assert configuration_of(a).id == configuration_of(b).id
-    assert configuration_of(a) != configuration_of(record(0, 40, threads=1))
+    assert configuration_of(Run.from_record(a)) == configuration_of(Run.from_record(b))
+    assert configuration_of(Run.from_record(a)).id == configuration_of(Run.from_record(b)).id
+    assert configuration_of(Run.from_record(a)) != configuration_of(
+        Run.from_record(record(0, 40, threads=1))
+    )
 
 
 def test_configuration_key_is_structured_pairs():
-    config = configuration_of(record(0, 40))
+    config = configuration_of(Run.from_record(record(0, 40)))
     assert isinstance(config.key, tuple)
     assert all(isinstance(pair, tuple) and len(pair) == 2 for pair in config.key)
     assert config.get("framework") == "torch" and config.get("host") == "box-a"
@@ -178,8 +182,8 @@ def test_labels_name_the_fewest_fields_that_tell_configurations_apart():
         record(2, 40, framework="tensorflow", api="keras", threads=1),
         record(3, 40, framework="tensorflow", api="keras", threads=2),
     ]
-    groups = group_by_configuration(runs)
-    assert varying_fields(runs) == ["framework", "api", "threads"]
+    groups = group_by_configuration(as_runs(runs))
+    assert varying_fields(as_runs(runs)) == ["framework", "api", "threads"]
     assert [c.label for c in groups] == [
         "torch · 1 thr",
         "torch · 2 thr",
@@ -194,13 +198,13 @@ def test_an_api_is_named_with_its_framework():
         record(1, 40, framework="tensorflow", api="eager"),
         record(2, 40, framework="torch", api="eager"),
     ]
-    configs = list(group_by_configuration(runs))
+    configs = list(group_by_configuration(as_runs(runs)))
     assert label_fields(configs) == ["framework", "api"]
     assert configs[0].label == "tensorflow · keras"
 
 
 def test_a_lone_configuration_keeps_its_run_label():
-    (config,) = group_by_configuration([record(0, 40), record(1, 41)])
+    (config,) = group_by_configuration(as_runs([record(0, 40), record(1, 41)]))
     assert config.label == "torch/eager cnn synthetic-mnist cpu×2"
 
 
@@ -210,8 +214,8 @@ def test_labels_stay_short_when_a_sweep_varies_many_fields_together():
         r = record(i, 40, framework=fw, api=api)
         r["spec"] = {**r["spec"], "batch_size": batch, "lr": 0.01 * (i + 1), "epochs": 3 + i}
         runs.append(r)
-    configs = list(group_by_configuration(runs))
-    assert len(varying_fields(runs)) == 5
+    configs = list(group_by_configuration(as_runs(runs)))
+    assert len(varying_fields(as_runs(runs))) == 5
     assert [c.label for c in configs] == ["torch", "keras"]
 
 
@@ -227,14 +231,16 @@ def test_compare_trends_and_regress_agree_on_configurations():
         if i % 3 == 0:
             r["spec"] = {**r["spec"], "data_dir": f"/data/{i}"}
         runs.append(r)
-    expected = {configuration_of(r).id: set() for r in runs}
+    expected = {configuration_of(Run.from_record(r)).id: set() for r in runs}
     for r in runs:
-        expected[configuration_of(r).id].add(r["id"])
+        expected[configuration_of(Run.from_record(r)).id].add(r["id"])
     assert len(expected) == 4
 
-    grouped = {c.id: {r.id for r in rs} for c, rs in group_by_configuration(runs).items()}
-    from_trends = {t.configuration.id: {p.run_id for p in t.points} for t in trends.trends(runs)}
-    report = regress.compare(runs_of(runs[:6]), runs_of(runs[6:]))
+    grouped = {c.id: {r.id for r in rs} for c, rs in group_by_configuration(as_runs(runs)).items()}
+    from_trends = {
+        t.configuration.id: {p.run_id for p in t.points} for t in trends.trends(as_runs(runs))
+    }
+    report = regress.compare(as_runs(runs[:6]), as_runs(runs[6:]))
     from_regress = {
         row.configuration.id: set(row.baseline.runs) | set(row.candidate.runs)
         for row in report.rows
@@ -243,19 +249,19 @@ def test_compare_trends_and_regress_agree_on_configurations():
 
 
 def test_configurations_are_equal_by_key_whatever_their_labels():
-    a = configuration_of(record(0, 40))
+    a = configuration_of(Run.from_record(record(0, 40)))
     assert a == Configuration(a.key, "another name", "another label")
     assert len({a, Configuration(a.key, "x", "y")}) == 1
 
 
 def test_trends_and_regress_name_the_configuration_identity_gives():
     runs = [record(i, 40) for i in range(4)]
-    config = configuration_of(runs[0])
-    (item,) = trends.trends(runs)
+    config = configuration_of(Run.from_record(runs[0]))
+    (item,) = trends.trends(as_runs(runs))
     assert item.configuration == config and item.points[0].run.id == runs[0]["id"]
-    (row,) = regress.compare(runs_of(runs[:2]), runs_of(runs[2:])).rows
+    (row,) = regress.compare(as_runs(runs[:2]), as_runs(runs[2:])).rows
     assert row.configuration == config and row.configuration.name == config.name
-    assert [r.id for r in regress.newest_per_configuration(runs_of(runs), 1)] == [runs[3]["id"]]
+    assert [r.id for r in regress.newest_per_configuration(as_runs(runs), 1)] == [runs[3]["id"]]
 
 
 def test_the_reasons_a_verdict_writes_are_the_reasons_a_run_reads_back():

@@ -133,7 +133,7 @@ def test_follower_catches_up_then_follows_what_is_appended(isolated_home):
         stand_in.wait()
     view = follower.catch_up()  # its supervisor is gone: the next look ends the view
     assert view.done and "ended without finishing" in view.lost
-    assert History().get(run_id)["status"] == "interrupted"
+    assert History().get(run_id).status == "interrupted"
 
 
 def test_record_lifecycle_reserve_running_finished(isolated_home):
@@ -145,12 +145,12 @@ def test_record_lifecycle_reserve_running_finished(isolated_home):
         {"id": "ignored", "status": "ignored", "label": "x", "recorder_pid": me["pid"],
          "recorder_started": me["started"]}
     )  # fmt: skip
-    assert record["id"] == run.run_id and history.get(run.run_id)["status"] == "running"
+    assert record["id"] == run.run_id and history.get(run.run_id).status == "running"
     run.write({"type": "steps", "first_step": 0, "losses": [1.0]})
     final = run.finish("finished", reason=None, metrics={"step_median_s": 0.01})
     stored = history.get(run.run_id)
-    assert stored["status"] == "finished" and stored["recorder_pid"] is None
-    assert stored["metrics"] == {"step_median_s": 0.01} and stored["label"] == "x"
+    assert stored.status == "finished" and stored.raw["recorder_pid"] is None
+    assert stored.metrics == {"step_median_s": 0.01} and stored.label == "x"
     lines = list(read_jsonl(history.series_path(run.run_id)))
     assert [e["type"] for e in lines] == ["record", "steps", "result"]
     assert lines[-1]["record"] == final

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from tests.histories import fill, record
+from tests.histories import as_runs, fill, record
 from tui_bench.cli import main
 from tui_bench.engine.errors import UsageError
 from tui_bench.engine.results import regress
 from tui_bench.engine.results.identity import configuration_of
-from tui_bench.engine.results.record import runs_of
+from tui_bench.engine.results.record import Run
 
 BASE = [40.0, 40.4, 39.8, 40.2, 40.1, 39.9]
 SLOWER = [48.0, 48.3, 47.9, 48.5, 48.1, 47.7]  # +20 %
@@ -19,7 +19,7 @@ SLOWER = [48.0, 48.3, 47.9, 48.5, 48.1, 47.7]  # +20 %
 
 def runs(values, start=0, **kw):
     """Stored runs as the history hands them over (``Run``); ``.raw`` is the dict to store."""
-    return runs_of(record(start + i, v, **kw) for i, v in enumerate(values))
+    return as_runs(record(start + i, v, **kw) for i, v in enumerate(values))
 
 
 def test_a_real_slowdown_is_marked_plus_and_fails_the_gate():
@@ -60,10 +60,10 @@ def test_too_few_runs_cannot_be_significant_and_say_so():
 
 
 def test_direction_accuracy_down_is_worse():
-    base = runs_of(
+    base = as_runs(
         record(i, 40, accuracy=a) for i, a in enumerate([0.95, 0.951, 0.949, 0.952, 0.953])
     )
-    cand = runs_of(
+    cand = as_runs(
         record(10 + i, 40, accuracy=a) for i, a in enumerate([0.80, 0.81, 0.79, 0.802, 0.805])
     )
     assert regress.compare(base, cand, metric="test_accuracy").rows[0].mark == "+"
@@ -92,9 +92,11 @@ def test_configurations_are_kept_apart_by_identity():
     b = runs(BASE, start=10) + runs(SLOWER, start=10, host="box-b")
     report = regress.compare(a, b)
     assert len(report.rows) == 2 and {r.mark for r in report.rows} == {"~"}
-    assert configuration_of(a[0]).key != configuration_of(a[-1]).key
     assert (
-        configuration_of(a[0]).key == configuration_of(b[0]).key
+        configuration_of(Run.from_record(a[0])).key != configuration_of(Run.from_record(a[-1])).key
+    )
+    assert (
+        configuration_of(Run.from_record(a[0])).key == configuration_of(Run.from_record(b[0])).key
     )  # seeds differ; the configuration does not
 
 

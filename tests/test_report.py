@@ -9,6 +9,7 @@ import io
 import json
 
 import pytest
+from histories import as_runs
 from rich.console import Console
 
 from tui_bench.engine.results import identity, published, render, tables
@@ -36,7 +37,7 @@ def runs(prefix: str, values, **spec_fields) -> list[dict]:
 
 
 def build(records, **kwargs) -> list[tables.Table]:
-    return tables.compute(records, **kwargs).tables()
+    return tables.compute(as_runs(records), **kwargs).tables()
 
 
 def table(shown, name):
@@ -599,8 +600,10 @@ def test_compare_groups_runs_as_trends_and_regress_do():
     the same configuration (compare split it off before), another thread count is not."""
     records = runs("a", [1.0, 1.1], threads=1) + runs("b", [1.2], threads=1, data_dir="/elsewhere")
     records += runs("c", [2.0], threads=2)
-    comparison = tables.compute(records)
-    assert [g.config for g in comparison.groups] == list(identity.group_by_configuration(records))
+    comparison = tables.compute(as_runs(records))
+    assert [g.config for g in comparison.groups] == list(
+        identity.group_by_configuration(as_runs(records))
+    )
     assert comparison.summary.values("n") == [3, 1]
     assert comparison.summary.values("configuration") == ["1 thr", "2 thr"]
 

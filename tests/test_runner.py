@@ -73,9 +73,9 @@ def test_real_pytorch_training_end_to_end():
     assert summary["test_s"] > 0 and 0 <= summary["test_accuracy"] <= 1
     # recorded: summary in tinydb, series and log beside it
     record = history.get(result.run_id)
-    assert record["status"] == "finished" and record["spec"]["threads"] == 1
-    assert record["metrics"]["param_count"] == 1_669_002
-    assert record["env"]["logical_cores"] >= 1 and record["worker"]["framework_version"]
+    assert record.status == "finished" and record.spec["threads"] == 1
+    assert record.metrics["param_count"] == 1_669_002
+    assert record.env["logical_cores"] >= 1 and record.worker["framework_version"]
     series = history.read_series(result.run_id)
     assert series[0]["type"] == "record" and series[-1]["type"] == "result"
     assert any(e["type"] == "epoch_finished" for e in series)
@@ -110,7 +110,7 @@ def test_a_worker_that_raises_becomes_a_failed_record_with_its_traceback():
     assert len(result.epochs) == 1  # what finished before the crash is kept
     assert "Traceback" in result.error["traceback"]
     record = history.get(result.run_id)
-    assert record["status"] == "failed" and record["reason"] == result.reason
+    assert record.status == "failed" and record.reason == result.reason
 
 
 def test_a_worker_that_exits_without_a_final_event():
@@ -135,8 +135,8 @@ def test_a_crash_while_shutting_down_after_the_result_keeps_the_result_and_says_
         "(see the log)"
     )
     record = history.get(result.run_id)
-    assert record["status"] == "finished" and record["reason"] == result.reason
-    assert record["metrics"]["step_median_s"] > 0
+    assert record.status == "finished" and record.reason == result.reason
+    assert record.metrics["step_median_s"] > 0
 
 
 def test_a_crash_before_the_result_still_fails_the_run():
@@ -179,7 +179,7 @@ def test_cancel_kills_the_whole_process_group_and_records_cancelled():
     )
     with pytest.raises(ProcessLookupError):
         os.killpg(holder["pid"], 0)
-    assert history.get(result.run_id)["status"] == "cancelled"
+    assert history.get(result.run_id).status == "cancelled"
 
 
 def test_a_gpu_that_does_not_exist_is_a_clear_error_before_training():
@@ -196,12 +196,12 @@ def test_a_missing_runtime_is_a_failed_record_not_an_exception(tmp_path, monkeyp
     history, _, result = run()
     assert result.status == "failed"
     assert "/nonexistent/python, which does not exist" in result.reason
-    assert history.get(result.run_id)["status"] == "failed"
+    assert history.get(result.run_id).status == "failed"
 
 
 def test_machine_load_is_recorded_with_every_run():
     history, _, result = run(tiny_spec(epochs=1), fault="exit@import")
-    load = history.get(result.run_id)["load_at_start"]
+    load = history.get(result.run_id).load
     assert load["logical_cores"] == os.cpu_count()
     assert load["loadavg_1m"] >= 0 and isinstance(load["busy"], bool)
 
@@ -256,7 +256,7 @@ def test_the_run_records_settings_and_performance_environment(monkeypatch):
     assert settings["input"] == "host" and settings["compile"] == "no (eager)"
     perf = result.started["perf_env"]
     assert perf["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=true" and perf["OMP_NUM_THREADS"] == "1"
-    metrics = history.get(result.run_id)["metrics"]
+    metrics = history.get(result.run_id).metrics
     assert metrics["setting_precision"] == "fp32" and metrics["threads_configured"] == 1
     assert result.summary["timing"] == "pipelined" and result.summary["pipelined_windows"] >= 1
 

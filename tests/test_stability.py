@@ -12,6 +12,7 @@ from conftest import require_module
 
 from tui_bench.engine.machine import sampler
 from tui_bench.engine.results import stability
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.stability import assess
 
 
@@ -190,12 +191,13 @@ def test_a_record_is_judged_from_what_it_stores():
             "res_steady_steal_cores": 0.0,
         },
     }
-    v = stability.assess_record(record)
+    v = stability.assess_record(Run.from_record(record))
     assert v is not None and "cpu_stolen" in rules(v)
-    assert stability.assess_record({"metrics": {}}) is None  # an old record: nothing to judge
+    old = Run.from_record({"metrics": {}})
+    assert stability.assess_record(old) is None  # an old record: nothing to judge
     record["stability"] = v.as_dict()
-    assert stability.verdict_of(record) == "unreliable"
-    assert "other work took" in stability.reasons_text(record)
+    assert Run.from_record(record).verdict == "unreliable"
+    assert "other work took" in stability.reasons_text(Run.from_record(record))
 
 
 def test_compact_times_keep_four_significant_digits():
@@ -381,10 +383,10 @@ def test_a_real_run_beside_cpu_hogs_is_not_stable_and_says_cpu_was_stolen():
         stop_hogs()
     assert result.ok, result.reason
     record = history.get(result.run_id)
-    assert len(record["metrics"]["steady_step_times"]) == 27
-    assert record["stability"]["verdict"] != "stable"
-    stolen = [r for r in record["stability"]["reasons"] if r["rule"] == "cpu_stolen"]
-    assert stolen and stolen[0]["value"] >= 0.10, record["stability"]
+    assert len(record.metrics["steady_step_times"]) == 27
+    assert record.stability["verdict"] != "stable"
+    stolen = [r for r in record.stability["reasons"] if r["rule"] == "cpu_stolen"]
+    assert stolen and stolen[0]["value"] >= 0.10, record.stability
 
 
 def test_pipelined_window_means_are_judged_once_per_window():
@@ -398,7 +400,7 @@ def test_pipelined_window_means_are_judged_once_per_window():
         },
     }
     assert stability.window_means(record["metrics"]["steady_step_times"]) == windows
-    v = stability.assess_record(record)
+    v = stability.assess_record(Run.from_record(record))
     assert v is not None and "multimodal" not in rules(v)
 
 
@@ -421,7 +423,7 @@ def test_compare_never_calls_a_difference_inside_the_noise_faster():
     records[0]["spec"]["api"] = records[1]["spec"]["api"] = "eager"
     records[1]["spec"]["framework"] = "tensorflow"
     records[0]["spec"]["threads"] = records[1]["spec"]["threads"] = 1
-    groups, varying = tables.group(records)
+    groups, varying = tables.group([Run.from_record(r) for r in records])
     row = tables.comparison_table(groups, varying, "step_median_s").records()[0]
     assert row["speed-up"] is None and row["significance"].startswith("within the noise")
     assert row["stability"] == "this: not stable: 1 noisy of 1"
@@ -429,7 +431,7 @@ def test_compare_never_calls_a_difference_inside_the_noise_faster():
     # far apart: the speed-up stands
     records[1]["metrics"]["step_median_s"] = 0.08
     records[1]["metrics"]["steady_step_times"] = noise(200, mean=0.08, cv=0.03, seed=2)
-    groups, varying = tables.group(records)
+    groups, varying = tables.group([Run.from_record(r) for r in records])
     row = tables.comparison_table(groups, varying, "step_median_s").records()[0]
     assert row["speed-up"] == pytest.approx(0.5) and "noise" not in row["significance"]
 
@@ -438,7 +440,7 @@ def test_summary_marks_configurations_whose_runs_are_not_stable():
     from tui_bench.engine.results import tables
 
     records = [_run(0.04, "unreliable", 1, 1), _run(0.041, "stable", 1, 2), _run(0.04, None, 1, 3)]
-    groups, _ = tables.group(records)
+    groups, _ = tables.group([Run.from_record(r) for r in records])
     row = tables.summary_table(groups, "step_median_s").records()[0]
     assert row["stability"] == "not stable: 1 unreliable of 3; 1 of 3 not judged (history recheck)"
     assert row["notes"].startswith("not stable: 1 unreliable")

@@ -67,7 +67,7 @@ def test_history_recheck_judges_stored_step_times_again():
     rechecked = json.loads(out.stdout)
     assert [r["id"] for r in rechecked] == [run_id]  # the old record has no times to judge
     assert rechecked[0]["before"] == "stable"
-    assert history.get(run_id)["stability"]["verdict"] == "unreliable"
+    assert history.get(run_id).stability["verdict"] == "unreliable"
     assert "1 recorded without step times" in out.stderr and old
 
 

@@ -75,7 +75,7 @@ def training(batch_id: str | None = None) -> supervisor.BatchState | None:
 
 def assert_finished_whole(run_id: str, epochs: int = EPOCHS) -> None:
     record = History().get(run_id)
-    assert record["status"] == "finished", record.get("reason")
+    assert record.status == "finished", record.reason
     events = list(read_jsonl(History().series_path(run_id)))
     assert [e["epoch"] for e in events if e["type"] == "epoch_finished"] == list(
         range(1, epochs + 1)
@@ -141,7 +141,7 @@ def test_cli_run_survives_its_terminal_hanging_up():
     term.hang_up()
     status = term.wait()
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGHUP  # the CLI is gone
-    assert History().get(state.run_ids[0])["status"] == "running"  # its run is not
+    assert History().get(state.run_ids[0]).status == "running"  # its run is not
     batch_done(state.id)
     assert_finished_whole(state.run_ids[0], epochs=6)
 
@@ -231,8 +231,8 @@ def test_killed_supervisor_turns_its_run_interrupted_and_its_worker_ends():
     assert viewer.done and view.done and "ended without finishing" in view.lost
     assert view.status == "interrupted"
     record = History().get(run_id)
-    assert record["status"] == "interrupted"
-    assert f"pid {state.supervisor['pid']}" in record["reason"]
+    assert record.status == "interrupted"
+    assert f"pid {state.supervisor['pid']}" in record.reason
     steps = [e for e in read_jsonl(History().series_path(run_id)) if e["type"] == "steps"]
     assert steps, "the series was kept"
     assert not supervisor.in_progress()
@@ -273,7 +273,7 @@ def test_detach_ps_attach_stop_end_to_end():
 
     stopped = cli("stop", batch_id)
     assert stopped.returncode == 0, stopped.stderr
-    assert History().get(run_id)["status"] == "cancelled"
+    assert History().get(run_id).status == "cancelled"
     assert cli("ps", "--json").stdout.strip() == "[]"
     again = cli("stop", batch_id)
     assert again.returncode == 2 and "already ended" in again.stderr

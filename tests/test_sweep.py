@@ -44,7 +44,7 @@ def tiny(tmp_path: Path) -> presets.Preset:
 
 
 def pairs(records):
-    return [(r["config"], r["repeat"]) for r in records]
+    return [(r.config, r.repeat) for r in records]
 
 
 def test_a_failing_configuration_is_recorded_and_the_sweep_goes_on(tiny):
@@ -57,12 +57,12 @@ def test_a_failing_configuration_is_recorded_and_the_sweep_goes_on(tiny):
         sample_interval=0.2,
     )
     records = sweep_module.records(sweep, history)
-    assert [(r["config"], r["status"]) for r in records] == [
+    assert [(r.config, r.status) for r in records] == [
         ("threads=1", "failed"),
         ("threads=2", "finished"),
         ("threads=2", "finished"),
     ]
-    assert "injected crash" in records[0]["reason"]
+    assert "injected crash" in records[0].reason
     assert "threads=1" in outcome.not_run
     # Resuming retries what never finished; nothing finished is run again.
     left = sweep_module.pending(sweep, history)
@@ -102,11 +102,11 @@ def test_a_sweep_interleaves_repeats_and_resumes_without_redoing_finished_runs(t
         ("threads=1", 1),
         ("threads=2", 1),
     ]
-    assert {r["status"] for r in records} == {"finished"}
-    assert {r["group"] for r in records} == {sweep.id}
-    assert {r["preset"] for r in records} == {"tiny"}
-    assert all(r["oversubscribed"] is False for r in records)
-    assert [r["worker"]["threads_effective"] for r in records] == [1, 2, 1, 2]
+    assert {r.status for r in records} == {"finished"}
+    assert {r.group for r in records} == {sweep.id}
+    assert {r.preset for r in records} == {"tiny"}
+    assert all(r.raw["oversubscribed"] is False for r in records)  # as the sweep wrote it
+    assert [r.worker["threads_effective"] for r in records] == [1, 2, 1, 2]
     assert sweep_module.pending(sweep, history) == []
     # The manifest alone is enough to find the sweep again, by a prefix of its id too.
     assert sweep_module.find(sweep.id[:-2]).configs == sweep.configs
@@ -145,14 +145,12 @@ def test_killed_cli_sweep_resumes_from_history(tmp_path):
     (owner,) = supervisor.in_progress()
     os.kill(owner.supervisor["pid"], signal.SIGKILL)
     time.sleep(3.0)  # the orphaned worker notices its parent is gone (heartbeat: 2 s)
-    finished_before = {
-        (r["config"], r["repeat"]) for r in history.all() if r["status"] == "finished"
-    }
+    finished_before = {(r.config, r.repeat) for r in history.all() if r.finished}
     second = _cli("run", "--preset", str(preset_file), "--resume", "-q", env=env)
     out, err = second.communicate(timeout=300)
     assert second.returncode == 0, err
     records = history.all()
-    finished = [(r["config"], r["repeat"]) for r in records if r["status"] == "finished"]
+    finished = [(r.config, r.repeat) for r in records if r.finished]
     assert sorted(finished) == [
         ("threads=1", 0),
         ("threads=1", 1),
@@ -161,4 +159,4 @@ def test_killed_cli_sweep_resumes_from_history(tmp_path):
     ]
     assert len(finished) == len(set(finished))  # nothing finished was run twice
     assert finished_before <= set(finished)
-    assert {r["group"] for r in records} == {records[0]["group"]}
+    assert {r.group for r in records} == {records[0].group}

@@ -7,11 +7,13 @@ import math
 import random
 
 import pytest
+from histories import as_runs
 
 from tests.histories import fill, record
 from tui_bench.cli import main
 from tui_bench.engine.results import trends
 from tui_bench.engine.results.identity import configuration_of, group_by_configuration, versions
+from tui_bench.engine.results.record import Run
 
 
 def noisy(n, level, rel=0.02, seed=1):
@@ -22,31 +24,47 @@ def noisy(n, level, rel=0.02, seed=1):
 # -- identity -----------------------------------------------------------------------------------
 def test_identity_ignores_seed_and_versions_but_not_what_decides_a_number():
     a = record(0, 40)
-    assert configuration_of(a).key == configuration_of(record(1, 50, version="9.9")).key
-    assert configuration_of(a).key != configuration_of(record(0, 40, threads=1)).key
-    assert configuration_of(a).key != configuration_of(record(0, 40, host="box-b")).key
+    assert (
+        configuration_of(Run.from_record(a)).key
+        == configuration_of(Run.from_record(record(1, 50, version="9.9"))).key
+    )
+    assert (
+        configuration_of(Run.from_record(a)).key
+        != configuration_of(Run.from_record(record(0, 40, threads=1))).key
+    )
+    assert (
+        configuration_of(Run.from_record(a)).key
+        != configuration_of(Run.from_record(record(0, 40, host="box-b"))).key
+    )
     gpu = record(0, 40)
     gpu["spec"] = {**gpu["spec"], "device": "gpu"}
     gpu["worker"]["device_name"] = "NVIDIA H100"
     assert (
-        configuration_of(gpu).key != configuration_of(a).key
-        and configuration_of(gpu).facts["device_model"] == "NVIDIA H100"
+        configuration_of(Run.from_record(gpu)).key != configuration_of(Run.from_record(a)).key
+        and configuration_of(Run.from_record(gpu)).facts["device_model"] == "NVIDIA H100"
     )
 
 
 def test_a_record_from_before_a_spec_field_existed_keeps_its_configuration():
     old = record(0, 40)
     del old["spec"]["timing_window"]  # written before the field existed: it ran with the default
-    assert configuration_of(old).key == configuration_of(record(1, 40)).key
+    assert (
+        configuration_of(Run.from_record(old)).key
+        == configuration_of(Run.from_record(record(1, 40))).key
+    )
     changed = record(2, 40)
     changed["spec"]["timing_window"] = 50
-    assert configuration_of(changed).key != configuration_of(old).key
+    assert (
+        configuration_of(Run.from_record(changed)).key != configuration_of(Run.from_record(old)).key
+    )
 
 
 def test_versions_and_grouping():
-    v = versions(record(0, 40, version="2.13.0"))
+    v = versions(Run.from_record(record(0, 40, version="2.13.0")))
     assert v["torch"] == "2.13.0" and v["tui-bench"] == "0.1.0" and v["machine"]
-    groups = group_by_configuration([record(0, 40), record(1, 41, threads=1), record(2, 42)])
+    groups = group_by_configuration(
+        as_runs([record(0, 40), record(1, 41, threads=1), record(2, 42)])
+    )
     assert sorted(len(runs) for runs in groups.values()) == [1, 2]
 
 
@@ -118,13 +136,13 @@ def stepped_history():
 
 
 def test_trend_annotates_the_step_with_what_changed():
-    found = trends.trends(stepped_history(), ["torch"])
+    found = trends.trends(as_runs(stepped_history()), ["torch"])
     (item,) = found
     (cp,) = item.change_points
     assert cp.index == 12 and cp.what_changed == ["torch 2.12.1 → 2.13.0"]
     assert cp.change == pytest.approx(0.18, abs=0.03)
     assert cp.describe() == f"step {cp.change * 100:+.0f} % on 2026-11-13: torch 2.12.1 → 2.13.0"
-    mx = trends.trends(stepped_history(), ["mxnet"])[0]
+    mx = trends.trends(as_runs(stepped_history()), ["mxnet"])[0]
     assert mx.change_points == [] and len(mx.points) == 6
 
 
@@ -143,7 +161,7 @@ def test_a_step_that_came_with_another_verdict_says_which_rules_the_new_runs_bro
                 {"rule": "outliers", "level": "noisy"},
             ],
         }
-    (cp,) = trends.trends(runs)[0].change_points
+    (cp,) = trends.trends(as_runs(runs))[0].change_points
     assert cp.index == 6 and cp.what_changed == ["verdict noisy → unreliable (cpu_stolen)"]
 
 
@@ -157,7 +175,7 @@ def test_cli_trends_fit_80_columns_with_a_build_tagged_version(capsys):
 
 def test_failed_runs_are_counted_not_plotted():
     runs = [record(0, 40), record(1, 40, status="failed"), record(2, 41)]
-    (item,) = trends.trends(runs)
+    (item,) = trends.trends(as_runs(runs))
     assert len(item.points) == 2 and item.failed == 1
 
 

@@ -19,15 +19,14 @@ async def wait_for(
 
 
 async def show_in_compare(app, pilot, records: list[dict], source: str = "two runs"):
-    """Open Compare on ``records`` (stored dicts, read as the store's ``Run``s; no history
-    needed) and return the screen."""
-    from tui_bench.engine.results.record import runs_of
+    """Open Compare on ``records`` (no history needed) and return the screen."""
+    from tui_bench.engine.results.record import Run
     from tui_bench.tui.screens.compare import CompareScreen
 
     app.switch_mode("compare")
     await pilot.pause()
     screen = app.screen
     assert isinstance(screen, CompareScreen)
-    screen.show(runs_of(records), source=source)
+    screen.show([Run.from_record(r) for r in records], source=source)  # as History gives
     await pilot.pause()
     return screen

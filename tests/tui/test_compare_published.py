@@ -7,7 +7,7 @@ from textual.widgets import DataTable, Static, TabbedContent
 
 from tests.tui.helpers import show_in_compare, wait_for
 from tui_bench.engine.results.history import History
-from tui_bench.engine.results.record import runs_of
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.runs import presets
 from tui_bench.engine.runs import sweep as sweep_module
 from tui_bench.tui.app import TuiBenchApp
@@ -110,7 +110,8 @@ async def test_published_tab_marks_unstable_runs_and_hides_without_figures(tui_h
         screen = await show_in_compare(app, pilot, records)
         tabs = screen.query_one(TabbedContent)
         assert tabs.get_tab("tab-published").display is False  # no figures: no tab
-        screen.show(runs_of(records), source="two apis", published=[figure])
+        runs = [Run.from_record(r) for r in records]
+        screen.show(runs, source="two apis", published=[figure])
         await pilot.pause()
         assert tabs.get_tab("tab-published").display is True
         row = cells(screen.query_one("#table-published", DataTable), 0)

@@ -120,7 +120,7 @@ async def test_cancel_kills_worker_and_records_cancelled(tui_home):
         assert app.live.status == "cancelled"
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
         record = History().get(app.live.run_id)
-        assert record["status"] == "cancelled"
+        assert record.status == "cancelled"
         await pilot.press("f4")
         table = app.screen.query_one(DataTable)
         await wait_for(pilot, lambda: table.row_count == 1, 10, "history row")
@@ -209,7 +209,7 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         assert f"tui-bench run --resume {second.sweep_id}" in notes(app)
         sweep = sweep_module.find(second.sweep_id)
         assert len(sweep_module.pending(sweep, History())) == 2
-        assert History().get(second.run_id)["status"] == "cancelled"
+        assert History().get(second.run_id).status == "cancelled"
 
 
 async def test_quit_mid_run_can_cancel_the_run_and_records_it(tui_home):
@@ -224,7 +224,7 @@ async def test_quit_mid_run_can_cancel_the_run_and_records_it(tui_home):
         run_id, pid = app.live.run_id, app.live.worker_pid
         # What history holds when the app leaves: after that, a real process ends at once.
         at_exit, exit_ = [], app.exit
-        app.exit = lambda *a, **k: (at_exit.append(History().get(run_id)["status"]), exit_(*a, **k))
+        app.exit = lambda *a, **k: (at_exit.append(History().get(run_id).status), exit_(*a, **k))
         await pilot.press("ctrl+q")
         assert isinstance(app.screen, ChoiceScreen)
         await pilot.press("c")  # cancel it and quit
@@ -247,7 +247,7 @@ async def test_quit_leaves_the_run_running_and_a_new_app_attaches_to_it(tui_home
         await pilot.press("enter")  # the default: leave it running
         await wait_for(pilot, lambda: app.return_code is not None, 10, "the app to exit")
     assert app.left_running == batch_id
-    assert History().get(run_id)["status"] == "running"  # the app is gone, the run is not
+    assert History().get(run_id).status == "running"  # the app is gone, the run is not
 
     again = TuiBenchApp()
     async with again.run_test(size=(100, 30)) as pilot:
@@ -259,7 +259,7 @@ async def test_quit_leaves_the_run_running_and_a_new_app_attaches_to_it(tui_home
         await wait_for(pilot, lambda: again.live.done, 120, "the run to end")
         assert len(again.live.losses) == 8 * 25  # 800 training samples / batch 32, from step 1
         assert len(again.live.epoch_records) == 8
-    assert History().get(run_id)["status"] == "finished"
+    assert History().get(run_id).status == "finished"
 
 
 async def test_setup_threads_sweep_runs_as_an_engine_sweep(tui_home):

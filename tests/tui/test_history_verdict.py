@@ -25,7 +25,7 @@ def test_summaries_carry_the_verdict_and_the_table_shows_it(isolated_home):
     history.add(_record("failed", None))
     history.add(_record("finished", None))
     unreliable, failed, unjudged = History().summaries()
-    assert unreliable["stability"] == {"verdict": "unreliable"}  # reasons stay in the record
+    assert unreliable.stability == {"verdict": "unreliable"}  # reasons stay in the record
     row = row_values(unreliable)
     assert (row["verdict"], row["status"], row["state"]) == ("unreliable", "finished", "unreliable")
     assert matches(unreliable, "unreliable") and not matches(failed, "unreliable")

@@ -129,13 +129,13 @@ async def test_history_open_sort_filter_compare_delete_run_again(tui_home):
         await pilot.press("s")
         assert screen.sort_key == "framework"
         screen.sort_by("step_ms")
-        assert [r["id"] for r in screen.shown] == [RUNS[1][0], RUNS[0][0]]  # 39 ms first
+        assert [r.id for r in screen.shown] == [RUNS[1][0], RUNS[0][0]]  # 39 ms first
         screen.sort_by("step_ms")
-        assert [r["id"] for r in screen.shown] == [RUNS[0][0], RUNS[1][0]]
+        assert [r.id for r in screen.shown] == [RUNS[0][0], RUNS[1][0]]
         # filter
         await pilot.press("slash")
         await pilot.press(*"mlp")
-        assert [r["id"] for r in screen.shown] == [RUNS[1][0]]
+        assert [r.id for r in screen.shown] == [RUNS[1][0]]
         await pilot.press("enter")
         screen.query_one("#history-filter", Input).value = ""
         await pilot.pause()
@@ -184,12 +184,12 @@ async def test_history_open_sort_filter_compare_delete_run_again(tui_home):
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
         await wait_for(pilot, lambda: table.row_count == 1, 10, "deletion")
-        assert [r["id"] for r in History().all()] != [doomed] and len(History().all()) == 1
+        assert [r.id for r in History().all()] != [doomed] and len(History().all()) == 1
         # run again: the spec goes into Setup
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, SetupScreen), 5)
         await pilot.pause()
-        left = History().all()[0]["spec"]
+        left = History().all()[0].spec
         assert app.screen.query_one("#model", Select).value == left["model"]
 
 
@@ -284,7 +284,7 @@ async def test_history_refuses_to_delete_a_run_in_progress(tui_home):
         await pilot.press("y")
         await wait_for(pilot, lambda: "not deleted" in notes(app), 10, "the refusal")
         assert "in progress: stop it first" in notes(app)
-        assert [r["id"] for r in History().all()] == [run_id]
+        assert [r.id for r in History().all()] == [run_id]
         assert History().series_path(run_id).exists()
 
 

@@ -47,8 +47,8 @@ async def test_trends_screen_lists_plots_and_opens_a_run(tui_home):
         await pilot.press("up", "enter")
         await pilot.pause()
         assert isinstance(app.screen, RunDetailScreen)
-        newest_torch = [r for r in runs if r["spec"]["framework"] == "torch"]
-        assert app.screen.run_id == newest_torch[-2]["id"]
+        newest_torch = [r for r in runs if r.spec["framework"] == "torch"]
+        assert app.screen.run_id == newest_torch[-2].id
 
 
 async def test_trends_screen_with_an_empty_history(tui_home):

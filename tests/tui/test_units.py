@@ -9,6 +9,7 @@ import pytest
 
 from tests.tui.fakes import fake_events
 from tui_bench.engine.results import tables as report_tables
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.runs import presets
 from tui_bench.engine.runs.batch import BatchRequest, plan
 from tui_bench.engine.runs.reducer import BatchView, stored_run
@@ -162,6 +163,11 @@ def test_a_batch_that_stopped_its_repeats_says_why_when_it_ends():
     assert "run 1/≤20" in header_text(view)
 
 
+def runs_of_records(records: list[dict]) -> list[Run]:
+    """Constructed records as History hands them out."""
+    return [Run.from_record(r) for r in records]
+
+
 def _record(run_id, threads, step, status="finished", fw="torch"):
     spec = RunSpec(threads=threads, framework=fw).to_dict()
     return {
@@ -178,7 +184,7 @@ def test_compare_view_lays_out_engine_report_tables():
     # Five repeats a side: the Mann-Whitney test runs; its verdict reaches the scaling table.
     one = [_record(f"a{i}", 1, 0.080 + i / 1000) for i in range(5)]
     two = [_record(f"b{i}", 2, 0.040 + i / 1000) for i in range(5)]
-    tables = {t.name: t for t in report_tables.compute(one + two).tables()}
+    tables = {t.name: t for t in report_tables.compute(runs_of_records(one + two)).tables()}
     columns, rows = table_cells(tables["summary"])
     assert columns[:5] == ["#", "configuration", "n", "median ms", "IQR ms"]
     assert [str(r[0]) for r in rows] == ["#1", "#2"] and str(rows[0][2]) == "5"
@@ -189,26 +195,28 @@ def test_compare_view_lays_out_engine_report_tables():
     # The terminal's short test cell; the whole sentence stays in CSV/JSON (tests/test_report.py).
     assert str(rows[1][-1]).startswith("sig p=")
     # Too few repeats: the verdict says so instead of guessing.
-    few = {t.name: t for t in report_tables.compute(one[:2] + two[:2]).tables()}
+    few = {t.name: t for t in report_tables.compute(runs_of_records(one[:2] + two[:2])).tables()}
     assert str(table_cells(few["scaling"])[1][1][-1]) == "n<5"
     # Runs that differ in more than threads give no scaling line.
     mixed = report_tables.compute(
-        [_record("a", 1, 0.08), _record("c", 2, 0.04, fw="mxnet")]
+        runs_of_records([_record("a", 1, 0.08), _record("c", 2, 0.04, fw="mxnet")])
     ).tables()
     assert all(t.name != "scaling" or scaling_line(t) is None for t in mixed)
 
 
 def test_history_filter_and_sort():
-    records = [
-        _record("r1", 1, 0.08),
-        _record("r2", 2, 0.04, status="cancelled"),
-        {**_record("r3", 4, 0.03), "metrics": {}},
-    ]
-    assert [r["id"] for r in records if matches(r, "cancelled")] == ["r2"]
-    assert [r["id"] for r in records if matches(r, "torch 2")] == ["r2"]
+    records = runs_of_records(
+        [
+            _record("r1", 1, 0.08),
+            _record("r2", 2, 0.04, status="cancelled"),
+            {**_record("r3", 4, 0.03), "metrics": {}},
+        ]
+    )
+    assert [r.id for r in records if matches(r, "cancelled")] == ["r2"]
+    assert [r.id for r in records if matches(r, "torch 2")] == ["r2"]
     by_step = sort_records(records, "step_ms", reverse=False)
-    assert [r["id"] for r in by_step] == ["r2", "r1", "r3"]  # unknown last
-    assert [r["id"] for r in sort_records(records, "step_ms", reverse=True)] == ["r1", "r2", "r3"]
+    assert [r.id for r in by_step] == ["r2", "r1", "r3"]  # unknown last
+    assert [r.id for r in sort_records(records, "step_ms", reverse=True)] == ["r1", "r2", "r3"]
 
 
 def _modules_after(code: str) -> set[str]:

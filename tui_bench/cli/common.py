@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.errors import PresetError
 from tui_bench.engine.errors import UsageError as UsageError  # the commands raise it from here
-from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.record import Run
 
 if TYPE_CHECKING:  # imported where used: `history list` at 10,000 runs must start in < 0.5 s
     from rich.console import Console
@@ -65,14 +65,13 @@ SHOWN_SETTINGS = (
 )
 
 
-def summary_table(records: Sequence[Run | dict[str, Any]]) -> Table:
+def summary_table(runs: Sequence[Run]) -> Table:
     """Metrics as rows, runs as columns: stays readable at 80 columns."""
     from rich.markup import escape
     from rich.table import Table
 
     from tui_bench.engine.machine.peaks import MFU_ABOVE_ONE
 
-    runs = runs_of(records)
     table = Table(title="tui-bench results", title_justify="left")
     table.add_column("metric")
     for r in runs:

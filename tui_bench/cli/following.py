@@ -17,7 +17,7 @@ from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History
-from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.runs import follow, supervisor
 from tui_bench.engine.runs.follow import left_running_hint
 from tui_bench.engine.runs.reducer import BatchView, RunEntry
@@ -167,7 +167,9 @@ class BatchPrinter:
             self._result = True
             self._close_display()
             if self.show:
-                _print_result(self.err, entry.result, bool((view.plan or {}).get("sweep_id")))
+                _print_result(
+                    self.err, Run.from_record(entry.result), bool((view.plan or {}).get("sweep_id"))
+                )
 
 
 class Interrupts:
@@ -240,16 +242,15 @@ def describe_finished(run: Run) -> str:
     return "finished: " + ", ".join(parts)
 
 
-def _print_result(err: Console, record: dict[str, Any], sweep: bool) -> None:
-    status = record.get("status")
-    if status == RunStatus.FINISHED:
+def _print_result(err: Console, run: Run, sweep: bool) -> None:
+    if run.finished:
         if sweep:
-            err.print(f"  {describe_finished(Run.from_record(record))}")
+            err.print(f"  {describe_finished(run)}")
         return
-    err.print(f"  [red]{status}[/red]: {record.get('reason')}")
-    if status == RunStatus.FAILED and record.get("log_tail"):
+    err.print(f"  [red]{run.status}[/red]: {run.reason}")
+    if run.failed and run.log_tail:
         err.print("[dim]last lines of the worker log:[/dim]")
-        err.print(record["log_tail"], markup=False)
+        err.print(run.log_tail, markup=False)
 
 
 def auto_stop_reason(done: dict[str, Any]) -> str:
@@ -264,7 +265,7 @@ def auto_stop_reason(done: dict[str, Any]) -> str:
     return str(done.get("error") or "stopped without a reason recorded")
 
 
-def records_of(run_ids: list[str]) -> list[dict[str, Any]]:
+def records_of(run_ids: list[str]) -> list[Run]:
     history = History()
     found = []
     for run_id in run_ids:
@@ -275,9 +276,9 @@ def records_of(run_ids: list[str]) -> list[dict[str, Any]]:
     return found
 
 
-def batch_exit_code(done: dict[str, Any] | None, records: list[dict[str, Any]]) -> int:
+def batch_exit_code(done: dict[str, Any] | None, records: list[Run]) -> int:
     """0 all finished, 130 cancelled, 1 anything else (failed, lost, nothing ran)."""
-    statuses = [r.get("status") for r in records]
+    statuses = [r.status for r in records]
     if (done or {}).get("cancelled") or RunStatus.CANCELLED in statuses:
         return 130
     return 0 if statuses and all(s == RunStatus.FINISHED for s in statuses) else 1
@@ -305,15 +306,15 @@ def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
     why = auto_stop_reason(done) if auto else None
     if getattr(args, "json", False) and not getattr(args, "preset", None):
         if auto:  # the runs are one group; why they stopped belongs with them
-            out = {"group": batch_id, "stopped": why, "runs": records}
+            out = {"group": batch_id, "stopped": why, "runs": [dict(r.raw) for r in records]}
             print(json.dumps(out, indent=2, default=str))
-        else:
-            print(json.dumps(records, indent=2, default=str))
+        else:  # the records as stored: a file format
+            print(json.dumps([dict(r.raw) for r in records], indent=2, default=str))
     elif not args.quiet and not getattr(args, "preset", None) and records:
         console().print(summary_table(records))
         for line in filter(None, map(stability.verdict_line, records)):
             console().print(f"stability {line}", markup=False, highlight=False, soft_wrap=True)
-        for run in runs_of(records):  # how good the numbers are: FLOP/s, MFU, energy, memory
+        for run in records:  # how good the numbers are: FLOP/s, MFU, energy, memory
             if run.limits is not None:
                 console().print(
                     f"limits {run.id}: {run.limits.line()}",
@@ -330,7 +331,7 @@ def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
                 soft_wrap=True,
             )
     code = batch_exit_code(done, records)
-    unreliable = any(r.verdict == stability.UNRELIABLE for r in runs_of(records))
+    unreliable = any(r.verdict == stability.UNRELIABLE for r in records)
     if code == 0 and getattr(args, "require_stable", False) and unreliable:
         return stability.EXIT_UNRELIABLE
     return code

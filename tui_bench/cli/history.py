@@ -10,7 +10,7 @@ from pathlib import Path
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
 from tui_bench.engine.results.history import History
-from tui_bench.engine.results.record import runs_of
+from tui_bench.engine.results.record import Run
 
 
 def _limit(text: str) -> int:
@@ -36,7 +36,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         _warn(history)
         shown = records[-args.limit :] if args.limit else records
         if args.json:  # full records: scripts read any field
-            full = list(history.records([r["id"] for r in shown]))
+            full = [dict(r.raw) for r in history.records([r.id for r in shown])]  # as stored
             print(json.dumps(full, indent=2, default=str))
             return 0
         if len(shown) > _PLAIN_ABOVE:
@@ -56,9 +56,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         table.add_column("verdict", no_wrap=True)  # a finished run's; else its status
         for header in ("ms/step", "samp/s", "acc"):
             table.add_column(header, justify="right", no_wrap=True)
-        for r in runs_of(shown):
+        for r in shown:
             table.add_row(
-                f"{r.id}\n[dim]{r.raw.get('label', '')}[/dim]",
+                f"{r.id}\n[dim]{r.text_field('label') or ''}[/dim]",
                 r.state,
                 common.fmt(r.metric("step_median_s"), 1000, 1),
                 common.fmt(r.metric("samples_per_s"), digits=0),
@@ -74,7 +74,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.history_command == "show":
         record = history.get(args.run_id)
         _warn(history)
-        print(json.dumps(record, indent=2, default=str))
+        print(json.dumps(dict(record.raw), indent=2, default=str))  # the record as stored
         return 0
     if args.history_command == "export" and args.mlflow:
         from tui_bench.engine.results import mlflow_export
@@ -126,10 +126,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         )
         return 0
     if args.history_command == "delete":
-        record = history.get(args.run_id)
-        history.delete([record["id"]])
+        run_id = history.get(args.run_id).id
+        history.delete([run_id])
         _warn(history)
-        common.console(stderr=True).print(f"deleted {record['id']}")
+        common.console(stderr=True).print(f"deleted {run_id}")
         return 0
     raise UsageError(f"unknown history command {args.history_command}")
 
@@ -138,17 +138,17 @@ def cmd_history(args: argparse.Namespace) -> int:
 _PLAIN_ABOVE = 200
 
 
-def _print_plain(records: list[dict], shown: list[dict], home: Path) -> None:
+def _print_plain(records: list[Run], shown: list[Run], home: Path) -> None:
     lines = [
         f"{len(records)} run(s) in {home}",
         "run                       verdict      ms/step   samp/s    acc  label",
     ]
-    for r in runs_of(shown):
+    for r in shown:
         lines.append(
             f"{r.id:<25} {r.state:<11} "
             f"{common.fmt(r.metric('step_median_s'), 1000, 1):>8} "
             f"{common.fmt(r.metric('samples_per_s'), digits=0):>8} "
-            f"{common.fmt(r.metric('test_accuracy'), digits=3):>6}  {r.raw.get('label', '')}"
+            f"{common.fmt(r.metric('test_accuracy'), digits=3):>6}  {r.text_field('label') or ''}"
         )
     sys.stdout.write("\n".join(lines) + "\n")
 

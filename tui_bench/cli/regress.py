@@ -10,7 +10,6 @@ from tui_bench.cli import common, reporting
 from tui_bench.engine.errors import UsageError
 from tui_bench.engine.results import regress, render
 from tui_bench.engine.results.history import History
-from tui_bench.engine.results.record import runs_of
 
 DESCRIPTION = """\
 Compare a baseline set of runs with a candidate set, per configuration (same spec fields that
@@ -60,7 +59,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
     for warning in history.warnings:
         common.console(stderr=True).print(f"[yellow]warning:[/yellow] {warning}")
     baseline, candidate = regress.sides(
-        runs_of(history.all()),
+        history.all(),
         _tokens(args.baseline),
         _tokens(args.candidate),
         since=since,

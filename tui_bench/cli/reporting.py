@@ -5,10 +5,12 @@ page they write: the TARGET arguments (``sweep.collect``, the one resolver) and 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from tui_bench.engine.errors import UsageError
 from tui_bench.engine.results.history import History
+from tui_bench.engine.results.record import Run
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +37,7 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
 
 def collect_targets(
     args: argparse.Namespace, history: History
-) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[Any]]:
+) -> tuple[list[Run], list[tuple[str, str]], list[Any]]:
     from tui_bench.engine.results.regress import parse_when
     from tui_bench.engine.runs import sweep as sweep_module
 
@@ -46,7 +48,7 @@ def collect_targets(
     return sweep_module.collect(args.ids, history, last=last, since=since)
 
 
-def compare_targets(args: argparse.Namespace, history: History) -> tuple[list[dict[str, Any]], Any]:
+def compare_targets(args: argparse.Namespace, history: History) -> tuple[list[Run], Any]:
     """The runs TARGETs name and compare's computed tables of them: what `compare`, `report` and
     the HTML page all read (an unknown --metric is one line, before any history is read)."""
     from tui_bench.engine.results import tables
@@ -79,7 +81,7 @@ def check_output(path: str, flag: str) -> None:
 
 def write_html_report(
     path: str,
-    records: list[dict[str, Any]],
+    records: Sequence[Run],
     comparison: Any,
     history: History,
     command: str = "",

@@ -13,7 +13,6 @@ from typing import Any
 from tui_bench.cli import common, following, spec_flags
 from tui_bench.cli.common import UsageError
 from tui_bench.cli.help import EXAMPLES
-from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results import render, stability, tables
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import sweep as sweep_module
@@ -217,13 +216,14 @@ def run_preset(args: argparse.Namespace) -> int:
     records = sweep_module.records(sweep, history)
     remaining = sweep_module.pending(sweep, history)
     failed = {
-        r.get("config"): f"repeat {(r.get('repeat') or 0) + 1} failed ({r.get('reason')})"
+        str(r.config): f"repeat {(r.repeat or 0) + 1} failed ({r.reason})"
         for r in records
-        if r.get("status") == RunStatus.FAILED
+        if r.failed
     }
     comparison = tables.compute(records, skipped=_skipped(sweep, failed), published=sweep.figures())
     if args.json:
-        print(json.dumps({"sweep": sweep.id, "runs": records}, indent=2, default=str))
+        runs = [dict(r.raw) for r in records]  # as stored: a file format
+        print(json.dumps({"sweep": sweep.id, "runs": runs}, indent=2, default=str))
     elif not args.quiet:
         render.terminal(common.console(), comparison.tables())
     if show:

@@ -9,7 +9,6 @@ from typing import Any
 from rich.console import Console
 
 from tui_bench.engine.results.history import History
-from tui_bench.engine.results.record import Run
 from tui_bench.engine.spec import RunSpec, WorkerOptions, declared_fields, flag_parser
 
 
@@ -52,7 +51,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     base: dict[str, Any] = {}
     if getattr(args, "from_history", None):
         # Replay: the recorded spec, as it ran; flags still override it.
-        base = dict(Run.from_record(History().get(args.from_history)).spec)
+        base = dict(History().get(args.from_history).spec)
     base.update(spec_overrides(args))
     return RunSpec.from_dict(base)
 

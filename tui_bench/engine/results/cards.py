@@ -19,7 +19,7 @@ from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.energy import Rapl
 from tui_bench.engine.paths import adapters_dir, cache_home
 from tui_bench.engine.results.history import History
-from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.record import Run
 
 MISSING = "—"
 PROBE_TIMEOUT_S = 180.0
@@ -112,10 +112,10 @@ def framework_runtimes(fw: catalog.Framework) -> dict[str, tuple[str, ...]]:
 
 
 # -- history facts ------------------------------------------------------------------------------
-def tested(records: Iterable[Run | dict[str, Any]], framework: str, field_name: str) -> str:
+def tested(records: Iterable[Run], framework: str, field_name: str) -> str:
     """What finished here for this framework: ``model (devices, n runs, last date)`` per value."""
     seen: dict[Any, dict[str, Any]] = {}
-    for run in runs_of(records):
+    for run in records:
         spec = run.spec
         if not run.finished or spec.get("framework") != framework:
             continue
@@ -154,7 +154,7 @@ def framework_card(
         import socket
 
         host = socket.gethostname()
-    records = [r for r in runs_of((history or History()).all()) if (r.host or host) == host]
+    records = [r for r in (history or History()).all() if (r.host or host) == host]
     cards = []
     for fw in catalog.FRAMEWORKS.values():
         core, interfaces = LANGUAGES.get(fw.name, (MISSING, MISSING))
@@ -267,7 +267,7 @@ def hardware_card(
     """One card per device of ``machine`` (a ``sysinfo.machine_fingerprint()``). ``measure(device,
     threads)`` runs the probe (default: in the torch runtime); pass ``None`` results through."""
     measure = measure or (lambda device, threads: run_hardware_probe(device, threads))
-    records = [r for r in runs_of((history or History()).all()) if r.finished]
+    records = [r for r in (history or History()).all() if r.finished]
     devices = [("cpu", "cpu", machine.get("cpu_model") or MISSING, machine.get("logical_cores"))]
     for gpu in machine.get("gpus") or []:
         devices.append(("gpu", f"gpu:{gpu['index']}", gpu.get("name") or MISSING, None))

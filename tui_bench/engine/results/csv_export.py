@@ -14,7 +14,7 @@ import os
 import pickle
 import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,18 +25,19 @@ from tui_bench.engine.results.history import records_of
 
 if TYPE_CHECKING:
     from tui_bench.engine.results.history import History
+    from tui_bench.engine.results.record import Run
 
 __all__ = ["export_csv"]
 
 
-def export_csv(history: History, path: Path, records: list[dict[str, Any]] | None = None) -> int:
+def export_csv(history: History, path: Path, records: Sequence[Run] | None = None) -> int:
     """One row per run of ``history`` (``records``: only those runs; summaries are fine, full
     records are read by their ids); the number of rows. Rows are kept as lists against a
     growing column index while the runs stream past (the header needs every column first): at
     10,000 runs that is a third of the memory of one dict per row. Many runs are split between
     this process and a forked one (``_csv_rows_in_two``): the same file, in about two thirds of
     the time on 2 cores."""
-    ids = None if records is None else [r["id"] for r in records]
+    ids = None if records is None else [r.id for r in records]
     with store.collector_paused():  # 10,000 rows of lists: nothing for it to find
         order = history.run_order(ids)
         if len(order) >= _CSV_FORK_RUNS and _may_fork():

@@ -6,6 +6,10 @@ everything else uses:
 - ``History.summaries()``: every run, the fields lists show (fast: the summary cache);
 - ``History.all()`` / ``History.records()``: every run's full record, oldest first;
 - ``History.get(run_id)``: one full record by id or unique prefix;
+
+each read as a ``record.Run`` (the one reader of a record's fields). The stored dicts stay in
+here and in the store (the writes, the repair) and in the exports (``records_of``,
+``record_texts``), whose job is the file format.
 - ``History.read_series(run_id)`` / ``History.step_events(run_id)``: what the run streamed;
 - ``History.add`` / ``update`` / ``delete`` / ``mark_interrupted``: the writes.
 
@@ -34,6 +38,7 @@ from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import store
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.store import atomic_write
 
 if TYPE_CHECKING:
@@ -96,20 +101,24 @@ class History:
         return FileLock(str(self.home / "history.lock"), timeout=60)
 
     # -- reading --------------------------------------------------------------------------------
-    def summaries(self) -> list[dict[str, Any]]:
+    def summaries(self) -> list[Run]:
         """Every run, oldest first, with the fields lists show (id, status, dates, label, group,
         batch, the main spec fields, a few metrics, env.host): fast at 10,000 runs."""
+        return [Run.from_record(r) for r in self._summary_records()]
+
+    def _summary_records(self) -> list[dict[str, Any]]:
+        """``summaries`` as the stored dicts (for the writes here: ids, a running run's batch)."""
         self._ensure_sound()
         found = self._read_summaries()
         return _ordered(settle(r) for r in found.records.values())
 
-    def group_summaries(self, group: str) -> list[dict[str, Any]]:
+    def group_summaries(self, group: str) -> list[Run]:
         """The summaries of one group's runs (a sweep, a batch's repeats), oldest first. A group
         with no run yet (every new batch) costs the index alone, not every run's summary."""
         self._ensure_sound()
         if group not in self._read_summaries(full=False).groups:
             return []
-        return [r for r in self.summaries() if r.get("group") == group]
+        return [r for r in self.summaries() if r.group == group]
 
     def _read_summaries(self, full: bool = True) -> store.Summaries:
         """Summaries as the journal stands now: the first read loads the cache, later ones read
@@ -120,14 +129,15 @@ class History:
         )
         return self._known
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[Run]:
         """Every run's full record, oldest first."""
         return list(self.records())
 
-    def records(self, ids: Iterable[str] | None = None) -> Iterator[dict[str, Any]]:
+    def records(self, ids: Iterable[str] | None = None) -> Iterator[Run]:
         """Full records, oldest first (only ``ids`` when given). Parsed one run at a time in
-        the order the summaries give: 10,000 runs are never all in memory as dicts."""
-        yield from records_of(self._journal_lines(ids))
+        the order the summaries give: 10,000 runs are never all in memory at once."""
+        for record in records_of(self._journal_lines(ids)):
+            yield Run.from_record(record)
 
     def record_texts(self, ids: Iterable[str] | None = None) -> Iterator[tuple[str, str]]:
         """What ``records`` yields, as JSON text (``json.dumps(record, separators=(",", ":"),
@@ -148,7 +158,7 @@ class History:
 
     def run_order(self, ids: Iterable[str] | None) -> list[str]:
         """The ids of the runs (only ``ids`` when given), oldest first."""
-        order = [r["id"] for r in self.summaries()]  # checks (and repairs) the history first
+        order = [r["id"] for r in self._summary_records()]  # checks (and repairs) it first
         if ids is not None:
             wanted = set(ids)
             order = [run_id for run_id in order if run_id in wanted]
@@ -163,23 +173,23 @@ class History:
         for run_id in order:
             yield run_id, lines.pop(run_id, [])
 
-    def get(self, run_id: str) -> dict[str, Any]:
+    def get(self, run_id: str) -> Run:
         """A run by id or unique id prefix."""
         self._ensure_sound()
         lines = store.lines_of(self.journal_path, [run_id]).get(run_id)
         record = store.final_record(run_id, lines) if lines else None
         if record is not None:  # a whole id: found without reading every run's summary
-            return settle(record)
+            return Run.from_record(settle(record))
         full_id = self.resolve(run_id)
         lines = store.lines_of(self.journal_path, [full_id]).get(full_id, [])
         record = store.final_record(full_id, lines)
         if record is None:  # deleted between the two reads
             raise HistoryError(f"no run with id {run_id!r}")
-        return settle(record)
+        return Run.from_record(settle(record))
 
     def resolve(self, run_id: str) -> str:
         """The full id of a run named by its id or a unique prefix of it."""
-        ids = [r["id"] for r in self.summaries()]
+        ids = [r["id"] for r in self._summary_records()]
         if run_id in ids:
             return run_id
         matches = [i for i in ids if run_id and i.startswith(run_id)]
@@ -221,7 +231,7 @@ class History:
     def delete(self, run_ids: Iterable[str]) -> int:
         """Delete runs and their files. A run in progress is refused: stop it first."""
         ids = set(run_ids)
-        present = {r["id"]: r for r in self.summaries() if r["id"] in ids}
+        present = {r["id"]: r for r in self._summary_records() if r["id"] in ids}
         for record in present.values():
             if record.get("status") == RunStatus.RUNNING:
                 raise HistoryError(
@@ -239,7 +249,7 @@ class History:
 
     def import_records(self, records: list[dict[str, Any]]) -> list[str]:
         """Add the runs whose ids this history lacks (merging by run id); the ids added."""
-        known = {r["id"] for r in self.summaries()}
+        known = {r["id"] for r in self._summary_records()}
         new = [r for r in records if r["id"] not in known]
         if new:
             self._append([store.put_line(r) for r in new], "importing runs")

@@ -39,7 +39,7 @@ from tui_bench.engine.results import render as render_module
 from tui_bench.engine.results import tables as tables_module
 from tui_bench.engine.results import trends as trends_module
 from tui_bench.engine.results import verdict as verdict_module
-from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.tables import Comparison, Table, Verdicts, metric_info
 
 MAX_VERDICT_LINES = 8  # comparisons spelled out in the verdict paragraph; the rest in the table
@@ -77,11 +77,11 @@ class Page:
 
 # -- gathering ------------------------------------------------------------------------------------
 def collect(
-    records: Sequence[Run | dict[str, Any]],
+    records: Sequence[Run],
     comparison: Comparison | None,
     *,
     metric: str = "step_median_s",
-    history: Sequence[Run | dict[str, Any]] = (),
+    history: Sequence[Run] = (),
     title: str = "",
     study: str = "",
     command: str = "",
@@ -91,7 +91,7 @@ def collect(
     """The page for ``records`` and the comparison ``tables.compute`` made of them (None for
     ``regress``'s page): each compared configuration's trend over ``history`` (every record
     kept), and the figures when the ``figures`` extra is installed."""
-    runs = runs_of(records)  # a damaged field reads as not recorded (record.Run)
+    runs = list(records)
     if comparison is not None:
         metric = comparison.metric.key
         groups = comparison.groups
@@ -101,7 +101,7 @@ def collect(
     keys = {identity_module.configuration_of(r).key for r in runs}
     found = [
         t
-        for t in trends_module.trends(runs_of(history) or runs, metric=metric)
+        for t in trends_module.trends(history or runs, metric=metric)
         if t.configuration.key in keys
     ]
     page = Page(
@@ -442,8 +442,8 @@ def _machine(page: Page) -> str:
     ]
     checks: dict[tuple[str, str], int] = {}  # (check text, badge class) → runs
     for r in page.records:
-        snap = r.raw.get("machine_check")  # doctor.Report.snapshot(), as stored
-        if isinstance(snap, dict) and snap:
+        snap = r.machine_check
+        if snap:
             fail, warn = _strings(snap.get("fail")), _strings(snap.get("warn"))
             text = str(snap.get("banner") or "?") + (
                 f" ({', '.join([*fail, *warn])})" if fail or warn else ""

@@ -120,9 +120,8 @@ class Configuration:
         return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-def configuration_of(run: Run | dict[str, Any]) -> Configuration:
+def configuration_of(run: Run) -> Configuration:
     """The configuration a run belongs to (labelled by its long name until grouped)."""
-    run = Run.from_record(run)
     spec = run.spec
     pairs = [(name, _hashable(spec.get(name, default))) for name, default in _spec_defaults()]
     pairs += [("host", run.host), ("device_model", run.device_model)]
@@ -141,7 +140,7 @@ def short_value(name: str, value: Any) -> str:
     return _SHORT.get(name, name + " {}").format("—" if value is None else value)
 
 
-def varying_fields(runs: Iterable[Run | dict[str, Any] | Configuration]) -> list[str]:
+def varying_fields(runs: Iterable[Run | Configuration]) -> list[str]:
     """The deciding fields whose values differ between the configurations of ``runs``, in key
     order."""
     configs = [r if isinstance(r, Configuration) else configuration_of(r) for r in runs]
@@ -196,14 +195,13 @@ def labelled(configs: Sequence[Configuration]) -> list[Configuration]:
 
 
 def group_by_configuration(
-    runs: Iterable[Run | dict[str, Any]],
+    runs: Iterable[Run],
 ) -> dict[Configuration, list[Run]]:
     """Runs per configuration in first-seen order, each list in the order given (History gives
     time order), each configuration labelled among the others. Compare, trends and regress all
     group with this."""
     groups: dict[Configuration, list[Run]] = {}
-    for item in runs:
-        run = Run.from_record(item)
+    for run in runs:
         config = configuration_of(run)
         groups.setdefault(config, []).append(run)
     if len(groups) == 1:
@@ -212,9 +210,8 @@ def group_by_configuration(
     return dict(zip(labelled(list(groups)), groups.values(), strict=True))
 
 
-def versions(run: Run | dict[str, Any]) -> dict[str, Any]:
+def versions(run: Run) -> dict[str, Any]:
     """What may change under a configuration, by name; a value of None was not recorded."""
-    run = Run.from_record(run)
     env = run.env
     framework = str(run.spec.get("framework") or run.worker.get("framework") or "framework")
     machine = {k: env.get(k) for k in MACHINE_FACTS}

@@ -60,8 +60,7 @@ def _client(uri: str) -> Any:
     return MlflowClient(tracking_uri=uri)
 
 
-def experiment_name(run: Run | dict[str, Any], by: str = "configuration") -> str:
-    run = Run.from_record(run)
+def experiment_name(run: Run, by: str = "configuration") -> str:
     if by == "preset" and run.preset:
         return f"tui-bench preset {run.preset}"
     config = configuration_of(run)
@@ -132,7 +131,7 @@ def _existing_ids(client: Any, experiment_id: str) -> set[str]:
 
 
 def export(
-    records: Sequence[Run | dict[str, Any]],
+    records: Sequence[Run],
     history: History,
     uri: str,
     by: str = "configuration",
@@ -144,8 +143,7 @@ def export(
     experiments: dict[str, str] = {}
     existing: dict[str, set[str]] = {}
     created = skipped = 0
-    for record in records:
-        run = Run.from_record(record)
+    for run in records:
         if run.status not in MLFLOW_STATUS:
             continue
         name = experiment_name(run, by)

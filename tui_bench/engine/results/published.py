@@ -250,9 +250,8 @@ def unmatched(
     return index, side, conditions
 
 
-def run_value(record: Run | dict[str, Any], metric: str) -> float | None:
+def run_value(run: Run, metric: str) -> float | None:
     """A finished run's figure for a published metric, or None when it lacks one."""
-    run = Run.from_record(record)
     total = 0.0
     for key in METRICS[metric].keys:
         value = run.metric(key)

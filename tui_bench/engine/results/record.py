@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -181,6 +181,12 @@ class Run(NamedTuple):
         return str(self.env.get("cpu_model") or "cpu")
 
     @property
+    def machine_check(self) -> Mapping[str, Any]:
+        """The doctor's verdict on the machine as the run started (``doctor.Report.snapshot``),
+        {} for a run recorded before the check was kept."""
+        return _mapping(self.raw.get("machine_check"))
+
+    @property
     def settings(self) -> Mapping[str, Any]:
         """The framework settings the worker applied (compile, autotune, …)."""
         return _mapping(self.worker.get("settings"))
@@ -213,6 +219,16 @@ class Run(NamedTuple):
     def repeat(self) -> int | None:
         value = self.raw.get("repeat")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def reason(self) -> str | None:
+        """Why a run failed, was cancelled or interrupted, as recorded."""
+        return self.text_field("reason")
+
+    @property
+    def log_tail(self) -> str | None:
+        """The last lines of a failed run's worker log, as recorded."""
+        return _text(self.raw.get("log_tail"))
 
     # -- when ----------------------------------------------------------------------------------
     @property
@@ -330,8 +346,3 @@ class Run(NamedTuple):
         threads = number(self.spec.get("threads")) or 0
         workers = number(self.spec.get("workers")) or 1
         return bool(cores and threads and threads * workers > cores)
-
-
-def runs_of(records: Iterable[Any]) -> list[Run]:
-    """``Run`` values for records (dicts from the store, or Runs already)."""
-    return [Run.from_record(r) for r in records]

@@ -13,11 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.results import changepoints
 from tui_bench.engine.results.record import Reason, Run, number
 from tui_bench.engine.results.stats import quantile
+
+if TYPE_CHECKING:  # history reads records through record.Run; only its type is needed here
+    from tui_bench.engine.results.history import History
 
 STABLE, NOISY, UNRELIABLE = "stable", "noisy", "unreliable"
 _RANK = {STABLE: 0, NOISY: 1, UNRELIABLE: 2}
@@ -442,12 +445,9 @@ def window_means(times: Sequence[float]) -> list[float]:
     return out
 
 
-def assess_record(
-    record: Run | dict[str, Any], repeat_medians: Sequence[float] | None = None
-) -> Verdict | None:
+def assess_record(run: Run, repeat_medians: Sequence[float] | None = None) -> Verdict | None:
     """The verdict for a history record, from what it stores; None for a run with no figures
     (failed before its steady phase, or recorded before step times were kept)."""
-    run = Run.from_record(record)
     times = run.step_times
     if times is None:
         return None
@@ -475,32 +475,19 @@ def forming(step_times: Sequence[float], warmed_up: bool = True) -> Verdict | No
     return assess(step_times)
 
 
-def verdict_of(record: Run | dict[str, Any]) -> str | None:
-    """A record's stored verdict (``stable``/``noisy``/``unreliable``) or None."""
-    return Run.from_record(record).verdict
+def reasons_text(run: Run) -> str:
+    """A run's reasons as one line ("; "-joined messages), for CSV and tables."""
+    return "; ".join(r.message for r in run.reasons)
 
 
-def state_of(record: Run | dict[str, Any]) -> str:
-    """One word for lists with room for one (``Run.state``)."""
-    return Run.from_record(record).state
-
-
-def reasons_text(record: Run | dict[str, Any]) -> str:
-    """A record's reasons as one line ("; "-joined messages), for CSV and tables."""
-    return "; ".join(r.message for r in Run.from_record(record).reasons)
-
-
-def repeat_medians_for(
-    record: Run | dict[str, Any], records: Sequence[Run | dict[str, Any]]
-) -> list[float]:
-    """Step medians of the finished repeats of this record's configuration (same group and
-    configuration key), the record's own included; empty for a run that has no repeats."""
-    run = Run.from_record(record)
+def repeat_medians_for(run: Run, records: Sequence[Run]) -> list[float]:
+    """Step medians of the finished repeats of this run's configuration (same group and
+    configuration key), the run's own included; empty for a run that has no repeats."""
     group, config = run.group, run.config
     if group is None or config is None:
         return []
     out = []
-    for other in map(Run.from_record, records):
+    for other in records:
         if other.group == group and other.config == config and other.finished:
             value = other.metric("step_median_s")
             if value is not None:
@@ -511,9 +498,8 @@ def repeat_medians_for(
 EXIT_UNRELIABLE = 3  # `run --require-stable`: the run finished but its verdict is unreliable
 
 
-def verdict_line(record: Run | dict[str, Any]) -> str | None:
+def verdict_line(run: Run) -> str | None:
     """``<id>: <verdict>: <first reason>`` for the end of `tui-bench run`; None without one."""
-    run = Run.from_record(record)
     text = stored_line(run.stability)
     return f"{run.id}: {text}" if text else None
 
@@ -535,15 +521,13 @@ def stored_line(stab: Verdict | Mapping[str, Any] | None) -> str | None:
     return f"{stab['verdict']}: {reasons[0].get('message')}{more}"
 
 
-def relative_noise(
-    records: Sequence[Run | dict[str, Any]], values: Sequence[float]
-) -> float | None:
+def relative_noise(records: Sequence[Run], values: Sequence[float]) -> float | None:
     """How far apart numbers of one configuration fall by chance: the repeats' (max-min)/min
     when there are several, else the single run's step-time CV; None when unknown."""
     spread = repeat_spread(values)
     if spread is not None:
         return spread
-    for run in map(Run.from_record, records):
+    for run in records:
         clean = [t for t in run.step_times or () if t > 0]
         if len(clean) >= 2:
             mean, std = _mean_std(clean)
@@ -551,10 +535,10 @@ def relative_noise(
     return None
 
 
-def stability_note(records: Sequence[Run | dict[str, Any]], unjudged: bool = True) -> str:
+def stability_note(records: Sequence[Run], unjudged: bool = True) -> str:
     """ "" when every finished run is stable, else e.g. "not stable: 1 unreliable, 2 noisy of 4"
     (runs recorded without a verdict count as "not judged")."""
-    finished = [r for r in map(Run.from_record, records) if r.finished]
+    finished = [r for r in records if r.finished]
     counts: dict[str, int] = {}
     for r in finished:
         key = r.verdict or "not judged"
@@ -606,12 +590,12 @@ def enough_repeats(
     return False, f"95 % CI of the median ±{100 * width:.1f} % after {n} repeats"
 
 
-def recheck(history: Any, run_ids: Sequence[str] = ()) -> tuple[list[dict[str, Any]], int]:
+def recheck(history: History, run_ids: Sequence[str] = ()) -> tuple[list[dict[str, Any]], int]:
     """Judge finished runs again from their stored step times (all, or ``run_ids``), with their
     configuration's repeats, and store the new verdicts. Returns ``[{id, before, stability}]``
     and how many runs had no step times to judge (recorded before they were kept)."""
-    records = [Run.from_record(r) for r in history.all()]
-    chosen = [Run.from_record(history.get(i)) for i in run_ids] if run_ids else records
+    records = history.all()
+    chosen = [history.get(i) for i in run_ids] if run_ids else records
     out, skipped = [], 0
     for run in chosen:
         if not run.finished:

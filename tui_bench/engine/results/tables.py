@@ -240,7 +240,7 @@ class Group:
         return Verdicts.of(self.runs)
 
 
-def group(records: Sequence[Run | dict[str, Any]]) -> tuple[list[Group], list[str]]:
+def group(records: Sequence[Run]) -> tuple[list[Group], list[str]]:
     """Configurations, a Group of runs each, in first-seen order (``identity``'s grouping, the
     one compare, trends and regress share), and the fields that differ between them. Runs from
     several hosts: one configuration on two boxes is two measurements, ``host`` a varying field
@@ -855,7 +855,7 @@ def _figure_row(
 
 
 def _figure_values(c: Group, metric: str) -> list[float]:
-    values = (published_module.run_value(dict(r.raw), metric) for r in c.finished())
+    values = (published_module.run_value(r, metric) for r in c.finished())
     return [v for v in values if v is not None]
 
 
@@ -1253,7 +1253,7 @@ class Comparison:
 
 
 def compute(
-    records: Sequence[Run | dict[str, Any]],
+    records: Sequence[Run],
     metric: str = "step_median_s",
     study_metric: str = "train_wall_s",
     skipped: Sequence[tuple[str, str]] = (),

@@ -39,7 +39,7 @@ from tui_bench.engine.results.identity import (
     group_by_configuration,
     versions,
 )
-from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.stability import UNRELIABLE
 
 MIN_SEGMENT = 2
@@ -164,7 +164,7 @@ class Trend:
             "runs": [
                 {
                     "id": p.run_id,
-                    "started_at": p.run.raw.get("started_at"),
+                    "started_at": p.run.started_text or None,
                     "value": p.value,
                     "step_iqr_s": p.iqr,
                     "verdict": p.verdict,
@@ -176,7 +176,7 @@ class Trend:
                 {
                     "index": c.index,
                     "run": self.points[c.index].run_id,
-                    "started_at": self.points[c.index].run.raw.get("started_at"),
+                    "started_at": self.points[c.index].run.started_text or None,
                     "before": c.before,
                     "after": c.after,
                     "change": c.change,
@@ -253,12 +253,12 @@ def matches(configuration: Configuration, words: Sequence[str]) -> bool:
 
 
 def trends(
-    records: Iterable[Run | dict[str, Any]],
+    records: Iterable[Run],
     words: Sequence[str] = (),
     metric: str = DEFAULT_METRIC,
 ) -> list[Trend]:
     """A trend per configuration matching the filter, those with the newest run first."""
-    ordered = sorted(runs_of(records), key=lambda r: (r.started_text, r.id))
+    ordered = sorted(records, key=lambda r: (r.started_text, r.id))
     out = [
         trend(config, runs, metric)
         for config, runs in group_by_configuration(ordered).items()

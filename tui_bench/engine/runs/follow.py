@@ -113,7 +113,10 @@ class BatchTail:
         if self.run_ids:
             try:
                 out.append(
-                    {"type": SeriesEvent.RESULT, "record": self.history.get(self.run_ids[-1])}
+                    {
+                        "type": SeriesEvent.RESULT,
+                        "record": dict(self.history.get(self.run_ids[-1]).raw),
+                    }
                 )
             except HistoryError:
                 pass

@@ -18,6 +18,7 @@ from typing import Any
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
 from tui_bench.engine.results import stability
 from tui_bench.engine.results.history import History, now_iso
+from tui_bench.engine.results.record import Run
 
 
 class SeriesWriter:
@@ -91,7 +92,11 @@ class RunRecord:
             "recorder_started": None,
         }
         # Whether its numbers can be trusted, from what the record now holds (issue 19).
-        verdict = stability.assess_record(final) if status == RunStatus.FINISHED else None
+        verdict = (
+            stability.assess_record(Run.from_record(final))
+            if status == RunStatus.FINISHED
+            else None
+        )
         final["stability"] = verdict.as_dict() if verdict is not None else None
         self._series.write({"type": SeriesEvent.RESULT, "record": final})
         self._series.close()

@@ -31,7 +31,7 @@ from tui_bench.engine.results.history import (
     now_iso,
 )
 from tui_bench.engine.results.published import Figure, parse_figures
-from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.regress import newest_per_configuration
 from tui_bench.engine.runs import presets as presets_module
 from tui_bench.engine.runs import runner
@@ -245,22 +245,22 @@ def latest_unfinished(preset_name: str, history: History) -> Sweep | None:
     return None
 
 
-def records(sweep: Sweep, history: History) -> list[dict[str, Any]]:
+def records(sweep: Sweep, history: History) -> list[Run]:
     """The sweep's runs, full records, oldest first: found in the summaries, then read alone
     (never every record of the history: a run's start must not cost more at 10,000 runs)."""
-    ids = [r["id"] for r in _summaries(sweep, history)]
+    ids = [r.id for r in _summaries(sweep, history)]
     return list(history.records(ids)) if ids else []
 
 
-def _summaries(sweep: Sweep, history: History) -> list[dict[str, Any]]:
+def _summaries(sweep: Sweep, history: History) -> list[Run]:
     return history.group_summaries(sweep.id)
 
 
-def finished_pairs(sweep: Sweep, history: History) -> set[tuple[Any, Any]]:
+def finished_pairs(sweep: Sweep, history: History) -> set[tuple[str | None, int | None]]:
     return {
-        (r.get("config"), r.get("repeat"))
+        (r.config, r.repeat)
         for r in _summaries(sweep, history)  # status, config and repeat are summary fields
-        if r.get("status") == RunStatus.FINISHED
+        if r.finished
     }
 
 
@@ -281,9 +281,7 @@ def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str |
     else None."""
     if not sweep.auto_repeats:
         return None
-    mine = [  # step_median_s is a summary metric
-        Run.from_record(r) for r in _summaries(sweep, history) if r.get("config") == config_key
-    ]
+    mine = [r for r in _summaries(sweep, history) if r.config == config_key]  # a summary metric
     medians = [
         median
         for run in mine
@@ -395,7 +393,7 @@ def collect(
     *,
     last: int | None = None,
     since: dt.datetime | None = None,
-) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[Figure]]:
+) -> tuple[list[Run], list[tuple[str, str]], list[Figure]]:
     """What ``compare`` (``report``, and the TUI's compare view) works on: the records named by
     run ids, group ids, sweep ids (prefixes ok) or a preset's name (its latest sweep), oldest
     first, the configurations those sweeps skipped, and the figures their studies published.
@@ -403,7 +401,7 @@ def collect(
     the runs started then or later, ``last`` the newest N of each configuration of
     what is left. Raises HistoryError
     for an id that matches nothing, or a selection with no run."""
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, Run] = {}
     skipped: list[tuple[str, str]] = []
     figures: list[Figure] = []
     every = history.all()
@@ -413,7 +411,7 @@ def collect(
             raise HistoryError("nothing to compare: give run ids, a group id or a sweep id")
         tokens = [sweeps[-1].id]
     if not tokens:
-        records.update((r["id"], r) for r in every)
+        records.update((r.id, r) for r in every)
     for token in tokens:
         sweep: Sweep | None
         try:
@@ -421,34 +419,32 @@ def collect(
         except HistoryError:
             sweep = next((s for s in reversed(all_sweeps()) if s.preset == token), None)
         if sweep is not None:
-            records.update((r["id"], r) for r in every if r.get("group") == sweep.id)
+            records.update((r.id, r) for r in every if r.group == sweep.id)
             skipped += sweep.skipped()
             figures += [f for f in sweep.figures() if f not in figures]
             continue
-        grouped = [r for r in every if r.get("group") == token]
+        grouped = [r for r in every if r.group == token]
         if grouped:
-            records.update((r["id"], r) for r in grouped)
+            records.update((r.id, r) for r in grouped)
             continue
         record = history.get(token)
-        records[record["id"]] = record
-    ordered = sorted(records.values(), key=lambda r: (r.get("started_at", ""), r["id"]))
+        records[record.id] = record
+    ordered = sorted(records.values(), key=lambda r: (r.started_text, r.id))
     if since is not None:
-        ordered = [
-            r for r in ordered if (when := Run.from_record(r).started) is not None and when >= since
-        ]
+        ordered = [r for r in ordered if (when := r.started) is not None and when >= since]
     if last is not None:  # as `regress --last`: the newest N of each configuration
-        newest = newest_per_configuration(runs_of(ordered), last) if last > 0 else []
+        newest = newest_per_configuration(ordered, last) if last > 0 else []
         kept = {run.id for run in newest}
-        ordered = [r for r in ordered if r["id"] in kept]
+        ordered = [r for r in ordered if r.id in kept]
     if not ordered and (since is not None or last is not None):
         raise HistoryError("nothing to compare: no run in that selection")
     return ordered, skipped, figures
 
 
-def report_title(records: Sequence[Run | dict[str, Any]]) -> tuple[str, str]:
+def report_title(records: Sequence[Run]) -> tuple[str, str]:
     """(title, study) for a report on these runs: the preset and id of the first sweep they
     belong to, and its study; ("", "") for runs of no known sweep."""
-    for group in dict.fromkeys(run.group for run in runs_of(records) if run.group):
+    for group in dict.fromkeys(run.group for run in records if run.group):
         try:
             found = find(str(group))
         except HistoryError:

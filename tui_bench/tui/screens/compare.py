@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 
 from tui_bench.engine.results import metrics, render, tables, verdict
 from tui_bench.engine.results.published import Figure
-from tui_bench.engine.results.record import Run, runs_of
+from tui_bench.engine.results.record import Run
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
@@ -149,7 +149,7 @@ class CompareScreen(Screen):
             if ids
             else "the latest sweep"
         )
-        self.app.call_from_thread(self._loaded, ids, runs_of(records), skipped, source, published)
+        self.app.call_from_thread(self._loaded, ids, records, skipped, source, published)
 
     def _loaded(
         self,

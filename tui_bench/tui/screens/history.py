@@ -131,9 +131,8 @@ VALUES: dict[str, Callable[[Run], Any]] = {
 }
 
 
-def row_values(record: Run | dict[str, Any]) -> dict[str, Any]:
-    """Sortable values of a record; None where unknown."""
-    run = Run.from_record(record)
+def row_values(run: Run) -> dict[str, Any]:
+    """Sortable values of a run; None where unknown."""
     return {key: value(run) for key, value in VALUES.items()}
 
 
@@ -145,19 +144,17 @@ def cell(key: str, value: Any) -> str:
     return str(value)
 
 
-def matches(record: dict[str, Any], query: str) -> bool:
+def matches(run: Run, query: str) -> bool:
     """Every word of the filter appears somewhere in the row (or the run id)."""
-    haystack = " ".join(
-        [record.get("id", "")] + [str(v) for v in row_values(record).values()]
-    ).lower()
+    haystack = " ".join([run.id] + [str(v) for v in row_values(run).values()]).lower()
     return all(word in haystack for word in query.lower().split())
 
 
-def sort_records(records: list[dict[str, Any]], key: str, reverse: bool) -> list[dict[str, Any]]:
+def sort_records(records: list[Run], key: str, reverse: bool) -> list[Run]:
     # Each record's value of this column alone, once. Unknown values last whatever the
     # direction; numbers and text never compared.
     value = VALUES[key]
-    values = [(value(Run.from_record(r)), r) for r in records]
+    values = [(value(r), r) for r in records]
     known = [pair for pair in values if pair[0] is not None]
     unknown = [r for value, r in values if value is None]
     try:
@@ -172,7 +169,7 @@ class HistoryScreen(Screen):
     class Loaded(Message):
         """Every recorded run, read off the UI thread."""
 
-        records: list[dict[str, Any]]
+        records: list[Run]
 
     BINDINGS = [
         Binding("slash", "focus_filter", "Filter", id="history_filter"),
@@ -189,8 +186,8 @@ class HistoryScreen(Screen):
 
     def __init__(self) -> None:
         super().__init__()
-        self.records: list[dict[str, Any]] = []
-        self.shown: list[dict[str, Any]] = []
+        self.records: list[Run] = []
+        self.shown: list[Run] = []
         self.marked: set[str] = set()
         self.sort_key = "date"
         self.sort_reverse = True
@@ -263,7 +260,7 @@ class HistoryScreen(Screen):
         message.stop()
         records = message.records
         self.records = records
-        known = {r["id"] for r in records}
+        known = {r.id for r in records}
         self.marked &= known
         self.refill()
 
@@ -279,11 +276,9 @@ class HistoryScreen(Screen):
         table.clear()
         for record in self.shown[:ROW_LIMIT]:
             values = row_values(record)
-            mark = "✓" if record["id"] in self.marked else " "
-            table.add_row(
-                mark, *(cell(k, values[k]) for k, _ in self.columns[1:]), key=record["id"]
-            )
-        if cursor_id and cursor_id in [r["id"] for r in self.shown[:ROW_LIMIT]]:
+            mark = "✓" if record.id in self.marked else " "
+            table.add_row(mark, *(cell(k, values[k]) for k, _ in self.columns[1:]), key=record.id)
+        if cursor_id and cursor_id in [r.id for r in self.shown[:ROW_LIMIT]]:
             table.move_cursor(row=table.get_row_index(cursor_id))
         arrow = "↓" if self.sort_reverse else "↑"
         limited = (
@@ -305,14 +300,14 @@ class HistoryScreen(Screen):
             return None
         return row_key.value
 
-    def selection(self) -> list[dict[str, Any]]:
+    def selection(self) -> list[Run]:
         """Marked runs, or the one under the cursor."""
         if self.marked:
-            return [r for r in self.shown if r["id"] in self.marked] + [
-                r for r in self.records if r["id"] in self.marked and r not in self.shown
+            return [r for r in self.shown if r.id in self.marked] + [
+                r for r in self.records if r.id in self.marked and r not in self.shown
             ]
         current = self.cursor_id()
-        return [r for r in self.shown if r["id"] == current]
+        return [r for r in self.shown if r.id == current]
 
     # -- events -------------------------------------------------------------------------------
     @on(Input.Changed, "#history-filter")
@@ -375,7 +370,7 @@ class HistoryScreen(Screen):
             self.app.push_screen(RunDetailScreen(current))
 
     def action_compare(self) -> None:
-        chosen = [r["id"] for r in self.selection()]
+        chosen = [r.id for r in self.selection()]
         if len(chosen) < 2:
             self.notify("mark two or more runs with space, then press c", severity="warning")
             return
@@ -385,7 +380,7 @@ class HistoryScreen(Screen):
         chosen = self.selection()
         if not chosen:
             return
-        ids = [r["id"] for r in chosen]
+        ids = [r.id for r in chosen]
         detail = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
 
         def confirmed(yes: bool | None) -> None:
@@ -428,7 +423,7 @@ class HistoryScreen(Screen):
         self.app.push_screen(PromptScreen(f"Export {what} to CSV file", default), chosen_path)
 
     @work(thread=True, exit_on_error=False, group="history-write")
-    def _export(self, path: Path, records: list[dict[str, Any]]) -> None:
+    def _export(self, path: Path, records: list[Run]) -> None:
         try:
             count = csv_export.export_csv(History(), path, records)
         except OSError as exc:
@@ -449,9 +444,9 @@ class HistoryScreen(Screen):
             )
             return
         try:
-            spec = RunSpec.from_dict(dict(Run.from_record(chosen[0]).spec))
+            spec = RunSpec.from_dict(dict(chosen[0].spec))
         except SpecError as exc:
             self.notify(f"this run's spec is no longer valid: {exc}", severity="error")
             return
-        source = f"spec of {chosen[0]['id']} — check and press Start"
+        source = f"spec of {chosen[0].id} — check and press Start"
         self.post_message(SpecLoaded(spec, source=source))
