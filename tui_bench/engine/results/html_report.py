@@ -146,20 +146,8 @@ def _strings(value: Any) -> list[str]:
     return [str(x) for x in value] if isinstance(value, list) else []
 
 
-# -- the seam onto the computed tables --------------------------------------------------------------
-def table(tables: Sequence[Table], name: str) -> Table | None:
-    return next((t for t in tables if t.name == name), None)
-
-
-def rows_of(t: Table | None) -> list[dict[str, Any]]:
-    """A table's rows by column name (every column, not only the terminal's)."""
-    return t.records() if t is not None else []
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
+# -- the seam onto the computed tables: the verdict's (one reading of a table by name) ----------
+table, rows_of, _number = verdict_module.table, verdict_module.rows_of, verdict_module.number
 
 
 # -- rendering ------------------------------------------------------------------------------------
@@ -300,55 +288,14 @@ def _verdict(page: Page) -> str:
 
 
 # -- regress ---------------------------------------------------------------------------------------
-REGRESS_MARKS = {  # mark → (what it means, row class)
-    regress_module.WORSE: ("worse", "unreliable"),
-    regress_module.FAILED: ("candidate failed", "unreliable"),
-    regress_module.UNSTABLE: ("not stable", "noisy"),
-    regress_module.BETTER: ("better", "stable"),
-    regress_module.MISSING: ("one side missing", "unjudged"),
-    regress_module.SAME: ("within noise", ""),
+# How a page colours a row of the gate: its mark's meaning is regress.MARKS's.
+REGRESS_ROW_CLASS = {
+    regress_module.WORSE: "unreliable",
+    regress_module.FAILED: "unreliable",
+    regress_module.UNSTABLE: "noisy",
+    regress_module.BETTER: "stable",
+    regress_module.MISSING: "unjudged",
 }
-
-
-def regress_table(found: regress_module.Report) -> Table:
-    """The gate's rows as a typed table of numbers (computed by ``regress.compare``)."""
-    from tui_bench.engine.results.tables import COUNT, NUMBER, P_VALUE, RATIO, Column
-
-    better = "higher" if found.higher_is_better else "lower"
-    unit = metric_info(found.metric).unit
-    out = Table(
-        "regress",
-        f"regress: {found.metric} ({better} is better), baseline against candidate",
-        (
-            Column("mark"),
-            Column("configuration"),
-            Column("baseline median", NUMBER, unit),
-            Column("candidate median", NUMBER, unit),
-            Column("ratio", RATIO),
-            Column("p", P_VALUE),
-            Column("n baseline", COUNT),
-            Column("n candidate", COUNT),
-            Column("note"),
-        ),
-        note=f"ratio = candidate / baseline median of per-run values; a change counts beyond "
-        f"{found.threshold:.0%} with p < {found.alpha:g} (two-sided Mann-Whitney U); marks: "
-        + "; ".join(f"{m} {what}" for m, (what, _) in REGRESS_MARKS.items()),
-    )
-    for row in found.rows:
-        out.add(
-            [
-                row.mark,
-                row.configuration.name,
-                row.baseline.median,
-                row.candidate.median,
-                row.ratio,
-                row.p,
-                row.baseline.n,
-                row.candidate.n,
-                row.note,
-            ]
-        )
-    return out
 
 
 def regress_parts(found: regress_module.Report) -> list[tuple[str, str]]:
@@ -362,7 +309,7 @@ def regress_parts(found: regress_module.Report) -> list[tuple[str, str]]:
     for row in found.rows:
         if row.mark == regress_module.SAME:
             continue
-        what, _ = REGRESS_MARKS.get(row.mark, (row.mark, ""))
+        what = regress_module.MARKS.get(row.mark, row.mark)
         change = f"{row.change * 100:+.0f} %" if row.change is not None else ""
         p = f"p={row.p:.3g}, " if row.p is not None else ""
         evidence = f" ({change}, {p}n={row.baseline.n}/{row.candidate.n})" if change else ""
@@ -380,22 +327,23 @@ def _regress_sections(page: Page, found: regress_module.Report) -> list[str]:
         (f"<strong>{_e(lead)}</strong>" if lead else "") + _e(rest)
         for lead, rest in regress_parts(found)
     )
-    t = regress_table(found)
+    t = found.table()  # the terminal's and the CSV's table, as the terminal shows it
+    headers, shown_rows = render_module.shown_rows(t)
     body = ['<div class="scroll"><table id="table-regress">', f"<caption>{_e(t.title)}</caption>"]
     body.append(
         "<thead><tr>"
-        + "".join(f"<th scope=col>{_e(c)}</th>" for c in t.names)
+        + "".join(f"<th scope=col>{_e(c)}</th>" for c in headers)
         + "</tr></thead><tbody>"
     )
-    _, shown_rows = render_module.shown_rows(t)
     for row, shown in zip(found.rows, shown_rows, strict=True):
-        _, row_class = REGRESS_MARKS.get(row.mark, ("", ""))
+        row_class = REGRESS_ROW_CLASS.get(row.mark, "")
         cells = []
         for text, numeric in shown:
             kind = "num" if numeric else "short" if len(text) <= 24 else ""
             cells.append(f"<td{f' class={kind}' if kind else ''}>{_e(text)}</td>")
         body.append(f'<tr class="{row_class}">' + "".join(cells) + "</tr>")
-    body.append(f'</tbody></table></div><p class="note">{_e(t.note)}</p>')
+    marks = "; ".join(f"{mark} {what}" for mark, what in regress_module.MARKS.items())
+    body.append(f'</tbody></table></div><p class="note">{_e(t.note)}; marks: {_e(marks)}</p>')
     return [
         '<section id="question"><h2>The question</h2>'
         f"<p>Did <strong>{_e(label)}</strong> ({'lower' if lower else 'higher'} is better) get "

@@ -42,6 +42,14 @@ DEFAULT_THRESHOLD = 0.10
 DEFAULT_ALPHA = 0.01
 
 WORSE, BETTER, SAME, FAILED, MISSING, UNSTABLE = "+", "-", "~", "x", "?", "!"
+MARKS = {  # what each mark says, in the order a reader weighs them
+    WORSE: "worse",
+    FAILED: "candidate failed",
+    UNSTABLE: "not stable",
+    BETTER: "better",
+    MISSING: "one side missing",
+    SAME: "within noise",
+}
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_UNSTABLE = 0, 1, 2, 3
 

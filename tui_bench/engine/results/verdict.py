@@ -30,7 +30,8 @@ def rows_of(t: Table | None) -> list[dict[str, Any]]:
     return t.records() if t is not None else []
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A cell as a number, or None for text, a flag or an empty cell."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
@@ -97,9 +98,9 @@ def parts(found: Sequence[Table], metric: str) -> list[tuple[str, str]]:
         who, base = cells.get("configuration"), cells.get("baseline")
         where = cells.get("with")
         context = f" (with {where})" if where and where != "—" else ""
-        ratio, speedup = _number(cells.get("ratio")), _number(cells.get("speed-up"))
+        ratio, speedup = number(cells.get("ratio")), number(cells.get("speed-up"))
         significance = str(cells.get("significance") or "")
-        p = _number(cells.get("p"))
+        p = number(cells.get("p"))
         state = row_state(measured.verdicts)
         answered = established(p, state)
         if ratio is None:
