@@ -78,7 +78,7 @@ def _run_on(address: str, home: Path, capsys: pytest.CaptureFixture) -> dict[str
     out = capsys.readouterr()
     assert code == 0, out.err[-2000:]
     (record,) = json.loads(out.out)
-    assert record == History().get(record["id"]) | {"id": record["id"]}
+    assert record == dict(History().get(record["id"]).raw) | {"id": record["id"]}
     return record
 
 
@@ -131,12 +131,12 @@ def test_stopping_a_ray_client_run_cancels_it_on_its_node(
     assert stopped.returncode == 0, f"stop after {took:.1f} s: {stopped.stderr}"
     assert took < 30, f"stop took {took:.1f} s"
     (record,) = History().all()
-    assert record["status"] == "cancelled" and record["reason"] == "cancelled by the user"
+    assert record.status == "cancelled" and record.reason == "cancelled by the user"
     # The node's runner recorded the cancel itself (its record has what the worker reported),
     # so the stop reached the node's worker, and the record travelled back after it.
-    assert "param_count" in record["metrics"], record["metrics"]
+    assert record.metric("param_count") is not None, record.metrics
     (worker,) = [
-        e for e in read_jsonl(History().series_path(record["id"])) if e["type"] == "remote_worker"
+        e for e in read_jsonl(History().series_path(record.id)) if e["type"] == "remote_worker"
     ]
     deadline = time.monotonic() + 20  # the node stops its worker when Ray cancels the task
     while procs.alive(worker["pid"], worker["started"]):

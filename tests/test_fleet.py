@@ -263,9 +263,9 @@ def test_stopping_a_fleet_run_cancels_it_on_its_node(ray_cluster):
     stopped = cli_process("stop", batch_id)
     assert stopped.returncode == 0, stopped.stderr
     (record,) = History().all()
-    assert record["status"] == "cancelled" and record["reason"] == "cancelled by the user"
+    assert record.status == "cancelled" and record.reason == "cancelled by the user"
     (worker,) = [
-        e for e in read_jsonl(History().series_path(record["id"])) if e["type"] == "remote_worker"
+        e for e in read_jsonl(History().series_path(record.id)) if e["type"] == "remote_worker"
     ]
     deadline = time.monotonic() + 10  # the node stops its worker when Ray cancels the task
     while procs.alive(worker["pid"], worker["started"]):

@@ -135,7 +135,7 @@ def test_killed_cli_sweep_resumes_from_history(tmp_path):
     history = History()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        done = [r for r in history.all() if r.get("status") == "finished"]
+        done = [r for r in history.all() if r.finished]
         if done:
             break
         time.sleep(0.2)

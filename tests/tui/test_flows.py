@@ -85,7 +85,7 @@ async def test_run_progress_result_history_export(tui_home, tmp_path):
         assert row[2] == "torch/eager cnn"
         assert row[-2] in ("stable", "noisy", "unreliable"), row
         assert row[-2] == next(
-            r["stability"]["verdict"] for r in history_screen.records if r["id"] == live.run_id
+            r.verdict for r in history_screen.records if r.id == live.run_id
         )
 
         out = tmp_path / "runs.csv"
@@ -156,6 +156,11 @@ test_samples = 128
 threads = 1
 matrix = [{framework = "torch", api = "eager"}, {framework = "nope", api = "x"}]
 """
+# The same sweep with runs that cannot end before a cancel lands: a 4-step run could finish
+# between the worker's start and the cancel on a loaded machine (then nothing was cancelled).
+LONG_SWEEP_PRESET = SWEEP_PRESET.replace('"tiny-sweep"', '"long-sweep"').replace(
+    "epochs = 1\nsteps_per_epoch = 4", "epochs = 10000\nsteps_per_epoch = 16"
+)
 
 
 async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(tui_home):
@@ -163,6 +168,7 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
 
     (tui_home / "presets").mkdir()
     (tui_home / "presets" / "tiny-sweep.toml").write_text(SWEEP_PRESET)
+    (tui_home / "presets" / "long-sweep.toml").write_text(LONG_SWEEP_PRESET)
     app = TuiBenchApp()
     async with app.run_test(size=(80, 24)) as pilot:
         setup = app.screen
@@ -182,8 +188,8 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         header = str(app.screen.query_one("#run-header", Static).render())
         assert "run 2 of 2 · framework=torch api=eager · repeat 2/2" in header
         assert "skipped 1× framework 'nope'" in header
-        records = [r for r in History().all() if r.get("group") == live.sweep_id]
-        assert sorted(r["repeat"] for r in records) == [0, 1]
+        records = [r for r in History().all() if r.group == live.sweep_id]
+        assert sorted(r.repeat for r in records) == [0, 1]
         assert "sweep done" in notes(app)
         await pilot.press("f5")  # Compare shows the sweep through engine.results.tables
         summary = app.screen.query_one("#table-summary", DataTable)
@@ -195,7 +201,7 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         # A second sweep, cancelled during its first run: recorded so, resumable from the CLI.
         await pilot.press("f2")
         await pilot.press("f7")
-        app.screen.query_one(Input).value = "tiny-sweep"
+        app.screen.query_one(Input).value = "long-sweep"
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10, "sweep dialog")
         await pilot.press("y")
@@ -274,7 +280,7 @@ async def test_setup_threads_sweep_runs_as_an_engine_sweep(tui_home):
         )
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.live.done, 240, "the sweep")
-        records = [r for r in History().all() if r.get("group") == app.live.sweep_id]
-        assert sorted(r["spec"]["threads"] for r in records) == [1, 2]
-        assert {r["status"] for r in records} == {"finished"}, notes(app)
-        assert {r["preset"] for r in records} == {"setup-threads-sweep"}
+        records = [r for r in History().all() if r.group == app.live.sweep_id]
+        assert sorted(r.spec["threads"] for r in records) == [1, 2]
+        assert {r.status for r in records} == {"finished"}, notes(app)
+        assert {r.preset for r in records} == {"setup-threads-sweep"}
