@@ -1,0 +1,192 @@
+"""The gpt (issue 42): its size as a setting, its data, its shared initial draw, its FLOPs and its
+numbers. Fast tests at ``tiny``; the real torch worker is in tests/test_frameworks.py (slow)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tui_bench.engine import catalog, model_manifest
+from tui_bench.engine.results.identity import configuration_of, labelled
+from tui_bench.engine.spec import RunSpec, SpecError
+
+
+def _error(**fields) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        RunSpec.from_dict(fields)
+    return info.value
+
+
+# -- shape and size -------------------------------------------------------------------------------
+def test_named_sizes_have_the_published_shapes_and_parameter_counts():
+    tiny = model_manifest.gpt_dims("tiny")
+    assert (tiny.layers, tiny.d_model, tiny.heads, tiny.seq_len, tiny.vocab_size) == (
+        2,
+        128,
+        4,
+        128,
+        8192,
+    )
+    small = model_manifest.gpt_dims("gpt2-small")
+    assert (small.layers, small.d_model, small.heads, small.seq_len, small.vocab_size) == (
+        12,
+        768,
+        12,
+        1024,
+        50257,
+    )
+    assert small.parameters == 124_439_808  # GPT-2 small, tied head
+    assert small.non_embedding_parameters == 124_439_808 - 1024 * 768
+    medium = model_manifest.gpt_dims("gpt2-medium")
+    assert (medium.layers, medium.d_model, medium.heads) == (24, 1024, 16)
+    assert medium.parameters == 354_823_168  # GPT-2 medium (HF's 354.8M with the tied head)
+
+
+def test_a_gpt_spec_defaults_to_tiny_on_synthetic_tokens_without_dropout():
+    spec = RunSpec(model="gpt").validate()
+    assert (spec.size, spec.dataset, spec.dropout) == ("tiny", "synthetic-tokens", 0.0)
+    assert spec.label().startswith("torch/eager gpt tiny synthetic-tokens")
+    # the other models keep the studies' defaults
+    assert (RunSpec().dataset, RunSpec().dropout, RunSpec().size) == ("synthetic-mnist", 0.25, None)
+    # a dropout the user sets is the one that runs, and is recorded
+    assert RunSpec.from_dict({"model": "gpt", "dropout": 0.1}).to_dict()["dropout"] == 0.1
+
+
+def test_overrides_replace_the_sizes_dimensions_and_are_recorded():
+    spec = RunSpec.from_dict({"model": "gpt", "size": "gpt2-small", "layers": 4, "seq_len": 256})
+    dims = spec.gpt_dims()
+    assert (dims.layers, dims.d_model, dims.heads, dims.seq_len, dims.vocab_size) == (
+        4,
+        768,
+        12,
+        256,
+        50257,
+    )
+    assert spec.to_dict()["layers"] == 4 and spec.to_dict()["d_model"] is None
+    assert RunSpec.from_json(spec.to_json()) == spec
+    assert "gpt gpt2-small L4 S256 " in spec.label()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        (
+            {"model": "gpt", "d_model": 130},
+            "d_model",
+            "d_model 130 does not divide into 4 heads (each head is d_model / heads wide)",
+        ),
+        (
+            {"model": "gpt", "heads": 3},
+            "heads",
+            "d_model 128 does not divide into 3 heads (each head is d_model / heads wide)",
+        ),
+        (
+            {"layers": 4},
+            "layers",
+            "layers is a setting of model 'gpt'; model 'cnn' has a fixed shape",
+        ),
+        (
+            {"model": "transformer", "dataset": "synthetic-imdb", "size": "tiny"},
+            "size",
+            "size is a setting of model 'gpt'; model 'transformer' has a fixed shape",
+        ),
+        ({"model": "gpt", "size": "huge"}, "size", "size 'huge' is not known (choose: tiny, "),
+        ({"model": "gpt", "layers": 0}, "layers", "layers must be between 1 and 256, got 0"),
+        (
+            {"model": "gpt", "dataset": "synthetic-imdb"},
+            "model",
+            "model 'gpt' needs a token dataset; 'synthetic-imdb' is sequence data",
+        ),
+        (
+            {"model": "transformer", "dataset": "synthetic-tokens"},
+            "model",
+            "model 'transformer' needs a sequence dataset; 'synthetic-tokens' is tokens data",
+        ),
+    ],
+)
+def test_impossible_sizes_are_refused_in_one_line(fields, field, message):
+    error = _error(**fields)
+    assert error.field == field
+    assert str(error).startswith(message)
+    assert "\n" not in str(error)
+
+
+def test_every_other_framework_says_gpt_is_not_built_yet_and_torch_runs_it():
+    for name, fw in catalog.FRAMEWORKS.items():
+        for api in fw.apis:
+            problem = catalog.combination_problem(name, api, "gpt", "synthetic-tokens")
+            if name == "torch":
+                assert problem is None
+            elif fw.unavailable is None:
+                assert problem is not None and "not built yet in tui-bench" in problem, (name, api)
+    assert "124,439,808 parameters" in catalog.MODELS["gpt"].description
+
+
+def test_the_size_decides_the_configuration_and_its_short_label():
+    def run(**fields) -> dict:
+        spec = RunSpec.from_dict({"model": "gpt", **fields})
+        return {"spec": spec.to_dict(), "label": spec.label(), "env": {"host": "h"}}
+
+    tiny, small, custom = run(), run(size="gpt2-small"), run(layers=4, d_model=256)
+    configs = [configuration_of(r) for r in (tiny, small, custom)]
+    assert len(set(configs)) == 3
+    assert dict(configs[2].key)["d_model"] == 256 and dict(configs[0].key)["size"] == "tiny"
+    labels = [c.label for c in labelled(configs)]
+    # the fewest fields that tell them apart: the size and the one override
+    assert labels == ["tiny · L—", "gpt2-small · L—", "tiny · L4"]
+
+
+def test_cli_flags_for_the_size_parse_and_keep_old_prefixes():
+    from tui_bench.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["run", "--model", "gpt", "--size", "gpt2-small", "--d-model", "512"])
+    assert (args.model, args.size, args.d_model) == ("gpt", "gpt2-small", 512)
+    args = parser.parse_args(["run", "--vocab-size", "1000", "--seq-len", "64", "--heads", "2"])
+    assert (args.vocab_size, args.seq_len, args.heads) == (1000, 64, 2)
+
+
+def test_ln_v_is_the_first_loss_a_uniform_model_gives():
+    # the reference value the first-loss checks compare with
+    assert math.log(model_manifest.gpt_dims().vocab_size) == pytest.approx(9.0109, abs=1e-4)
+
+
+# -- data -----------------------------------------------------------------------------------------
+def test_synthetic_tokens_are_the_same_bytes_every_time_and_shaped_by_the_model():
+    from adapters import data
+
+    first = data.load("synthetic-tokens", tokens=(128, 8192))
+    again = data.load("synthetic-tokens", tokens=(128, 8192))
+    assert first.notes["fingerprint"] == again.notes["fingerprint"] == "b3ef0ca000c8525c"
+    assert first.x_train.shape == first.y_train.shape == (6554, 128)  # 8,192 less 20 % validation
+    assert first.x_test.shape == (512, 128) and first.x_train.dtype.name == "int32"
+    # targets are the inputs shifted by one position: x[:, :S] and x[:, 1:] of S + 1 tokens
+    assert (first.x_train[:, 1:] == first.y_train[:, :-1]).all()
+    assert first.x_train.max() < 8192 and first.x_train.min() >= 0
+    other = data.load("synthetic-tokens", train_samples=64, test_samples=8, tokens=(32, 500))
+    assert other.x_train.shape[1] == 32 and other.x_train.max() < 500
+    assert other.shape.vocab_size == other.shape.num_classes == 500
+
+
+def test_synthetic_tokens_follow_a_chain_whose_entropy_rate_is_the_stated_floor():
+    import numpy as np
+
+    from adapters import data
+
+    floor = data.entropy_rate()
+    assert floor == pytest.approx(1.75 * math.log(2), rel=1e-12)
+    assert "1.2130 nats" in catalog.DATASETS["synthetic-tokens"].description
+    vocab = 8192
+    table = data.token_chain(vocab)
+    assert all(len(set(row)) == 4 for row in table.tolist())  # distinct successors: no merging
+    ds = data.load("synthetic-tokens", tokens=(128, vocab))
+    prev, nxt = ds.x_train.reshape(-1).astype(np.int64), ds.y_train.reshape(-1)
+    column = (table[prev] == nxt[:, None]).argmax(axis=1)
+    assert (table[prev, column] == nxt).all()  # every transition is one of the chain's
+    frequencies = np.bincount(column, minlength=4) / len(column)
+    assert frequencies == pytest.approx([0.5, 0.25, 0.125, 0.125], abs=0.003)
+    # the empirical conditional entropy of the data (successor choice given the token) is the floor
+    empirical = float(-(frequencies * np.log(frequencies)).sum())
+    assert empirical == pytest.approx(floor, abs=0.005)
+    assert floor < 0.2 * math.log(vocab)  # learnable: far below a uniform guess
