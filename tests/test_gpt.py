@@ -190,3 +190,72 @@ def test_synthetic_tokens_follow_a_chain_whose_entropy_rate_is_the_stated_floor(
     empirical = float(-(frequencies * np.log(frequencies)).sum())
     assert empirical == pytest.approx(floor, abs=0.005)
     assert floor < 0.2 * math.log(vocab)  # learnable: far below a uniform guess
+
+
+# -- FLOPs ----------------------------------------------------------------------------------------
+def test_gpt2_small_flops_per_token_are_the_published_figures_both_ways():
+    from tui_bench.engine import flops
+
+    dims = model_manifest.gpt_dims("gpt2-small")
+    count = flops.gpt_count(dims)
+    assert count.forward_per_sample == 284_812_800 * 1024
+    assert count.train_per_sample == 854_438_400 * 1024  # every backward is 2 × forward
+    assert flops.gpt_rule(dims) == 855_166_464  # 6N + 12·L·H·Q·T
+    assert abs(flops.gpt_rule(dims) / 854_438_400 - 1) < 0.001
+    # a run's step: its own size decides it, through the spec
+    spec = RunSpec.from_dict({"model": "gpt", "size": "gpt2-small", "batch_size": 8})
+    per_step = flops.train_step_flops("gpt", spec.dataset, 8, spec.model_dims())
+    assert per_step == 8 * 1024 * 854_438_400
+    tiny = flops.train_step_flops("gpt", "synthetic-tokens", 8)
+    assert tiny == 8 * flops.gpt_count(model_manifest.gpt_dims("tiny")).train_per_sample
+
+
+# -- the shared initial draw ----------------------------------------------------------------------
+def test_the_gpt_draw_is_gpt2s_initialiser_in_the_canonical_layout():
+    import numpy as np
+
+    from adapters import shared_init
+    from adapters.models import gpt_dims
+
+    dims = gpt_dims({"layers": 8})  # tiny with 8 blocks: residual std 0.02/√16 = 0.005
+    weights = shared_init.gpt_weights(3, dims)
+    again = shared_init.gpt_weights(3, dims)
+    assert all(np.array_equal(weights[k], again[k]) for k in weights)  # one draw per seed
+    assert weights["tokens"].shape == (8192, 128) and weights["positions"].shape == (128, 128)
+    assert weights["block0.qkv.kernel"].shape == (128, 384)
+    assert weights["block7.back.kernel"].shape == (512, 128)
+    assert weights["tokens"].std() == pytest.approx(0.02, rel=0.01)
+    assert weights["block0.hidden.kernel"].std() == pytest.approx(0.02, rel=0.02)
+    assert weights["block3.out.kernel"].std() == pytest.approx(0.005, rel=0.03)
+    assert weights["block3.back.kernel"].std() == pytest.approx(0.005, rel=0.03)
+    assert not weights["block0.qkv.bias"].any() and (weights["final.gamma"] == 1).all()
+    assert "head.kernel" not in weights  # tied: the head is the token table
+    assert sum(v.size for v in weights.values()) == model_manifest.gpt_dims(layers=8).parameters
+
+
+def test_torch_gpt_from_the_shared_draw_gives_the_reference_loss_near_ln_v(adapters_on_path):
+    from conftest import require_module
+
+    require_module("torch")
+    from adapters import data, loop, shared_init
+    from adapters.models import gpt_dims
+    from adapters.torch_adapter import TorchBackend
+    from tests.gpt_reference import gpt_loss
+
+    dims = gpt_dims({})
+    ds = data.load("synthetic-tokens", 64, 8, tokens=(dims.seq_len, dims.vocab_size))
+    backend = TorchBackend("eager", "cpu", 1)
+    backend.apply_settings(loop.Settings())
+    backend.build(loop.Hyper("gpt", 4, 1e-3, "adam", 0.0, 0, dims=dims), ds)
+    assert backend.param_count() == model_manifest.gpt_dims().parameters == 1_461_760
+    assert "is_causal=True" in backend.settings_applied["attention"]
+    x, y = ds.x_train[:4], ds.y_train[:4]
+    loss, accuracy = backend.evaluate(x, y, 4)
+    reference = gpt_loss(shared_init.gpt_weights(0, dims), dims.heads, x, y)
+    assert abs(loss - reference) / reference < 1e-6
+    assert loss == pytest.approx(math.log(dims.vocab_size), abs=0.05)
+    assert 0.0 <= accuracy <= 1.0
+    first = backend.loss_value(backend.train_step(x, y))
+    for _ in range(5):
+        last = backend.loss_value(backend.train_step(x, y))
+    assert last < first - 0.1  # it learns

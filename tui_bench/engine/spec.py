@@ -270,6 +270,11 @@ class RunSpec:
             self.size, **{name: getattr(self, name) for name in model_manifest.GPT_DIMENSIONS}
         )
 
+    def model_dims(self) -> model_manifest.GptDims | None:
+        """The size of a sized model (the gpt), None for the fixed-shape ones: what the FLOP
+        count and the memory estimate read."""
+        return self.gpt_dims() if self.model == SIZED_MODEL else None
+
     def model_label(self) -> str:
         """'cnn'; 'gpt tiny'; 'gpt tiny L4 d256' (the overrides, in the order of the flags)."""
         if self.model != SIZED_MODEL:

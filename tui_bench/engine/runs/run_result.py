@@ -85,6 +85,7 @@ class RunResult:
                 self.spec.threads,
                 self.spec.precision,
                 self.spec.workers,
+                self.spec.model_dims(),
             )
         )
         m.update(run_energy(self.resources, self.summary.get("steady_steps") or 0, global_batch))
