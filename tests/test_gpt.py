@@ -259,3 +259,48 @@ def test_torch_gpt_from_the_shared_draw_gives_the_reference_loss_near_ln_v(adapt
     for _ in range(5):
         last = backend.loss_value(backend.train_step(x, y))
     assert last < first - 0.1  # it learns
+
+
+# -- the numbers ----------------------------------------------------------------------------------
+def test_a_gpt_run_states_tokens_per_s_and_its_flops_through_the_registry():
+    import io
+    import json
+
+    from rich.console import Console
+
+    from tests.histories import record
+    from tui_bench.cli import common
+    from tui_bench.engine.results import metrics, render, tables
+    from tui_bench.engine.runs.run_result import RunResult
+
+    spec = RunSpec.from_dict({"model": "gpt", "batch_size": 8, "threads": 1})
+    result = RunResult(
+        "r1",
+        spec,
+        "finished",
+        started={"param_count": 1_461_760, "device_name": "cpu"},
+        summary={"samples_per_s": 10.0, "step_median_s": 0.8, "global_batch": 8},
+    )
+    figures = result.metrics()
+    assert figures["tokens_per_s"] == 10.0 * 128
+    per_token = 2 * (24 * 128**2 + 4 * 128 * 128) + 2 * 128 * 8192  # L(24d² + 4Sd) + 2dV
+    assert figures["flops_per_step"] == 8 * 128 * 3 * per_token == 9_261_023_232
+    assert metrics.BY_KEY["tokens_per_s"].unit == "tokens/s"
+    # other models have no tokens
+    assert (
+        "tokens_per_s"
+        not in RunResult("r2", RunSpec(), "finished", summary={"samples_per_s": 1.0}).metrics()
+    )
+
+    runs = []
+    for i, threads in enumerate((1, 1, 2, 2)):
+        r = record(i, 40.0 / threads, threads=threads)
+        r["metrics"]["tokens_per_s"] = 1000.0 * threads
+        runs.append(r)
+    console = Console(file=io.StringIO(), width=200)
+    console.print(common.summary_table(runs[:1]))
+    assert "tokens/s" in console.file.getvalue()
+    comparison = tables.compute(runs)
+    assert comparison.summary.values("median tokens/s") == [1000.0, 2000.0]
+    exported = json.loads(render.json_text(comparison.tables()))[0]
+    assert exported["units"][exported["columns"].index("median tokens/s")] == "tokens/s"

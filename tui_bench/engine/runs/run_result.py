@@ -65,6 +65,10 @@ class RunResult:
                 if key in self.started:
                     m[key] = self.started[key]
         m.update({f"res_{k}": v for k, v in self.resources.items() if k != "samples"})
+        # A language model's rate in its own unit: each sample is one sequence of S tokens.
+        dims = self.spec.model_dims()
+        if dims is not None and isinstance(m.get("samples_per_s"), int | float):
+            m["tokens_per_s"] = m["samples_per_s"] * dims.seq_len
         # Energy of the steady-state windows only (NVML counter read at their bounds): warm-up,
         # compilation, validation and process start-up are not in it.
         energy = self.resources.get("steady_energy_j")
