@@ -304,3 +304,46 @@ def test_a_gpt_run_states_tokens_per_s_and_its_flops_through_the_registry():
     assert comparison.summary.values("median tokens/s") == [1000.0, 2000.0]
     exported = json.loads(render.json_text(comparison.tables()))[0]
     assert exported["units"][exported["columns"].index("median tokens/s")] == "tokens/s"
+
+
+# -- before a long run ----------------------------------------------------------------------------
+def test_a_gpt_that_cannot_fit_is_refused_in_one_line_with_the_estimate_stated():
+    from tui_bench.engine import model_memory
+
+    spec = RunSpec.from_dict({"model": "gpt", "size": "gpt2-small", "batch_size": 8})
+    found = model_memory.estimate(spec)
+    dims = spec.gpt_dims()
+    assert found.state_bytes == 4 * 4 * 124_439_808  # weights, gradients, Adam's two moments
+    per_token = 12 * (16 * 768 + 12 * 1024) + 2 * 50257 + 2 * 768
+    assert found.activation_bytes == 4 * 8 * dims.seq_len * per_token
+    assert model_memory.memory_problem(spec, available=found.total_bytes) is None
+    problem = model_memory.memory_problem(spec, available=found.total_bytes - 1)
+    assert problem is not None and "\n" not in problem
+    assert problem.startswith("gpt gpt2-small at batch 8 needs about 13.97 GiB")
+    assert "activations 12.11 GiB" in problem and "16d + heads·S" in problem
+    # a GPU's memory is the worker's to report; the fixed-shape models have no estimate
+    assert model_memory.memory_problem(spec.with_changes(device="gpu"), available=1) is None
+    assert model_memory.memory_problem(RunSpec(), available=1) is None
+
+
+def test_tui_bench_run_refuses_an_oversized_gpt_before_any_process_starts(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "TUI_BENCH_HOME": str(tmp_path)}
+    args = ["run", "--model", "gpt", "--size", "gpt2-medium", "--batch-size", "4096"]
+    out = subprocess.run(
+        [sys.executable, "-m", "tui_bench", *args],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 2
+    line = out.stderr.strip()
+    assert line.startswith("tui-bench: error: gpt gpt2-medium at batch 4096 needs about ")
+    assert "\n" not in line and "available" in line
