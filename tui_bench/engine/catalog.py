@@ -330,18 +330,15 @@ FRAMEWORKS: dict[str, Framework] = {
 # can express the model (a causal mask and a head that reuses the embedding's matrix are plain
 # tensor operations in each), so the reason is the honest one: the adapter branch does not exist.
 _GPT_EXPRESSED_BY = {
-    "tensorflow": "TensorFlow (tf.keras layers or tf ops under GradientTape/tf.function/XLA, a "
-    "custom Estimator model_fn)",
-    "keras": "Keras 3 (a causal MultiHeadAttention and a head that reuses the Embedding's matrix)",
-    "mxnet": "MXNet (Gluon blocks and symbols with a causal mask and a shared parameter)",
-    "theano": "Theano (a symbolic causal mask and a shared variable; Keras 2 through a custom "
-    "layer)",
+    "tensorflow": "TensorFlow",
+    "keras": "Keras 3",
+    "mxnet": "MXNet",
+    "theano": "Theano",
 }
-for _name, _expressed_by in _GPT_EXPRESSED_BY.items():
+for _name, _label in _GPT_EXPRESSED_BY.items():
     for _api in FRAMEWORKS[_name].apis:
         FRAMEWORKS[_name].unsupported[(_api, "gpt")] = (
-            f"not built yet in tui-bench; {_expressed_by} can express it, its adapter branch is "
-            'still to be written (docs/frameworks.md, "The GPT")'
+            f"not built yet in tui-bench ({_label} can express it; its adapter branch is to come)"
         )
 
 
