@@ -347,3 +347,31 @@ def test_tui_bench_run_refuses_an_oversized_gpt_before_any_process_starts(tmp_pa
     line = out.stderr.strip()
     assert line.startswith("tui-bench: error: gpt gpt2-medium at batch 4096 needs about ")
     assert "\n" not in line and "available" in line
+
+
+def test_the_setup_form_offers_the_size_and_its_dimensions_from_the_declaration():
+    from textual.widgets import Select
+
+    from tui_bench.tui.screens.setup import CHOICE_FIELDS, NUMBER_FIELDS, parse_form
+
+    assert {"layers", "d_model", "heads", "seq_len", "vocab_size"} <= set(NUMBER_FIELDS)
+    assert CHOICE_FIELDS["size"].choices == ("tiny", "gpt2-small", "gpt2-medium")
+    form = {
+        "framework": "torch",
+        "api": "eager",
+        "model": "gpt",
+        "dataset": "synthetic-tokens",
+        "device": "cpu",
+        "threads": "1",
+        "scaling": "weak",
+        **{
+            name: str(d.default) if d.default is not None else ""
+            for name, d in NUMBER_FIELDS.items()
+        },
+    }
+    spec, _ = parse_form({**form, "size": "gpt2-small", "layers": "4"}, [1])
+    assert (spec.size, spec.layers, spec.dropout) == ("gpt2-small", 4, 0.0)
+    spec, _ = parse_form({**form, "size": Select.NULL}, [1])  # unset: the gpt's default size
+    assert spec.size == "tiny"
+    with pytest.raises(SpecError, match="size is a setting of model 'gpt'"):
+        parse_form({**form, "model": "cnn", "dataset": "synthetic-mnist", "size": "tiny"}, [1])
