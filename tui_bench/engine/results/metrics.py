@@ -100,7 +100,7 @@ REGISTRY: tuple[Metric, ...] = (
        digits=0, note="steady state", places=(RUN, CHOICE, MEDIAN)),
     _m("tokens_per_s", "training tokens/s (steady state)", "tokens/s", "tokens/s", True,
        digits=0, note="steady state; samples/s × the gpt's context S",
-       places=(RUN, CHOICE, MEDIAN, PAGE)),
+       places=(RUN, CHOICE, PAGE)),
     _m("val_accuracy", "validation accuracy, last epoch", "val accuracy", "", True, digits=4,
        note="last epoch", places=(RUN, CHOICE)),
     _m("test_s", "test (inference) time s", "test s", "s", False,
