@@ -379,3 +379,37 @@ def test_the_setup_form_offers_the_size_and_its_dimensions_from_the_declaration(
     assert spec.size == "tiny"
     with pytest.raises(SpecError, match="size is a setting of model 'gpt'"):
         parse_form({**form, "model": "cnn", "dataset": "synthetic-mnist", "size": "tiny"}, [1])
+
+
+def test_the_exact_count_is_torchs_flop_counter_to_the_flop_at_tiny(adapters_on_path):
+    from conftest import require_module
+
+    torch = require_module("torch")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from adapters import torch_adapter
+    from adapters.models import gpt_dims
+    from tui_bench.engine import flops
+
+    dims = gpt_dims({})
+    net = torch_adapter._Gpt(dims, 0.0).train()
+    x = torch.randint(0, dims.vocab_size, (2, dims.seq_len))
+    # the math kernel: torch counts its two batched products over the full S×S (its CPU flash
+    # kernel has no formula and counts 0)
+    with sdpa_kernel(SDPBackend.MATH):
+        with FlopCounterMode(display=False) as counter:
+            net(x)
+        forward = counter.get_total_flops() // 2
+        with FlopCounterMode(display=False) as counter:
+            net(x).sum().backward()
+        train = counter.get_total_flops() // 2
+    ours = flops.gpt_count(model_manifest.gpt_dims())
+    assert (
+        (ours.forward_per_sample, ours.train_per_sample)
+        == (forward, train)
+        == (
+            385_875_968,
+            1_157_627_904,
+        )
+    )
