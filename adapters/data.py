@@ -39,8 +39,8 @@ def binary_head(model: str, num_classes: int) -> bool:
 
 @dataclass(frozen=True)
 class Shape:
-    kind: str  # "image" or "sequence"
-    input_shape: tuple[int, ...]  # HWC for images, (maxlen,) for sequences
+    kind: str  # "image", "sequence" (one label each) or "tokens" (a next token per position)
+    input_shape: tuple[int, ...]  # HWC for images, (maxlen,) for sequences, (S,) for tokens
     num_classes: int
     train_size: int
     test_size: int
@@ -165,13 +165,66 @@ def _sequence_chunk(shape: Shape, split: int, chunk: int, n: int):
     return seqs, labels
 
 
+# -- synthetic-tokens: a random sparse Markov chain ----------------------------------------------
+def successor_probabilities() -> tuple[float, ...]:
+    """The probability of each token's k-th successor (the manifest's; dyadic, so the sampling
+    thresholds below are exact in every numpy)."""
+    return tuple(real_files.MANIFEST["synthetic-tokens"]["successor_probabilities"])
+
+
+def entropy_rate() -> float:
+    """The chain's entropy rate in nats per token: the lowest mean next-token loss any model can
+    reach on synthetic-tokens. Every token has the same successor probabilities over distinct
+    successors, so every row's entropy is -Σ p ln p and the rate is that, whatever the
+    stationary distribution (1.75·ln 2 = 1.2130 nats for 1/2, 1/4, 1/8, 1/8)."""
+    return float(-sum(p * np.log(p) for p in successor_probabilities()))
+
+
+def token_chain(vocab: int) -> np.ndarray:
+    """(vocab, k) int64: each token's k successors, distinct within a row, drawn once for the
+    vocabulary size (the run's seed does not change the data)."""
+    k = len(successor_probabilities())
+    bits = _stream(DATA_SEED, 30, vocab)
+    chosen = np.empty((vocab, k), dtype=np.int64)
+    for j in range(k):
+        # Draw from the vocab - j tokens not chosen yet: skip over each chosen one, smallest first.
+        candidate = _integers(bits, vocab - j, (vocab,))
+        for taken in np.sort(chosen[:, :j], axis=1).T:
+            candidate += candidate >= taken
+        chosen[:, j] = candidate
+    return chosen
+
+
+def _token_chunk(shape: Shape, table: np.ndarray, split: int, chunk: int, n: int):
+    """n sequences of S + 1 tokens: a uniform first token, then each next token the current
+    one's successor picked by one uniform draw against the cumulative probabilities."""
+    (length,) = shape.input_shape
+    bits = _stream(DATA_SEED, split, chunk)
+    seqs = np.empty((n, length + 1), dtype=np.int32)
+    current = _integers(bits, shape.vocab_size, (n,))
+    seqs[:, 0] = current
+    draws = _uniform(bits, (length, n))
+    bounds = np.cumsum(successor_probabilities())[:-1]
+    rows = np.arange(n)
+    for position in range(length):
+        column = (draws[position][:, None] >= bounds[None, :]).sum(axis=1)
+        current = table[current, column]
+        seqs[rows, position + 1] = current
+    return seqs
+
+
 def _synthetic_split(name: str, shape: Shape, split: int, n: int):
     shifted = _image_prototypes(shape, 1) if shape.kind == "image" else None
+    table = token_chain(shape.vocab_size) if shape.kind == "tokens" else None
     xs, ys = [], []
     for chunk in range((n + CHUNK - 1) // CHUNK):
         size = min(CHUNK, n - chunk * CHUNK)
         if shape.kind == "image":
             x, y = _image_chunk(shape, shifted, split, chunk, size)
+        elif shape.kind == "tokens":
+            # Inputs are the first S tokens, targets the last S: views of one (n, S + 1) array.
+            seqs = _token_chunk(shape, table, split, chunk, size)
+            x, y = seqs[:, :-1], seqs[:, 1:]
         else:
             x, y = _sequence_chunk(shape, split, chunk, size)
         xs.append(x)
@@ -233,10 +286,16 @@ def synthetic(
     train_samples: int | None = None,
     test_samples: int | None = None,
     validation_fraction: float = VALIDATION_FRACTION,
+    tokens: tuple[int, int] | None = None,
 ) -> Dataset:
     """A seeded, learnable dataset shaped like the real one. ``train_samples`` caps the training
-    pool (the validation split is taken from its end); ``test_samples`` caps the test set."""
+    pool (the validation split is taken from its end); ``test_samples`` caps the test set.
+    ``tokens``: (S, V), the context and vocabulary of the model a token dataset feeds (its
+    manifest shape otherwise)."""
     shape = SYNTHETIC_SHAPES[name]
+    if tokens is not None and shape.kind == "tokens":
+        length, vocab = tokens
+        shape = Shape("tokens", (length,), vocab, shape.train_size, shape.test_size, vocab)
     n_train = min(train_samples or shape.train_size, shape.train_size)
     n_test = min(test_samples or shape.test_size, shape.test_size)
     x_train, y_train = _synthetic_split(name, shape, 10 + _name_key(name), n_train)
@@ -256,11 +315,13 @@ def load(
     test_samples: int | None = None,
     data_dir: str | None = None,
     validation_fraction: float = VALIDATION_FRACTION,
+    tokens: tuple[int, int] | None = None,
 ) -> Dataset:
     """Load a dataset by catalog name. Real datasets are parsed from ``data_dir`` (or
-    ``data_dir/name``); a missing or bad file raises ``datasets.DatasetError`` naming it."""
+    ``data_dir/name``); a missing or bad file raises ``datasets.DatasetError`` naming it.
+    ``tokens``: (S, V) of the language model a token dataset is cut for."""
     if name in SYNTHETIC_SHAPES:
-        return synthetic(name, train_samples, test_samples, validation_fraction)
+        return synthetic(name, train_samples, test_samples, validation_fraction, tokens)
     if name in REAL_SHAPES:
         return real(name, data_dir, train_samples, test_samples, validation_fraction)
     raise ValueError(f"unknown dataset {name!r}")

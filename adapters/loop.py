@@ -45,6 +45,9 @@ class Hyper:
     optimizer: str
     dropout: float
     seed: int
+    # The gpt's dimensions (``adapters.models.gpt_dims``: layers, d_model, heads, seq_len,
+    # vocab_size, head_dim, d_ff), resolved from the spec; None for the fixed-shape models.
+    dims: Any = None
     # Adam's constants are fixed across frameworks (Keras' defaults; torch's epsilon differs).
     beta1: float = 0.9
     beta2: float = 0.999
@@ -597,7 +600,8 @@ def evaluate_in_batches(
         loss_sum, right = predict(x[start : start + batch_size], y[start : start + batch_size])
         total_loss += loss_sum
         correct += right
-    n = max(len(x), 1)
+    # Per target: one per sample, or one per position where each position predicts a token.
+    n = max(y.size, 1)
     return total_loss / n, correct / n
 
 

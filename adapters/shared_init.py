@@ -1,5 +1,6 @@
-"""The transformer's initial weights, drawn once from the run's seed: every adapter loads these
-exact arrays into the model it built, so all framework × API combinations start from one point.
+"""The shared initial weights (the transformer's and the gpt's), drawn once from the run's seed:
+every adapter loads these exact arrays into the model it built, so all framework × API
+combinations start from one point.
 
 numpy only (it runs in every worker's runtime, numpy 1.23 to 2.x). The draw uses the legacy
 ``np.random.RandomState``, whose stream numpy guarantees not to change between versions (the
@@ -29,6 +30,28 @@ for b = 0, 1. Kernels are (in, out): y = x·W + b (Keras' and Theano's layout; t
 dense weights are the transpose). A projection's output column h·32 + d is head h's feature d, the
 split every adapter makes ((batch, time, 4, 32)); Keras' ``MultiHeadAttention`` holds the same
 numbers as (128, 4, 32) for query/key/value and (4, 32, 128) for its output kernel.
+
+The gpt (``gpt_weights``) is drawn the same way with GPT-2's initialiser (Radford et al. 2019;
+nanoGPT's ``_init_weights``): every embedding and kernel normal(0, 0.02), the two residual
+projections of each block (attention out, feed-forward back) normal(0, 0.02/√(2L)), zero biases,
+LayerNorm γ = 1, β = 0. Its canonical layout, in draw order (d = d_model, L = layers; only the
+normal draws consume the stream, in this order):
+
+| name | shape | initialiser |
+|---|---|---|
+| ``tokens`` | (V, d) | normal(0, 0.02); also the head's weight (tied: logits = h·tokensᵀ) |
+| ``positions`` | (S, d) | normal(0, 0.02) |
+| ``block{b}.norm1.gamma`` / ``.beta`` | (d,) | ones / zeros |
+| ``block{b}.qkv.kernel`` / ``.bias`` | (d, 3d) / (3d,) | normal(0, 0.02) / zeros |
+| ``block{b}.out.kernel`` / ``.bias`` | (d, d) / (d,) | normal(0, 0.02/√(2L)) / zeros |
+| ``block{b}.norm2.gamma`` / ``.beta`` | (d,) | ones / zeros |
+| ``block{b}.hidden.kernel`` / ``.bias`` | (d, 4d) / (4d,) | normal(0, 0.02) / zeros |
+| ``block{b}.back.kernel`` / ``.bias`` | (4d, d) / (d,) | normal(0, 0.02/√(2L)) / zeros |
+| ``final.gamma`` / ``final.beta`` | (d,) | ones / zeros |
+
+for b = 0 … L-1, drawn block by block (qkv, out, hidden, back). The fused q/k/v kernel's columns
+are [q | k | v], each d wide, and within each head h's feature i is column h·(d/heads) + i (GPT-2's
+``c_attn`` split; torch's fused ``Linear(d, 3d)`` holds the transpose).
 """
 
 from __future__ import annotations
@@ -42,7 +65,10 @@ from adapters.models import TRANSFORMER
 
 # The models whose initial weights come from here; the others still draw from the same
 # initialiser family in each framework (docs/frameworks.md).
-SHARED_MODELS = ("transformer",)
+SHARED_MODELS = ("transformer", "gpt")
+# GPT-2's initialiser: the standard deviation of every embedding and kernel, before the residual
+# projections' 1/√(2L).
+GPT_STD = 0.02
 WIDTH, HEADS, HIDDEN, BLOCKS = (
     TRANSFORMER.d_model,
     TRANSFORMER.heads,
@@ -89,6 +115,40 @@ def transformer_weights(seed: int, vocab: int, length: int) -> dict[str, np.ndar
     return out
 
 
+def gpt_weights(seed: int, dims: Any) -> dict[str, np.ndarray]:
+    """Every trainable array of the gpt of ``dims`` (``adapters.models.gpt_dims``: layers,
+    d_model, seq_len, vocab_size, d_ff), float32, canonical names and layout above."""
+    rng = np.random.RandomState(seed)
+    d, residual = dims.d_model, GPT_STD / np.sqrt(2.0 * dims.layers)
+
+    def normal(std: float, shape: tuple[int, ...]) -> np.ndarray:
+        return rng.normal(0.0, std, shape).astype(np.float32)
+
+    out: dict[str, np.ndarray] = {
+        "tokens": normal(GPT_STD, (dims.vocab_size, d)),
+        "positions": normal(GPT_STD, (dims.seq_len, d)),
+    }
+
+    def norm(name: str) -> None:
+        out[f"{name}.gamma"] = np.ones(d, np.float32)
+        out[f"{name}.beta"] = np.zeros(d, np.float32)
+
+    def dense(name: str, fan_in: int, fan_out: int, std: float) -> None:
+        out[f"{name}.kernel"] = normal(std, (fan_in, fan_out))
+        out[f"{name}.bias"] = np.zeros(fan_out, np.float32)
+
+    for b in range(dims.layers):
+        p = f"block{b}."
+        norm(p + "norm1")
+        dense(p + "qkv", d, 3 * d, GPT_STD)
+        dense(p + "out", d, d, residual)
+        norm(p + "norm2")
+        dense(p + "hidden", d, dims.d_ff, GPT_STD)
+        dense(p + "back", dims.d_ff, d, residual)
+    norm("final")
+    return out
+
+
 def checked(name: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``value`` as a contiguous float32 array of the target's shape, or a ValueError naming the
     weight: a loader never lets a framework broadcast or reshape a wrong array silently."""
@@ -98,13 +158,21 @@ def checked(name: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def start(
-    model_name: str, seed: int, shape: Any, load: Callable[[dict[str, np.ndarray]], None]
+    model_name: str,
+    seed: int,
+    shape: Any,
+    load: Callable[[dict[str, np.ndarray]], None],
+    dims: Any = None,
 ) -> str | None:
-    """Where ``model_name`` shares its initial weights: draw them for this seed and data shape,
-    hand them to the adapter's ``load`` (which maps them into its framework's layout) and
-    return the run's ``init`` setting; None where each framework draws its own."""
+    """Where ``model_name`` shares its initial weights: draw them for this seed and data shape
+    (the gpt: for its ``dims``), hand them to the adapter's ``load`` (which maps them into its
+    framework's layout) and return the run's ``init`` setting; None where each framework draws
+    its own."""
     if model_name not in SHARED_MODELS:
         return None
+    if model_name == "gpt":
+        load(gpt_weights(seed, dims))
+        return setting(seed) + ", GPT-2 initialiser (normal 0.02, residual projections /√(2L))"
     load(transformer_weights(seed, shape.vocab_size, shape.input_shape[0]))
     return setting(seed)
 

@@ -125,6 +125,101 @@ class _Transformer(nn.Module):
 # tui-bench:end model
 
 
+# tui-bench:begin model gpt
+class _CausalSelfAttention(nn.Module):
+    """GPT-2's attention: one fused d × 3d projection for q, k, v (with bias), causal scaled dot
+    product in torch's fused ``scaled_dot_product_attention(is_causal=True)``, output projection."""
+
+    def __init__(self, width: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads, self.dropout = heads, dropout
+        self.qkv, self.out = nn.Linear(width, 3 * width), nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, time, width = x.shape
+        q, k, v = (
+            t.view(batch, time, self.heads, width // self.heads).transpose(1, 2)
+            for t in self.qkv(x).split(width, dim=2)
+        )
+        drop = self.dropout if self.training else 0.0
+        h = nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=drop, is_causal=True)
+        return self.out(h.transpose(1, 2).reshape(batch, time, width))
+
+
+class _GptBlock(nn.Module):
+    """Pre-LayerNorm: x + attention(LN(x)), then x + MLP(LN(x)); GELU in GPT-2's tanh form."""
+
+    def __init__(self, width: int, heads: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attention = _CausalSelfAttention(width, heads, dropout)
+        self.feed = nn.Sequential(
+            nn.Linear(width, hidden), nn.GELU(approximate="tanh"), nn.Linear(hidden, width)
+        )
+        self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.drop1(self.attention(self.norm1(x)))
+        return x + self.drop2(self.feed(self.norm2(x)))
+
+
+class _Gpt(nn.Module):
+    """Token + position embeddings, L blocks, a final LayerNorm, the head tied to the token
+    table. Returns (batch · S, V) logits: one row per position, as the targets are flattened."""
+
+    def __init__(self, dims: Any, dropout: float) -> None:
+        super().__init__()
+        width = dims.d_model
+        self.tokens = nn.Embedding(dims.vocab_size, width)
+        self.positions = nn.Embedding(dims.seq_len, width)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.Sequential(
+            *(_GptBlock(width, dims.heads, dims.d_ff, dropout) for _ in range(dims.layers))
+        )
+        self.final = nn.LayerNorm(width)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        where = torch.arange(ids.shape[1], device=ids.device)
+        h = self.blocks(self.drop(self.tokens(ids) + self.positions(where)))
+        logits = nn.functional.linear(self.final(h), self.tokens.weight)  # tied: no head weight
+        return logits.view(-1, logits.shape[-1])
+
+
+# tui-bench:end model
+
+
+def load_gpt_weights(model: _Gpt, weights: dict[str, np.ndarray]) -> None:
+    """The shared gpt draw (``shared_init.gpt_weights``) into the built model: torch's Linear
+    holds (out, in), the transpose of the canonical (in, out) kernel; the fused q/k/v keeps
+    the canonical [q | k | v] order of its 3d outputs."""
+    targets = {
+        "tokens": model.tokens.weight,
+        "positions": model.positions.weight,
+        "final.gamma": model.final.weight,
+        "final.beta": model.final.bias,
+    }
+    for b, block in enumerate(model.blocks):
+        layers = {
+            "norm1": block.norm1,
+            "qkv": block.attention.qkv,
+            "out": block.attention.out,
+            "norm2": block.norm2,
+            "hidden": block.feed[0],
+            "back": block.feed[2],
+        }
+        for name, layer in layers.items():
+            first, second = ("gamma", "beta") if name.startswith("norm") else ("kernel", "bias")
+            targets[f"block{b}.{name}.{first}"] = layer.weight
+            targets[f"block{b}.{name}.{second}"] = layer.bias
+    trainable = {id(p) for p in model.parameters() if p.requires_grad}
+    if set(targets) != set(weights) or {id(t) for t in targets.values()} != trainable:
+        raise ValueError("the shared weights and torch's gpt parameters do not match")
+    with torch.no_grad():
+        for name, target in targets.items():
+            value = weights[name].T if name.endswith(".kernel") else weights[name]
+            target.copy_(torch.from_numpy(shared_init.checked(name, value, tuple(target.shape))))
+
+
 def load_shared_weights(model: _Transformer, weights: dict[str, np.ndarray]) -> None:
     """The shared draw (adapters/shared_init.py) into the built transformer: torch's Linear
     holds its weight as (out, in), the transpose of the canonical (in, out) kernel."""
@@ -153,20 +248,28 @@ def load_shared_weights(model: _Transformer, weights: dict[str, np.ndarray]) -> 
 
 
 def sdpa_backend(
-    batch: int, length: int, dropout: float, dtype: torch.dtype, device: torch.device
+    batch: int,
+    length: int,
+    dropout: float,
+    dtype: torch.dtype,
+    device: torch.device,
+    heads: int = HEADS,
+    head_dim: int = TRANSFORMER.head_dim,
+    causal: bool = False,
 ) -> str:
-    """The kernel torch's own selector picks for this model's attention (its heads) at this
-    batch, dtype and dropout: what ``scaled_dot_product_attention`` dispatches to."""
+    """The kernel torch's own selector picks for this model's attention (its heads; the gpt's
+    with ``is_causal``) at this batch, dtype and dropout: what ``scaled_dot_product_attention``
+    dispatches to."""
     from torch.nn.attention import SDPBackend
 
-    q = torch.zeros(batch, HEADS, length, TRANSFORMER.head_dim, dtype=dtype, device=device)
+    q = torch.zeros(batch, heads, length, head_dim, dtype=dtype, device=device)
     names = {
         SDPBackend.MATH: "math",
         SDPBackend.FLASH_ATTENTION: "flash",
         SDPBackend.EFFICIENT_ATTENTION: "memory-efficient",
         SDPBackend.CUDNN_ATTENTION: "cuDNN",
     }
-    choice = SDPBackend(torch._fused_sdp_choice(q, q, q, None, dropout, False))
+    choice = SDPBackend(torch._fused_sdp_choice(q, q, q, None, dropout, causal))
     return names.get(choice, str(choice).rsplit(".", 1)[-1].lower())
 
 
@@ -295,6 +398,7 @@ class TorchBackend(Backend):
         except RuntimeError:
             pass  # only settable before the first parallel work; the effective value is recorded
         self.binary = False
+        self.tokens = False
         self.settings = Settings()
         self.autocast_dtype: torch.dtype | None = None
         self.scaler: Any = None
@@ -382,7 +486,8 @@ class TorchBackend(Backend):
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     def to_device(self, x: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._tensors(x, y)
+        xt, yt = self._tensors(x, y)
+        return xt, (yt.view(len(x), -1) if self.tokens else yt)  # rows stay samples for take
 
     def take(self, x: Any, y: Any, idx: np.ndarray) -> tuple[Any, Any]:
         if isinstance(x, torch.Tensor):  # input="device": gather on the device
@@ -424,15 +529,22 @@ class TorchBackend(Backend):
         shape = dataset.shape
         self.binary = binary_head(hyper.model, shape.num_classes)
         self.images = shape.kind == "image"
-        model = build_model(
-            hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
-        )
-        _init_like_keras(model)
-        load = functools.partial(load_shared_weights, model)
-        if init := shared_init.start(hyper.model, hyper.seed, shape, load):
+        self.tokens = shape.kind == "tokens"  # targets per position, flattened like the logits
+        if hyper.model == "gpt":
+            # tui-bench:begin model gpt
+            model: nn.Module = _Gpt(hyper.dims, hyper.dropout)
+            # tui-bench:end model
+            load = functools.partial(load_gpt_weights, model)
+        else:
+            model = build_model(
+                hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
+            )
+            _init_like_keras(model)
+            load = functools.partial(load_shared_weights, model)
+        if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
             self.settings_applied["init"] = init
         self.model = model.to(self.device)
-        if hyper.model == "transformer":
+        if hyper.model in ("transformer", "gpt"):
             self.settings_applied["attention"] = self._attention_kernel(hyper, shape)
         self.train_model: nn.Module = self.model
         if self.parallel.workers > 1:
@@ -460,11 +572,16 @@ class TorchBackend(Backend):
     def _attention_kernel(self, hyper: Hyper, shape) -> str:
         dtype = self.autocast_dtype or torch.float32
         length = shape.input_shape[0]
-        train = sdpa_backend(hyper.batch_size, length, hyper.dropout, dtype, self.device)
-        infer = sdpa_backend(hyper.batch_size, length, 0.0, dtype, self.device)
+        heads = {}
+        if hyper.dims is not None:  # the gpt: its own heads, causal
+            heads = {"heads": hyper.dims.heads, "head_dim": hyper.dims.head_dim, "causal": True}
+        train = sdpa_backend(hyper.batch_size, length, hyper.dropout, dtype, self.device, **heads)
+        infer = sdpa_backend(hyper.batch_size, length, 0.0, dtype, self.device, **heads)
         where = "CPU" if self.device.type == "cpu" else "CUDA"
+        causal = ", is_causal=True" if heads else ""
         text = (
-            f"SDPA {train} (training, dropout {hyper.dropout:g}), {infer} (evaluation) on {where}"
+            f"SDPA {train} (training, dropout {hyper.dropout:g}{causal}), {infer} (evaluation) "
+            f"on {where}"
         )
         if self.api == "compile":
             text += "; inside torch.compile (inductor may fuse or decompose it)"
@@ -478,13 +595,15 @@ class TorchBackend(Backend):
             torch.cuda.synchronize(self.device)
 
     def _tensors(self, x: Any, y: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        if isinstance(x, torch.Tensor):
-            return x, y  # already on the device in the framework's layout (input="device")
+        if isinstance(x, torch.Tensor):  # already on the device in the framework's layout
+            return x, (y.reshape(-1) if self.tokens else y)  # (input="device")
         xt = torch.from_numpy(x)
         if self.images:
             xt = xt.permute(0, 3, 1, 2)  # NHWC (the data's layout) → NCHW
         xt = xt.to(self.device).contiguous()
         yt = torch.from_numpy(y).to(self.device)
+        if self.tokens:
+            yt = yt.reshape(-1)  # (batch · S,): the gpt's logits are one row per position
         return xt, (yt.float() if self.binary else yt)
 
     def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         adapter = importlib.import_module(f"adapters.{spec['adapter']}")
         import_s = time.perf_counter() - t0
-        from adapters import data, loop
+        from adapters import data, loop, models
 
         # build_only may name more models (``also_build``): one process reports each in turn, so
         # the equity tests' probes import a framework once per API, not once per model.
@@ -354,11 +354,14 @@ def main(argv: list[str] | None = None) -> int:
             phase = "data"
             faults("data")
             t0 = time.perf_counter()
+            # The gpt's size decides its data's shape: sequences of its S (+1) tokens below its V.
+            dims = models.gpt_dims(spec) if spec["model"] == "gpt" else None
             dataset = data.load(
                 spec["dataset"],
                 train_samples=spec.get("train_samples"),
                 test_samples=spec.get("test_samples"),
                 data_dir=spec.get("data_dir"),
+                tokens=(dims.seq_len, dims.vocab_size) if dims is not None else None,
             )
             data_s = time.perf_counter() - t0
             phase = "build"
@@ -369,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                 optimizer=spec["optimizer"],
                 dropout=spec["dropout"],
                 seed=spec["seed"],
+                dims=dims,
             )
             t0 = time.perf_counter()
             if build_only:  # adapters that compile a training function at build skip it (Theano)

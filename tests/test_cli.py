@@ -70,7 +70,7 @@ def test_help_explains_commands_and_what_is_timed():
         (
             ["run", "--dry-run", "--model", "resnet9000"],
             "tui-bench: error: model 'resnet9000' is not known "
-            "(choose: cnn, mlp, vgg16, lstm, transformer)",
+            "(choose: cnn, mlp, vgg16, lstm, transformer, gpt)",
         ),
     ],
 )

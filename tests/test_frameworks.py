@@ -81,6 +81,7 @@ def run(history: History, framework: str, api: str, **changes) -> RunResult:
         "lstm": "synthetic-imdb",
         "transformer": "synthetic-imdb",
         "vgg16": "synthetic-cifar10",
+        "gpt": "synthetic-tokens",
     }.get(model, "synthetic-mnist")
     fields = {
         "framework": framework,
@@ -259,6 +260,53 @@ def test_the_transformer_learns_with_adam_and_dropout(bench_env) -> None:
     assert result.started["settings"]["attention"].startswith("SDPA math (training, dropout 0.25)")
 
 
+# -- the gpt (issue 42): tiny, on every framework × API that builds it ----------------------------
+GPT_RUN = {
+    "model": "gpt",
+    "batch_size": 8,
+    "epochs": 2,
+    "steps_per_epoch": 6,
+    "train_samples": 640,
+    "test_samples": 32,
+}
+GPT_COMBOS = [
+    (name, api)
+    for name, api in COMBOS
+    if catalog.combination_problem(name, api, "gpt", "synthetic-tokens") is None
+]
+
+
+@pytest.mark.parametrize(("framework", "api"), GPT_COMBOS)
+def test_gpt_tiny_trains_from_the_shared_draw(
+    bench_env, adapters_on_path, framework: str, api: str
+) -> None:
+    import math
+
+    from gpt_reference import gpt_loss
+
+    from adapters import data, models, shared_init
+
+    result = run(bench_env, framework, api, **GPT_RUN)
+    started, metrics = result.started, result.metrics()
+    dims = models.gpt_dims({})
+    assert started["param_count"] == 1_461_760
+    # The first loss is the reference's from the same draw on the same first batch, and ln V.
+    dataset = data.load("synthetic-tokens", 640, 32, tokens=(dims.seq_len, dims.vocab_size))
+    first = data.batches(len(dataset.x_train), 8, 0, 1, 1)[0]
+    reference = gpt_loss(
+        shared_init.gpt_weights(0, dims), dims.heads, dataset.x_train[first], dataset.y_train[first]
+    )
+    assert started["initial_loss"] == pytest.approx(reference, rel=INITIAL_LOSS_RTOL)
+    assert started["initial_loss"] == pytest.approx(math.log(dims.vocab_size), abs=0.05)
+    first_epoch, second_epoch = (epoch["loss"] for epoch in result.epochs)
+    assert second_epoch < first_epoch - 0.05, (first_epoch, second_epoch)
+    assert started["settings"]["attention"].startswith("SDPA ")
+    assert "is_causal=True" in started["settings"]["attention"]
+    assert metrics["tokens_per_s"] == pytest.approx(metrics["samples_per_s"] * 128)
+    assert metrics["flops_per_step"] == 8 * 128 * 3 * 3_014_656  # L(24d² + 4Sd) + 2dV, ×3
+    assert 0.0 <= result.test["test_accuracy"] <= 1.0
+
+
 # One API per way bf16 reaches the model: torch autocast, TF's mixed policy, Keras' on each backend.
 BF16_PATHS = [("torch", "eager"), ("tensorflow", "graph"), ("keras", "torch"), ("keras", "jax")]
 
@@ -310,7 +358,8 @@ TINY = {"batch_size": 8, "epochs": 1, "steps_per_epoch": 1, "warmup_steps": 0}
 # Every model but the reference CNN and the transformer (every combo above trains them, counts
 # their parameters and hashes their first batch) and the FNN (the thread tests below build it):
 # built, counted and fed its first batch by each build path, nothing trained.
-OTHER_MODELS = [m for m in catalog.MODELS if m not in ("cnn", "transformer", "mlp")]
+# The gpt has tests of its own (below), on the APIs that build it.
+OTHER_MODELS = [m for m in catalog.MODELS if m not in ("cnn", "transformer", "mlp", "gpt")]
 PROBE_SAMPLES = {"train_samples": 80, "test_samples": 8}
 # One build probe per framework/API serves the parameter counts and the thread checks below: the
 # thread count is set before the framework is imported, and a parameter count or a first batch

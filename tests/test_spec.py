@@ -238,7 +238,12 @@ def test_every_field_is_declared_with_help_and_the_rules_it_is_checked_by():
         if d.type in (int, float):
             assert d.low is not None and d.high is not None, d.name
     defaults = RunSpec()
-    assert all(getattr(defaults, name) == d.default for name, d in declared.items())
+    # dataset and dropout default per model: declared unset, resolved when the spec is made.
+    resolved = {"dataset": "synthetic-mnist", "dropout": 0.25}
+    assert all(declared[name].default is None for name in resolved)
+    assert all(
+        getattr(defaults, name) == resolved.get(name, d.default) for name, d in declared.items()
+    )
     assert declared["threads"].high == 64 and declared["lr"].low_open
     assert declared["optimizer"].choices == ("adam", "sgd")
     assert declared["steps_per_epoch"].optional and not declared["epochs"].optional
@@ -252,7 +257,7 @@ def test_every_field_is_declared_with_help_and_the_rules_it_is_checked_by():
         ({"dropout": float("inf")}, "dropout must be in [0.0, 1.0), got inf"),
         (
             {"model": "a\nb"},
-            "model 'a\\nb' is not known (choose: cnn, mlp, vgg16, lstm, transformer)",
+            "model 'a\\nb' is not known (choose: cnn, mlp, vgg16, lstm, transformer, gpt)",
         ),
         ({"optimizer": ["adam"]}, "optimizer ['adam'] is not known (choose: adam, sgd)"),
         ({"api": 3}, "api must be text, got 3"),

@@ -38,6 +38,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if missing := dataset_problem(spec):  # before any process starts: one line, exit 2
         raise UsageError(missing)
+    from tui_bench.engine.model_memory import memory_problem
+
+    if too_big := memory_problem(spec):  # a model that cannot fit: refused before it starts
+        raise UsageError(too_big)
     History().mark_interrupted()
     err = common.console(stderr=True)
     spec_flags.warn_if_busy(err)
@@ -104,6 +108,19 @@ def dry_run(args: argparse.Namespace) -> int:
             "activations and optimizer state)"
             if rss is not None
             else "not reported by this system"
+        ),
+        *(
+            [
+                f"  FLOPs per token (train) {per_token['exact']:,} exact, "
+                f"{per_token['6N+12LHQT']:,} by 6N + 12·L·H·Q·T"
+            ]
+            if (per_token := figures.get("flops_per_token"))
+            else []
+        ),
+        *(
+            [f"  training memory (est.)  {figures['memory_estimate']}"]
+            if figures.get("memory_estimate")
+            else []
         ),
         "  parameter state (est.)  "
         + (

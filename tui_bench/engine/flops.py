@@ -17,6 +17,15 @@ What is counted (the convention of Kaplan et al. 2020 and Narayanan et al. 2021)
   needs the gradient of the data, and every autograd system prunes it (torch, TF, JAX, MXNet), so
   that layer's backward is 1 × its forward. For a dense model this is the 6·N·tokens rule.
 
+The gpt (``_gpt``) is counted the same way per sequence of S tokens: per block the fused q/k/v
+(2·d·3d per token), QKᵀ and AV over the full S×S (2·S²·d each per sequence, as PaLM, nanoGPT and
+torchtitan count attention: the causal mask's skipped half is not subtracted), the output
+projection (2·d²) and the feed-forward (2·2·d·4d); then the tied head (2·d·V per token). Forward
+per token: L·(24d² + 4Sd) + 2dV (GPT-2 small: 284,812,800); nothing reads the data through a
+product (the embeddings are look-ups and are trained), so every backward is 2 × forward and a
+training step is 3 × (854,438,400 per token). ``gpt_rule`` states nanoGPT's / PaLM's
+6N + 12·L·H·Q·T beside it (855,166,464 for GPT-2 small).
+
 What is excluded, and why: biases, activations (ReLU, GELU, the LSTM's gate sigmoids/tanh),
 pooling, softmax, dropout, LayerNorm, embedding look-ups, the loss and the optimizer update.
 They are elementwise (O(activations) or O(parameters), not O(MACs)), they bound memory traffic
@@ -31,6 +40,7 @@ from dataclasses import dataclass
 
 from tui_bench.engine import model_manifest
 from tui_bench.engine.dataset_manifest import manifest
+from tui_bench.engine.model_manifest import GptDims
 
 
 @dataclass(frozen=True)
@@ -183,6 +193,34 @@ def _transformer(shape: tuple[int, ...]) -> list[Layer]:
     return [*layers, _dense("dense out", d, 1)]
 
 
+def _gpt(dims: GptDims) -> list[Layer]:
+    seq, d = dims.seq_len, dims.d_model
+    layers: list[Layer] = []
+    for block in range(1, dims.layers + 1):
+        layers += [
+            _dense(f"block {block} fused q/k/v", d, 3 * d, positions=seq),
+            Layer(f"block {block} attention QKᵀ", 2 * seq * seq * d),
+            Layer(f"block {block} attention AV", 2 * seq * seq * d),
+            _dense(f"block {block} output projection", d, d, positions=seq),
+            _dense(f"block {block} feed-forward {dims.d_ff}", d, dims.d_ff, positions=seq),
+            _dense(f"block {block} feed-forward {d}", dims.d_ff, d, positions=seq),
+        ]
+    # The tied head: its weight is the token table, which is trained, so both gradients count.
+    return [*layers, _dense(f"head (tied) {dims.vocab_size}", d, dims.vocab_size, positions=seq)]
+
+
+def gpt_count(dims: GptDims) -> Count:
+    """The gpt's exact matmul count, per sequence of ``dims.seq_len`` tokens."""
+    return Count("gpt", tuple(_gpt(dims)))
+
+
+def gpt_rule(dims: GptDims) -> int:
+    """Training FLOPs per token by the rule of PaLM (appendix B) and nanoGPT's ``estimate_mfu``:
+    6N + 12·L·H·Q·T, N the parameters without the position table, H·Q = d, T = S (full S²
+    attention). Stated beside the exact count, not instead of it."""
+    return 6 * dims.non_embedding_parameters + 12 * dims.layers * dims.d_model * dims.seq_len
+
+
 _IMAGE_MODELS: dict[str, Callable[[tuple[int, ...], int], list[Layer]]] = {
     "cnn": _cnn,
     "mlp": _mlp,
@@ -192,16 +230,21 @@ _SEQUENCE_MODELS: dict[str, Callable[[tuple[int, ...]], list[Layer]]] = {
     "lstm": _lstm,
     "transformer": _transformer,
 }
-MODELS = (*_IMAGE_MODELS, *_SEQUENCE_MODELS)
+MODELS = (*_IMAGE_MODELS, *_SEQUENCE_MODELS, "gpt")
 
 
 class UnknownModel(KeyError):
     """No architecture is written down here for this model (no FLOP count, so no MFU)."""
 
 
-def count(model: str, input_shape: tuple[int, ...], classes: int) -> Count:
+def count(
+    model: str, input_shape: tuple[int, ...], classes: int, dims: GptDims | None = None
+) -> Count:
     """FLOPs per sample of ``model`` on inputs of ``input_shape`` (HWC images, (length,)
-    sequences) with ``classes`` classes. Sequence models end in one logit (binary)."""
+    sequences) with ``classes`` classes. Sequence models end in one logit (binary). The gpt's
+    shape is its ``dims`` (default: the manifest's default size); a sample is one sequence."""
+    if model == "gpt":
+        return gpt_count(dims or model_manifest.gpt_dims())
     if model in _IMAGE_MODELS:
         return Count(model, tuple(_IMAGE_MODELS[model](tuple(input_shape), classes)))
     if model in _SEQUENCE_MODELS:
@@ -209,15 +252,18 @@ def count(model: str, input_shape: tuple[int, ...], classes: int) -> Count:
     raise UnknownModel(model)
 
 
-def for_dataset(model: str, dataset: str) -> Count:
+def for_dataset(model: str, dataset: str, dims: GptDims | None = None) -> Count:
     """The count for ``model`` on a dataset of the manifest (its input shape and classes)."""
     entry = manifest()[dataset]
-    return count(model, tuple(entry["input_shape"]), int(entry["num_classes"]))
+    return count(model, tuple(entry["input_shape"]), int(entry["num_classes"]), dims)
 
 
-def train_step_flops(model: str, dataset: str, global_batch: int) -> int | None:
-    """FLOPs of one training step over the global batch, or None for a model without a count."""
+def train_step_flops(
+    model: str, dataset: str, global_batch: int, dims: GptDims | None = None
+) -> int | None:
+    """FLOPs of one training step over the global batch, or None for a model without a count.
+    ``dims``: the gpt's size (``RunSpec.gpt_dims``)."""
     try:
-        return for_dataset(model, dataset).train_step(global_batch)
+        return for_dataset(model, dataset, dims).train_step(global_batch)
     except (UnknownModel, KeyError):
         return None

@@ -13,7 +13,7 @@ from typing import Any
 
 import tomli_w
 
-from tui_bench.engine import catalog
+from tui_bench.engine import catalog, model_manifest
 from tui_bench.engine.errors import SpecError, UsageError
 
 MAX_THREADS = 64
@@ -30,6 +30,18 @@ def _default_threads() -> int:
 
 
 _APIS = "; ".join(f"{f.name}: {', '.join(f.apis)}" for f in catalog.FRAMEWORKS.values())
+
+# The model whose size is a setting, and its settings: the named size and the per-dimension
+# overrides (None: the size's). Set for any other model, they are refused.
+SIZED_MODEL = "gpt"
+GPT_FIELDS = ("size", *model_manifest.GPT_DIMENSIONS)
+# Dropout when the spec names none: the studies' 0.25 for the 2018 models; 0 for the gpt, as
+# language-model benchmarks train (and the fused attention kernels need no dropout). Resolved when
+# the spec is made, so the recorded spec holds the number that ran.
+DEFAULT_DROPOUT = 0.25
+MODEL_DROPOUT = {SIZED_MODEL: 0.0}
+# The dataset when the spec names none: the model's own (catalog.Model.default_dataset), else this.
+DEFAULT_DATASET = "synthetic-mnist"
 
 
 def spec_field(
@@ -71,8 +83,12 @@ class RunSpec:
     # Which APIs a framework has depends on the framework: checked in validate().
     api: str = spec_field("eager", help=f"the framework's API ({_APIS})")
     model: str = spec_field("cnn", help="network to train", choices=catalog.MODELS)
+    # Left unset, the model's own dataset (resolved in __post_init__: never None after it, so
+    # readers see a str; an explicit None is refused like any other non-name).
     dataset: str = spec_field(
-        "synthetic-mnist", help="synthetic-* needs no files", choices=catalog.DATASETS
+        None,
+        help=f"synthetic-* needs no files (default {DEFAULT_DATASET}; gpt: synthetic-tokens)",
+        choices=catalog.DATASETS,
     )
     device: str = spec_field(
         "cpu",
@@ -93,7 +109,13 @@ class RunSpec:
     )
     lr: float = spec_field(1e-3, help="learning rate", low=0.0, high=10.0, low_open=True)
     optimizer: str = spec_field("adam", help="optimizer", choices=catalog.OPTIMIZERS)
-    dropout: float = spec_field(0.25, help="dropout probability", low=0.0, high=1.0, high_open=True)
+    dropout: float | None = spec_field(
+        None,
+        help=f"dropout probability (default {DEFAULT_DROPOUT:g}; gpt: 0)",
+        low=0.0,
+        high=1.0,
+        high_open=True,
+    )
     seed: int = spec_field(0, help="initialisation and shuffling seed", low=0, high=2**32 - 1)
     warmup_steps: int = spec_field(
         5, help="steps kept out of steady-state figures", low=0, high=100_000
@@ -145,6 +167,38 @@ class RunSpec:
         help="weak: batch size per worker; strong: global batch split over the workers",
         choices=catalog.SCALINGS,
     )
+    # The gpt's size (docs/frameworks.md, "The GPT"): a named size and per-dimension overrides.
+    size: str | None = spec_field(
+        None,
+        help="gpt: named size (default tiny)",
+        choices=model_manifest.gpt_sizes(),
+    )
+    layers: int | None = spec_field(
+        None, help="gpt: blocks L (default: the size's)", low=1, high=256
+    )
+    d_model: int | None = spec_field(
+        None, help="gpt: width d (default: the size's)", low=8, high=65536
+    )
+    heads: int | None = spec_field(
+        None, help="gpt: attention heads, dividing d_model (default: the size's)", low=1, high=1024
+    )
+    seq_len: int | None = spec_field(
+        None, help="gpt: context length S (default: the size's)", low=2, high=131072
+    )
+    vocab_size: int | None = spec_field(
+        None, help="gpt: vocabulary V (default: the size's)", low=16, high=1_048_576
+    )
+
+    def __post_init__(self) -> None:
+        # Model-specific defaults, resolved here so the spec records what runs.
+        if self.dataset is None:
+            model = catalog.MODELS.get(self.model)
+            dataset = model.default_dataset if model is not None else None
+            object.__setattr__(self, "dataset", dataset or DEFAULT_DATASET)
+        if self.dropout is None:
+            object.__setattr__(self, "dropout", MODEL_DROPOUT.get(self.model, DEFAULT_DROPOUT))
+        if self.model == SIZED_MODEL and self.size is None:
+            object.__setattr__(self, "size", model_manifest.default_gpt_size())
 
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> RunSpec:
@@ -168,6 +222,7 @@ class RunSpec:
                     f"train_samples {self.train_samples} leaves {usable} training samples after the "
                     f"20 % validation split, fewer than one batch of {self.batch_size}",
                 )
+        self._check_size()
         problem = catalog.combination_problem(self.framework, self.api, self.model, self.dataset)
         if problem:
             raise SpecError("model", problem)
@@ -189,6 +244,47 @@ class RunSpec:
         if setting:
             raise SpecError(*setting)
         return self
+
+    def _check_size(self) -> None:
+        """The gpt's size settings: only for the gpt, and a width its heads divide."""
+        if self.model != SIZED_MODEL:
+            for name in GPT_FIELDS:
+                if getattr(self, name) is not None:
+                    raise SpecError(
+                        name,
+                        f"{name} is a setting of model '{SIZED_MODEL}'; model "
+                        f"{_quoted(self.model)} has a fixed shape",
+                    )
+            return
+        dims = self.gpt_dims()
+        if dims.d_model % dims.heads:
+            raise SpecError(
+                "heads" if self.heads is not None else "d_model",
+                f"d_model {dims.d_model} does not divide into {dims.heads} heads "
+                "(each head is d_model / heads wide)",
+            )
+
+    def gpt_dims(self) -> model_manifest.GptDims:
+        """The gpt this spec asks for: its size with the overrides applied."""
+        return model_manifest.gpt_dims(
+            self.size, **{name: getattr(self, name) for name in model_manifest.GPT_DIMENSIONS}
+        )
+
+    def model_dims(self) -> model_manifest.GptDims | None:
+        """The size of a sized model (the gpt), None for the fixed-shape ones: what the FLOP
+        count and the memory estimate read."""
+        return self.gpt_dims() if self.model == SIZED_MODEL else None
+
+    def model_label(self) -> str:
+        """'cnn'; 'gpt tiny'; 'gpt tiny L4 d256' (the overrides, in the order of the flags)."""
+        if self.model != SIZED_MODEL:
+            return self.model
+        parts = [self.model, str(self.size)]
+        for name in model_manifest.GPT_DIMENSIONS:
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(GPT_SHORT[name].format(value))
+        return " ".join(parts)
 
     # -- conversion ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -240,7 +336,17 @@ class RunSpec:
         where = f"{self.device}×{self.threads}" if self.device == "cpu" else self.device
         if self.workers > 1:  # threads are per worker: 'cpu×1 ×2 workers (weak)'
             where += f" ×{self.workers} workers ({self.scaling})"
-        return f"{self.framework}/{self.api} {self.model} {self.dataset} {where}"
+        return f"{self.framework}/{self.api} {self.model_label()} {self.dataset} {where}"
+
+
+# How a gpt dimension reads in a short label: 'L4 d256 h8 S512 V1000'.
+GPT_SHORT = {
+    "layers": "L{}",
+    "d_model": "d{}",
+    "heads": "h{}",
+    "seq_len": "S{}",
+    "vocab_size": "V{}",
+}
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from itertools import combinations
 from typing import Any
 
 from tui_bench.engine.results.record import Run
-from tui_bench.engine.spec import declared_fields
+from tui_bench.engine.spec import GPT_SHORT, declared_fields
 
 NOT_DECIDING = frozenset({"seed", "repeats", "data_dir"})
 
@@ -72,6 +72,9 @@ _SHORT = {
     "steps_per_epoch": "{} steps/ep",
     "host": "@{}",
     "device_model": "{}",
+    # The gpt's size and its overrides: 'gpt2-small', 'L4', 'd256'.
+    "size": "{}",
+    **GPT_SHORT,
 }
 # Exhaustive search for the fewest fields stops at this many; beyond, fields are added greedily.
 _EXACT_UP_TO = 3

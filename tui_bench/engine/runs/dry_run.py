@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tui_bench.engine import flops, protocol
+from tui_bench.engine import flops, model_memory, protocol
 from tui_bench.engine.errors import EXIT_FAILED, TuiBenchError
 from tui_bench.engine.kinds import WorkerEvent
 from tui_bench.engine.machine import runtimes
@@ -158,7 +158,33 @@ class DryRun:
     def flops_per_step(self) -> int | None:
         """FLOPs of one training step over the global batch (forward and backward, from the
         architecture: ``engine/flops.py``), or None for a model without a count."""
-        return flops.train_step_flops(self.spec.model, self.spec.dataset, self.global_batch)
+        return flops.train_step_flops(
+            self.spec.model, self.spec.dataset, self.global_batch, self.spec.model_dims()
+        )
+
+    @property
+    def flops_per_token(self) -> dict[str, int] | None:
+        """A language model's training FLOPs per token two ways: the exact matmul count and
+        the 6N + 12·L·H·Q·T rule (``flops.gpt_rule``), side by side."""
+        dims = self.spec.model_dims()
+        if dims is None:
+            return None
+        exact = flops.gpt_count(dims).train_per_sample // dims.seq_len
+        return {"exact": exact, "6N+12LHQT": flops.gpt_rule(dims)}
+
+    @property
+    def memory_estimate(self) -> str | None:
+        """A sized model's training memory (``model_memory``: parameters, optimizer state and
+        activations, the formula stated) against this machine's available memory on CPU."""
+        found = model_memory.estimate(self.spec)
+        if found is None:
+            return None
+        text = f"{found.text()}; {model_memory.FORMULA}"
+        if self.spec.device == "cpu":
+            free = model_memory.available_bytes()
+            verdict = "fits" if found.total_bytes <= free else "does NOT fit"
+            text += f"; {verdict} in the {free / 2**30:.2f} GiB available here"
+        return text
 
     @property
     def state_mib(self) -> float | None:
@@ -180,6 +206,8 @@ class DryRun:
             "peak_rss_mib": self.peak_rss_mib,
             "state_mib": self.state_mib,
             "state_counts": f"weights + gradients + {self.spec.optimizer} slots, fp32",
+            "memory_estimate": self.memory_estimate,
+            "flops_per_token": self.flops_per_token,
             "import_s": self.report.get("import_s"),
             "data_s": self.report.get("data_s"),
             "build_s": self.report.get("build_s"),

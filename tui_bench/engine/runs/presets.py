@@ -49,6 +49,7 @@ from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import published as published_module
 from tui_bench.engine.results.published import Figure, FigureError
 from tui_bench.engine.spec import (
+    GPT_FIELDS,
     RunSpec,
     SpecError,
     check_declared,
@@ -347,7 +348,13 @@ def _check_fields(config: dict[str, Any], fail) -> RunSpec:
     try:
         spec = RunSpec.from_dict(config, validate=False)
         defaults = RunSpec()
-        spec.with_changes(**{f: getattr(defaults, f) for f in CATALOG_FIELDS}).validate()
+        catalog_free = {f: getattr(defaults, f) for f in CATALOG_FIELDS}
+        # The gpt's size settings belong to the model, which is a catalog field: checked with
+        # it, per configuration, at expansion; their declared ranges are checked now.
+        for name in GPT_FIELDS:
+            check_declared(declared_option(name, RunSpec), getattr(spec, name))
+        catalog_free.update(dict.fromkeys(GPT_FIELDS))
+        spec.with_changes(**catalog_free).validate()
     except SpecError as exc:
         raise fail(exc.field, _strip_field(exc.field, str(exc))) from None
     except TypeError as exc:

@@ -399,7 +399,9 @@ class BatchView:
             batch = self.spec.batch_size * (
                 1 if self.spec.scaling == "strong" else self.spec.workers
             )
-            per_step = flops.train_step_flops(self.spec.model, self.spec.dataset, batch)
+            per_step = flops.train_step_flops(
+                self.spec.model, self.spec.dataset, batch, self.spec.model_dims()
+            )
             peak = peaks.cached(self.spec.device, self.spec.threads, self.spec.precision)
             self._limits = (key, per_step, peak)
             self._limits_text = (-1, 0.0, None)

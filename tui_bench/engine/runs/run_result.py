@@ -65,6 +65,10 @@ class RunResult:
                 if key in self.started:
                     m[key] = self.started[key]
         m.update({f"res_{k}": v for k, v in self.resources.items() if k != "samples"})
+        # A language model's rate in its own unit: each sample is one sequence of S tokens.
+        dims = self.spec.model_dims()
+        if dims is not None and isinstance(m.get("samples_per_s"), int | float):
+            m["tokens_per_s"] = m["samples_per_s"] * dims.seq_len
         global_batch = self.summary.get("global_batch") or self.spec.batch_size
         # How good the number is: FLOPs, achieved FLOP/s and MFU against the named peaks,
         # joules per step per device (docs/limits.md).
@@ -79,6 +83,7 @@ class RunResult:
                 self.spec.threads,
                 self.spec.precision,
                 self.spec.workers,
+                self.spec.model_dims(),
             )
         )
         # Energy of the steady-state windows only (NVML counter and RAPL read at their bounds):

@@ -32,12 +32,13 @@ from tui_bench.tui.widgets.mode_bar import ModeBar
 SWEEP = "sweep"
 # The Setup form's numbers and choices come from RunSpec's declaration, like the CLI flags: every
 # declared number except threads (a choice of this machine's core counts, or a sweep), and the
-# data-parallel scaling rule beside the workers count.
+# data-parallel scaling rule beside the workers count, and the gpt's named size (unset: the gpt's
+# default, and no size for the other models) beside its dimensions.
 DECLARED = {d.name: d for d in declared_fields()}
 NUMBER_FIELDS = {
     name: d for name, d in DECLARED.items() if d.type in (int, float) and name != "threads"
 }
-CHOICE_FIELDS = {name: DECLARED[name] for name in ("scaling",)}
+CHOICE_FIELDS = {name: DECLARED[name] for name in ("scaling", "size")}
 # Names longer than the form's label column, abbreviated; every other label is the field's name.
 SHORT_LABELS = {"steps_per_epoch": "steps/epoch", "target_accuracy": "target acc."}
 UNSET = "unset"  # what an optional number's empty input shows
@@ -157,9 +158,11 @@ def parse_form(
             data[name] = value
     if form_auto_repeats(values) is not None:
         data["repeats"] = 1  # each run is one repeat; the batch decides how many
-    for name in CHOICE_FIELDS:
+    for name, declared in CHOICE_FIELDS.items():
         value = values.get(name)
-        if value is None or value is Select.BLANK:
+        if value is None or value is Select.BLANK or value is Select.NULL:
+            if declared.optional:
+                continue  # unset: the spec's own default
             raise SpecError(name, f"choose a {name}")
         data[name] = value
     return RunSpec.from_dict(data), sweep
@@ -301,8 +304,9 @@ class SetupScreen(Screen):
                     yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
                     select = Select(
                         [(choice, choice) for choice in declared.choices or ()],
-                        value=declared.default,
-                        allow_blank=False,
+                        value=Select.NULL if declared.default is None else declared.default,
+                        allow_blank=declared.optional,
+                        prompt=UNSET,
                         compact=True,
                         id=name,
                     )
@@ -583,7 +587,8 @@ class SetupScreen(Screen):
                 value = getattr(spec, name)
                 self.query_one(f"#{name}", Input).value = "" if value is None else str(value)
             for name in CHOICE_FIELDS:
-                self.query_one(f"#{name}", Select).value = getattr(spec, name)
+                value = getattr(spec, name)
+                self.query_one(f"#{name}", Select).value = Select.NULL if value is None else value
         self.revalidate()
 
     # -- actions ------------------------------------------------------------------------------
