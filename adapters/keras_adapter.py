@@ -103,9 +103,49 @@ def resolve_device(backend: str, device: str) -> str:
 
 
 def build_model(
-    model: str, input_shape: tuple[int, ...], classes: int, dropout: float, vocab: int
+    model: str,
+    input_shape: tuple[int, ...],
+    classes: int,
+    dropout: float,
+    vocab: int,
+    dims: Any = None,
 ) -> keras.Model:
+    if model == "gpt":  # its size is the run's (``dims``), not the data's shape
+        return keras_models.gpt(keras, dims, dropout)
     return keras_models.build_model(keras, model, input_shape, classes, dropout, vocab)
+
+
+def flash_resolved(api: str, layer: Any, batch: int, length: int, device: str) -> str:
+    """What ``flash_attention`` the attention of ``layer`` (a built MultiHeadAttention) runs with:
+    its own flag when set; when None (the default), what Keras' backend decides per call, asked
+    of the same check ``ops.dot_product_attention`` makes (a private Keras function: if this Keras
+    has none, say so) on q/k/v of the run's shape and compute dtype."""
+    flag = getattr(layer, "_flash_attention", None)
+    if flag is not None:
+        return str(flag)
+    if api == "tensorflow":
+        return "None → False (Keras' TF backend has no flash path)"
+    heads, width = layer._num_heads, layer._key_dim
+    dtype = keras.mixed_precision.dtype_policy().compute_dtype
+    try:
+        if api == "jax":
+            import jax.numpy as jnp
+            from keras.src.backend.jax.nn import _can_use_flash_attention
+
+            q = jnp.zeros((batch, length, heads, width), dtype)  # Keras/JAX's (B, T, N, H)
+            use = _can_use_flash_attention(q, q, q, None)
+        else:
+            import torch
+            from keras.src.backend.torch.nn import _can_use_flash_attention
+
+            where = "cuda" if device.startswith("gpu") else "cpu"
+            q = torch.zeros(
+                (batch, heads, length, width), dtype=getattr(torch, dtype), device=where
+            )
+            use = _can_use_flash_attention(q, q, q, None, True)
+    except (ImportError, AttributeError, TypeError) as exc:
+        return f"None (the backend decides per call; its check could not be asked: {exc})"
+    return f"None → {bool(use)} (Keras' {api} backend at batch {batch}, {dtype})"
 
 
 class _ClockCallback(keras.callbacks.Callback):
@@ -275,10 +315,17 @@ class KerasBackend(Backend):
         self.binary = binary_head(hyper.model, shape.num_classes)
         with self._place():  # under a distribution: variables replicated on every device
             self.model = build_model(
-                hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
+                hyper.model,
+                shape.input_shape,
+                shape.num_classes,
+                hyper.dropout,
+                shape.vocab_size,
+                hyper.dims,
             )
-            load = functools.partial(shared_init.load_keras, self.model)
-            if init := shared_init.start(hyper.model, hyper.seed, shape, load):
+            gpt = hyper.model == "gpt"
+            loader = shared_init.load_keras_gpt if gpt else shared_init.load_keras
+            load = functools.partial(loader, self.model)
+            if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
                 self.applied["init"] = init
             self._compile(hyper)
         # What Keras resolved, read back from the compiled model.
@@ -286,6 +333,14 @@ class KerasBackend(Backend):
         if hyper.model == "transformer":
             self.applied["attention"] = keras_models.attention_kernel(
                 self.model, bool(self.model.jit_compile)
+            )
+        elif gpt:
+            layer = self.model.get_layer("block0_attention")
+            flash = flash_resolved(
+                self.api, layer, hyper.batch_size, hyper.dims.seq_len, self.device
+            )
+            self.applied["attention"] = keras_models.attention_kernel(
+                self.model, bool(self.model.jit_compile), causal=True, flash=flash
             )
 
     def param_count(self) -> int:
@@ -401,11 +456,12 @@ class KerasBackend(Backend):
         with self._place():
             for start in range(0, len(x), batch_size):
                 logits = self._predict(x[start : start + batch_size])
+                # The gpt's (batch, S, V): one row of logits per position, as its targets.
                 loss, right = logits_loss_correct(
-                    logits, y[start : start + batch_size], self.binary
+                    logits.reshape(-1, logits.shape[-1]), y[start : start + batch_size], self.binary
                 )
                 total_loss, correct = total_loss + loss, correct + right
-        n = max(len(x), 1)
+        n = max(y.size, 1)  # per target: one per sample, or one per position (the gpt)
         return total_loss / n, correct / n
 
     def _place(self) -> Any:

@@ -55,17 +55,84 @@ def transformer(keras: Any, vocab: int, length: int, dropout: float) -> Any:
 # tui-bench:end model
 
 
-def attention_kernel(model: Any, xla: bool) -> str:
+# tui-bench:begin model gpt
+# torch's LayerNorm epsilon, which GPT-2 and the gpt's reference use; Keras' default is 1e-3.
+GPT_LAYER_NORM_EPSILON = 1e-5
+
+
+def gpt(keras: Any, dims: Any, dropout: float) -> Any:
+    """GPT-2's layout (docs/frameworks.md, "The GPT") at ``dims`` (``adapters.models.gpt_dims``):
+    logits (batch, S, V) for the next token at every position."""
+    layers = keras.layers
+    ops = getattr(keras, "ops", None)  # Keras 3; tf.keras 2.15 (the Estimator's) has no ops
+
+    def gelu(x: Any) -> Any:
+        return keras.activations.gelu(x, approximate=True)  # GPT-2's tanh form, as torch's
+
+    class TiedEmbedding(layers.Embedding):
+        """The token table; called with ``reverse=True`` it is the output head, h·Eᵀ (no bias)."""
+
+        def call(self, inputs: Any, reverse: bool = False) -> Any:
+            if not reverse:
+                return super().call(inputs)
+            if ops is None:
+                return keras.backend.dot(inputs, keras.backend.transpose(self.embeddings))
+            return ops.matmul(inputs, ops.transpose(self.embeddings))
+
+        def compute_output_spec(self, inputs: Any, reverse: bool = False) -> Any:  # Keras 3
+            if not reverse:
+                return super().compute_output_spec(inputs)
+            shape = (*inputs.shape[:-1], self.input_dim)
+            return keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+    class Positions(layers.Layer):
+        """Adds the learned position table (S × d)."""
+
+        def build(self, input_shape: Any) -> None:
+            self.table = self.add_weight(name="positions", shape=tuple(input_shape[1:]))
+
+        def call(self, x: Any) -> Any:
+            return x + self.table
+
+    def norm(name: str) -> Any:
+        return layers.LayerNormalization(epsilon=GPT_LAYER_NORM_EPSILON, name=name)
+
+    ids = keras.Input((dims.seq_len,), dtype="int32")
+    tokens = TiedEmbedding(dims.vocab_size, dims.d_model, name="tokens")
+    h = layers.Dropout(dropout)(Positions(name="positions")(tokens(ids)))
+    for b in range(dims.layers):
+        a = norm(f"block{b}_norm1")(h)
+        mha = layers.MultiHeadAttention(
+            dims.heads, dims.head_dim, dropout=dropout, name=f"block{b}_attention"
+        )
+        h = layers.Add()([h, layers.Dropout(dropout)(mha(a, a, use_causal_mask=True))])
+        f = norm(f"block{b}_norm2")(h)
+        f = layers.Dense(dims.d_ff, activation=gelu, name=f"block{b}_hidden")(f)
+        f = layers.Dense(dims.d_model, name=f"block{b}_back")(f)
+        h = layers.Add()([h, layers.Dropout(dropout)(f)])
+    return keras.Model(ids, tokens(norm("final")(h), reverse=True))
+
+
+# tui-bench:end model
+
+
+def attention_kernel(model: Any, xla: bool, causal: bool = False, flash: Any = None) -> str:
     """How Keras' MultiHeadAttention computes the attention of this built model: its
-    ``flash_attention`` flag as resolved, and whether dropout on the weights makes it take the
-    explicit einsum + softmax path (Keras calls ``ops.dot_product_attention`` only without it)."""
+    ``flash_attention`` flag as resolved (``flash``: what the adapter resolved it to for the
+    backend, where it can; else the layer's flag), and whether dropout on the weights makes it
+    take the explicit einsum + softmax path (Keras calls ``ops.dot_product_attention`` only
+    without it). ``causal``: the gpt's, called with ``use_causal_mask=True``."""
     mha = [layer for layer in model.layers if layer.__class__.__name__ == "MultiHeadAttention"]
     if not mha:
         return "no attention layer"
     layer = mha[0]
-    flash = getattr(layer, "_flash_attention", "not a setting in this Keras")
+    if flash is None:
+        flash = getattr(layer, "_flash_attention", "not a setting in this Keras")
+    mask = ", causal mask" if causal else ""
     if float(getattr(layer, "_dropout", 0.0)) > 0.0 or not hasattr(layer, "_flash_attention"):
-        path = "MultiHeadAttention einsum + softmax + dropout"
+        path = f"MultiHeadAttention einsum + softmax + dropout{mask}"
+    elif causal:
+        path = "MultiHeadAttention ops.dot_product_attention(is_causal=True) (the backend's kernel)"
     else:
         path = "MultiHeadAttention ops.dot_product_attention (the backend's fused kernel)"
     return f"{path}, flash_attention={flash}; XLA {'on' if xla else 'off'}"

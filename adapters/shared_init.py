@@ -220,3 +220,54 @@ def load_keras(model: Any, weights: dict[str, np.ndarray]) -> None:
                 (p + name + ".bias", kernel.shape[1:]),
             )
     put(dense[-1], ("head.kernel", (WIDTH, 1)), ("head.bias", (1,)))
+
+
+def load_keras_gpt(model: Any, weights: dict[str, np.ndarray]) -> None:
+    """Set a built Keras gpt (``keras_models.gpt``: Keras 3 on any backend, tf.keras 2.15 in the
+    Estimator) to the shared gpt draw, layer by layer by name.
+
+    Keras' MultiHeadAttention has no fused projection: it keeps query, key and value as three
+    EinsumDense kernels of (d, heads, d/heads) with (heads, d/heads) biases. The canonical fused
+    (d, 3d) kernel is split column-wise into its [q | k | v] thirds and each reshaped row-major,
+    which puts column h·(d/heads) + i at [h, i]: head h's feature i, where the fused layout has
+    it. So the three projections compute exactly the fused one's columns, the same function.
+    The output kernel (d, d) becomes (heads, d/heads, d) the same way. The head has no weight
+    of its own: it is the token table (tied)."""
+    loaded: set[int] = set()
+
+    def put(layer: Any, *arrays: np.ndarray) -> None:
+        # Each array reshaped to the variable's shape: a wrong size raises, never broadcasts.
+        shapes = [tuple(int(n) for n in v.shape) for v in layer.weights]
+        layer.set_weights(
+            [checked(layer.name, np.reshape(a, s), s) for a, s in zip(arrays, shapes, strict=True)]
+        )
+        loaded.update(id(v) for v in layer.weights)
+
+    put(model.get_layer("tokens"), weights["tokens"])
+    put(model.get_layer("positions"), weights["positions"])
+    layers = sum(1 for name in weights if name.endswith(".qkv.kernel"))
+    for b in range(layers):
+        p = f"block{b}."
+        mha = model.get_layer(f"block{b}_attention")
+        kernels = np.split(weights[p + "qkv.kernel"], 3, axis=1)
+        biases = np.split(weights[p + "qkv.bias"], 3)
+        for sub, kernel, bias in zip(
+            (mha._query_dense, mha._key_dense, mha._value_dense), kernels, biases, strict=True
+        ):
+            put(sub, kernel, bias)
+        put(mha._output_dense, weights[p + "out.kernel"], weights[p + "out.bias"])
+        for name in ("norm1", "norm2"):
+            put(
+                model.get_layer(f"block{b}_{name}"),
+                weights[p + name + ".gamma"],
+                weights[p + name + ".beta"],
+            )
+        for name in ("hidden", "back"):
+            put(
+                model.get_layer(f"block{b}_{name}"),
+                weights[p + name + ".kernel"],
+                weights[p + name + ".bias"],
+            )
+    put(model.get_layer("final"), weights["final.gamma"], weights["final.beta"])
+    if {id(v) for v in model.trainable_weights} != loaded:
+        raise ValueError("load_keras_gpt: the model is not the catalog's gpt of these weights")

@@ -115,9 +115,35 @@ def resolve_device(device: str) -> str:
 
 
 def build_model(
-    model: str, input_shape: tuple[int, ...], classes: int, dropout: float, vocab: int
+    model: str,
+    input_shape: tuple[int, ...],
+    classes: int,
+    dropout: float,
+    vocab: int,
+    dims: Any = None,
 ) -> tf.keras.Model:
+    if model == "gpt":  # its size is the run's (``dims``), not the data's shape
+        return keras_models.gpt(tf.keras, dims, dropout)
     return keras_models.build_model(tf.keras, model, input_shape, classes, dropout, vocab)
+
+
+def _loader(model_name: str):
+    """The shared draw's loader for a Keras model (the gpt's or the transformer's)."""
+    return shared_init.load_keras_gpt if model_name == "gpt" else shared_init.load_keras
+
+
+def attention(model: Any, model_name: str, xla: bool) -> str | None:
+    """The attention kernel a built transformer or gpt runs (None: no attention). tf.keras on
+    TF 2.16+ is Keras 3 on its TF backend, which has no flash path; 2.15's (the Estimator's)
+    has no ``ops.dot_product_attention`` at all."""
+    if model_name == "transformer":
+        return keras_models.attention_kernel(model, xla)
+    if model_name != "gpt":
+        return None
+    flash = "None → False (Keras' TF backend has no flash path)"
+    if not hasattr(tf.keras, "ops"):
+        flash = "not a setting in this Keras"
+    return keras_models.attention_kernel(model, xla, causal=True, flash=flash)
 
 
 # tui-bench:begin step keras eager graph xla
@@ -286,10 +312,15 @@ class TensorFlowBackend(Backend):
         self.binary = binary_head(hyper.model, shape.num_classes)
         with self._scope():
             self.model = build_model(
-                hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
+                hyper.model,
+                shape.input_shape,
+                shape.num_classes,
+                hyper.dropout,
+                shape.vocab_size,
+                hyper.dims,
             )
-            load = functools.partial(shared_init.load_keras, self.model)
-            if init := shared_init.start(hyper.model, hyper.seed, shape, load):
+            load = functools.partial(_loader(hyper.model), self.model)
+            if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
                 self.applied["init"] = init
             self.loss_fn = _loss_fn(self.binary)
             self.optimizer = _optimizer(hyper)
@@ -320,8 +351,8 @@ class TensorFlowBackend(Backend):
             self.step = tf.function(self._step, jit_compile=True)
             # tui-bench:end step
         self.forward = self.model if self.api == "eager" else tf.function(self.model)
-        if hyper.model == "transformer":
-            self.applied["attention"] = keras_models.attention_kernel(self.model, self.api == "xla")
+        if kernel := attention(self.model, hyper.model, self.api == "xla"):
+            self.applied["attention"] = kernel
 
     def param_count(self) -> int:
         return int(sum(math.prod(v.shape) for v in self.model.trainable_variables))
@@ -396,12 +427,13 @@ class TensorFlowBackend(Backend):
         total_loss, correct = 0.0, 0
         with tf.device(self.device):
             for start in range(0, len(x), batch_size):
-                logits = self.forward(tf.convert_to_tensor(x[start : start + batch_size]))
+                logits = self.forward(tf.convert_to_tensor(x[start : start + batch_size])).numpy()
+                # The gpt's (batch, S, V): one row of logits per position, as its targets.
                 loss, right = logits_loss_correct(
-                    logits.numpy(), y[start : start + batch_size], self.binary
+                    logits.reshape(-1, logits.shape[-1]), y[start : start + batch_size], self.binary
                 )
                 total_loss, correct = total_loss + loss, correct + right
-        n = max(len(x), 1)
+        n = max(y.size, 1)  # per target: one per sample, or one per position (the gpt)
         return total_loss / n, correct / n
 
 
@@ -497,18 +529,25 @@ class EstimatorBackend(Backend):
             keep_checkpoint_max=1,
         )
         self.estimator = tf.estimator.Estimator(model_fn=self._model_fn, config=config)
+        # model_fn builds at every train() and predict(): the run's size rides with the builder.
+        self.build_model = functools.partial(build_model, dims=hyper.dims)
         with tf.Graph().as_default():
-            counted = build_model(
+            counted = self.build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
             self._params = int(sum(math.prod(v.shape) for v in counted.trainable_variables))
-            if hyper.model == "transformer":
-                self.applied["attention"] = keras_models.attention_kernel(counted, xla=False)
-        load = functools.partial(self._write_initial_checkpoint, dtype=dataset.x_train.dtype)
-        if init := shared_init.start(hyper.model, hyper.seed, shape, load):
+            if kernel := attention(counted, hyper.model, xla=False):
+                self.applied["attention"] = kernel
+        labels = self._labels(dataset.y_train[:1])
+        load = functools.partial(
+            self._write_initial_checkpoint, dtype=dataset.x_train.dtype, labels=labels
+        )
+        if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
             self.applied["init"] = init
 
-    def _write_initial_checkpoint(self, weights: dict[str, np.ndarray], dtype: np.dtype) -> None:
+    def _write_initial_checkpoint(
+        self, weights: dict[str, np.ndarray], dtype: np.dtype, labels: np.ndarray
+    ) -> None:
         """The Estimator builds its model inside ``model_fn`` on a new graph at every train() and
         predict(), and carries the weights between them in its checkpoint. So the shared initial
         weights go in as the step-0 checkpoint: ``model_fn``'s training graph (the model, Adam's
@@ -517,15 +556,18 @@ class EstimatorBackend(Backend):
         with tf.Graph().as_default():
             tf.compat.v1.train.get_or_create_global_step()
             features = tf.compat.v1.placeholder(tf.as_dtype(dtype), (None, *self.shape.input_shape))
-            labels = tf.compat.v1.placeholder(tf.float32, (None, 1))
-            self._model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, None)
+            # The labels as the input_fn gives them: (batch, 1) floats for the binary models,
+            # a class per sample, the gpt's next token per position.
+            targets = tf.compat.v1.placeholder(tf.as_dtype(labels.dtype), (None, *labels.shape[1:]))
+            self._model_fn(features, targets, tf.estimator.ModeKeys.TRAIN, None)
             threads = self.threads
             config = tf.compat.v1.ConfigProto(
                 intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
             )
             with tf.compat.v1.Session(config=config) as session, session.as_default():
                 session.run(tf.compat.v1.global_variables_initializer())
-                shared_init.load_keras(self._model, weights)  # Keras 2 assigns in this session
+                # Keras 2 assigns in this session
+                _loader(self.hyper.model)(self._model, weights)
                 tf.compat.v1.train.Saver().save(
                     session, os.path.join(self.model_dir, "model.ckpt"), global_step=0
                 )
@@ -540,7 +582,7 @@ class EstimatorBackend(Backend):
     def _model_fn(self, features, labels, mode, params):
         hyper, shape = self.hyper, self.shape
         with tf.device(self.device):
-            model = build_model(
+            model = self.build_model(
                 hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
             )
             logits = model(features, training=mode == tf.estimator.ModeKeys.TRAIN)
@@ -590,9 +632,12 @@ class EstimatorBackend(Backend):
         )
         total_loss, correct = 0.0, 0
         for span, logits in zip(spans, outputs, strict=True):
-            loss, right = logits_loss_correct(logits, y[span], self.binary)
+            # The gpt's (batch, S, V): one row of logits per position, as its targets.
+            loss, right = logits_loss_correct(
+                logits.reshape(-1, logits.shape[-1]), y[span], self.binary
+            )
             total_loss, correct = total_loss + loss, correct + right
-        n = max(len(x), 1)
+        n = max(y.size, 1)  # per target: one per sample, or one per position (the gpt)
         return total_loss / n, correct / n
 
 
