@@ -9,6 +9,7 @@ import pytest
 
 from tui_bench.engine import catalog, model_manifest
 from tui_bench.engine.results.identity import configuration_of, labelled
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.spec import RunSpec, SpecError
 
 
@@ -124,9 +125,10 @@ def test_frameworks_without_a_gpt_branch_say_not_built_yet_and_the_others_run_it
 
 
 def test_the_size_decides_the_configuration_and_its_short_label():
-    def run(**fields) -> dict:
+    def run(**fields) -> Run:
         spec = RunSpec.from_dict({"model": "gpt", **fields})
-        return {"spec": spec.to_dict(), "label": spec.label(), "env": {"host": "h"}}
+        record = {"spec": spec.to_dict(), "label": spec.label(), "env": {"host": "h"}}
+        return Run.from_record(record)
 
     tiny, small, custom = run(), run(size="gpt2-small"), run(layers=4, d_model=256)
     configs = [configuration_of(r) for r in (tiny, small, custom)]
@@ -296,7 +298,7 @@ def test_a_gpt_run_states_tokens_per_s_and_its_flops_through_the_registry():
     for i, threads in enumerate((1, 1, 2, 2)):
         r = record(i, 40.0 / threads, threads=threads)
         r["metrics"]["tokens_per_s"] = 1000.0 * threads
-        runs.append(r)
+        runs.append(Run.from_record(r))  # as the history hands them out
     console = Console(file=io.StringIO(), width=200)
     console.print(common.summary_table(runs[:1]))
     assert "tokens/s" in console.file.getvalue()

@@ -84,9 +84,7 @@ async def test_run_progress_result_history_export(tui_home, tmp_path):
         # "finished", the verdict its record carries, beside the step time (acc comes last)
         assert row[2] == "torch/eager cnn"
         assert row[-2] in ("stable", "noisy", "unreliable"), row
-        assert row[-2] == next(
-            r.verdict for r in history_screen.records if r.id == live.run_id
-        )
+        assert row[-2] == next(r.verdict for r in history_screen.records if r.id == live.run_id)
 
         out = tmp_path / "runs.csv"
         await pilot.press("e")
