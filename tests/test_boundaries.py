@@ -209,9 +209,6 @@ def test_engine_type_checks():
     assert status == 0, stdout[-4000:] + stderr[-1000:]
 
 
-# Converted by another change of issue 40; until then they may still take a stored dict.
-
-
 def test_readers_past_the_store_take_a_run_not_a_dict():
     """A run past the store is a ``record.Run`` (``History`` hands out nothing else): no reader
     takes ``Run | dict`` and converts on its own."""

@@ -8,9 +8,10 @@ screens (it shows dialogs); no screen imports it. What it needs from the app is 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tui_bench.engine.errors import TuiBenchError
+from tui_bench.tui.host import AppHost
 from tui_bench.tui.messages import (
     Notice,
     PresetLoaded,
@@ -23,26 +24,11 @@ from tui_bench.tui.screens.dialogs import ConfirmScreen, MessageScreen
 
 if TYPE_CHECKING:
     from textual.message import Message
-    from textual.notifications import SeverityLevel
-    from textual.screen import Screen
     from textual.worker import Worker
 
 
-class PresetsHost(Protocol):
+class PresetsHost(AppHost, Protocol):
     """What ``PresetFlow`` needs from the app it is mixed into (``TuiBenchApp``)."""
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-    ) -> None: ...
-
-    def push_screen(
-        self, screen: Screen[Any], callback: Callable[[Any], None] | None = None
-    ) -> Any: ...
 
     def run_worker(
         self, work: Callable[[], None], *, thread: bool, group: str, exit_on_error: bool

@@ -8,10 +8,11 @@ needs from the app is declared once, as the protocol ``RunsHost``, instead of ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tui_bench.engine.runs.reducer import BatchView
+from tui_bench.tui.host import AppHost
 from tui_bench.tui.keys import KeyLabels
 from tui_bench.tui.live import RunController, outcome
 from tui_bench.tui.messages import (
@@ -24,12 +25,10 @@ from tui_bench.tui.messages import (
 from tui_bench.tui.screens.dialogs import ChoiceScreen, ConfirmScreen, MessageScreen
 
 if TYPE_CHECKING:
-    from textual.notifications import SeverityLevel
-    from textual.screen import Screen
     from textual.worker import Worker
 
 
-class RunsHost(Protocol):
+class RunsHost(AppHost, Protocol):
     """What ``LiveRuns`` needs from the app it is mixed into (``TuiBenchApp``)."""
 
     runs: RunController  # the controller of the batch the app shows
@@ -40,20 +39,7 @@ class RunsHost(Protocol):
     @property
     def return_code(self) -> int | None: ...  # set once the app is exiting
 
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-    ) -> None: ...
-
     def switch_mode(self, mode: str) -> Any: ...
-
-    def push_screen(
-        self, screen: Screen[Any], callback: Callable[[Any], None] | None = None
-    ) -> Any: ...
 
     def run_worker(
         self, work: Coroutine[Any, Any, None], *, group: str, exit_on_error: bool
