@@ -325,15 +325,14 @@ FRAMEWORKS: dict[str, Framework] = {
 }
 
 
-# The gpt (issue 42) is built by the torch and MXNet (every API) adapters; each other framework
-# gains it as one branch of its adapter. Until then every one of its APIs says why it is not
-# offered. All of them can express the model (a causal mask and a head that reuses the embedding's
-# matrix are plain tensor operations in each), so the reason is the honest one: the adapter branch
-# does not exist.
+# The gpt (issue 42) is built by the torch, MXNet and Theano (every API) adapters; each other
+# framework gains it as one branch of its adapter. Until then every one of its APIs says why it is
+# not offered. All of them can express the model (a causal mask and a head that reuses the
+# embedding's matrix are plain tensor operations in each), so the reason is the honest one: the
+# adapter branch does not exist.
 _GPT_EXPRESSED_BY = {
     "tensorflow": "TensorFlow",
     "keras": "Keras 3",
-    "theano": "Theano",
 }
 for _name, _label in _GPT_EXPRESSED_BY.items():
     for _api in FRAMEWORKS[_name].apis:
