@@ -171,8 +171,115 @@ def _encoder_symbol(x: mx.sym.Symbol, dropout: float, name: str) -> mx.sym.Symbo
 
 # tui-bench:end model
 
+
+# tui-bench:begin model gpt
+def _gelu_tanh(F, x):  # noqa: N803 - F: mx.nd or mx.sym, as Gluon passes it
+    """GPT-2's GELU, tanh form (MXNet 1.9's ``LeakyReLU(act_type="gelu")`` is the erf form)."""
+    return 0.5 * x * (1.0 + F.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+def _causal_attention(F, qkv, heads: int, head_dim: int, length: int, dropout: float):  # noqa: N803
+    """Multi-head attention of the fused (batch, S, 3d) q/k/v, each position seeing itself and
+    the ones before it: the log of a 0/1 lower-triangular mask adds -inf above the diagonal of
+    the scores before the softmax; dropout on the attention weights. Returns (batch, S, d)."""
+
+    def split(t):  # (batch, S, d) → (batch·heads, S, d / heads)
+        t = F.transpose(F.reshape(t, shape=(0, 0, heads, -1)), axes=(0, 2, 1, 3))
+        return F.reshape(t, shape=(-3, 0, 0))
+
+    q, k, v = (split(t) for t in F.split(qkv, num_outputs=3, axis=-1))
+    where = F.arange(length)
+    seen = F.broadcast_lesser_equal(
+        F.reshape(where, shape=(1, -1)), F.reshape(where, shape=(-1, 1))
+    )
+    scores = F.batch_dot(q, k, transpose_b=True) / math.sqrt(head_dim)
+    weights = F.softmax(F.broadcast_add(scores, F.expand_dims(F.log(seen), axis=0)), axis=-1)
+    h = F.batch_dot(F.Dropout(weights, p=dropout) if dropout > 0 else weights, v)
+    h = F.transpose(F.reshape(h, shape=(-4, -1, heads, 0, 0)), axes=(0, 2, 1, 3))
+    return F.reshape(h, shape=(0, 0, -3))
+
+
+# tui-bench:end model
+
+
+# tui-bench:begin model gluon hybrid gpt
+class _GptBlock(gluon.HybridBlock):
+    """Pre-LayerNorm: x + attention(LN(x)), then x + MLP(LN(x)); GELU in GPT-2's tanh form."""
+
+    def __init__(self, dims: Any, dropout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dims, self.dropout, d = dims, dropout, dims.d_model
+        with self.name_scope():
+            self.norm1 = nn.LayerNorm(epsilon=1e-5, in_channels=d)
+            self.qkv = nn.Dense(3 * d, flatten=False, in_units=d)
+            self.out = nn.Dense(d, flatten=False, in_units=d)
+            self.norm2 = nn.LayerNorm(epsilon=1e-5, in_channels=d)
+            self.hidden = nn.Dense(dims.d_ff, flatten=False, in_units=d)
+            self.back = nn.Dense(d, flatten=False, in_units=dims.d_ff)
+            self.drop1, self.drop2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def hybrid_forward(self, F, x):  # noqa: N803 - Gluon's signature
+        dims = self.dims
+        qkv = self.qkv(self.norm1(x))
+        a = _causal_attention(F, qkv, dims.heads, dims.head_dim, dims.seq_len, self.dropout)
+        x = x + self.drop1(self.out(a))
+        return x + self.drop2(self.back(_gelu_tanh(F, self.hidden(self.norm2(x)))))
+
+
+class _Gpt(gluon.HybridBlock):
+    """Token + position embeddings, L blocks, a final LayerNorm and the head: a Dense without
+    bias built on the Embedding's own Parameter (``params=``: one weight, tied). Returns
+    (batch, S, V) logits."""
+
+    def __init__(self, dims: Any, dropout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        d, vocab = dims.d_model, dims.vocab_size
+        with self.name_scope():
+            self.tokens = nn.Embedding(vocab, d)
+            self.positions = self.params.get("positions_weight", shape=(1, dims.seq_len, d))
+            self.drop = nn.Dropout(dropout)
+            self.blocks = nn.HybridSequential()
+            self.blocks.add(*(_GptBlock(dims, dropout) for _ in range(dims.layers)))
+            self.final = nn.LayerNorm(epsilon=1e-5, in_channels=d)
+            self.head = nn.Dense(
+                vocab, flatten=False, use_bias=False, in_units=d, params=self.tokens.params
+            )
+
+    def hybrid_forward(self, F, ids, positions):  # noqa: N803 - Gluon's signature
+        h = self.blocks(self.drop(F.broadcast_add(self.tokens(ids), positions)))
+        return self.head(self.final(h))
+
+
+# tui-bench:end model
+
+
+# tui-bench:begin model module gpt
+def _gpt_block_symbol(x: mx.sym.Symbol, dims: Any, dropout: float, name: str) -> mx.sym.Symbol:
+    def dense(t, label, units):
+        return mx.sym.FullyConnected(t, num_hidden=units, flatten=False, name=name + label)
+
+    def norm(t, label):
+        return mx.sym.LayerNorm(t, eps=1e-5, name=name + label)
+
+    def drop(t):
+        return mx.sym.Dropout(t, p=dropout) if dropout > 0 else t
+
+    d = dims.d_model
+    qkv = dense(norm(x, "norm1"), "qkv", 3 * d)
+    a = _causal_attention(mx.sym, qkv, dims.heads, dims.head_dim, dims.seq_len, dropout)
+    x = x + drop(dense(a, "out", d))
+    f = dense(_gelu_tanh(mx.sym, dense(norm(x, "norm2"), "hidden", dims.d_ff)), "back", d)
+    return x + drop(f)
+
+
+# tui-bench:end model
+
 # How the transformer's attention is computed here (recorded with the run's settings).
 ATTENTION = "written out: Dense projections, batch_dot + softmax + Dropout (no fused kernel)"
+GPT_ATTENTION = (
+    "written out: fused Dense q/k/v, batch_dot + causal mask (-inf above the diagonal) + softmax "
+    "+ Dropout (no fused kernel)"
+)
 
 
 def mxnet_layout(name: str, value: np.ndarray) -> np.ndarray:
@@ -202,9 +309,23 @@ def gluon_parameters(net: _Transformer) -> dict[str, gluon.Parameter]:
     return found
 
 
+def gpt_gluon_parameters(net: _Gpt) -> dict[str, gluon.Parameter]:
+    """The Gluon gpt's parameters under the canonical names (the head has none of its own)."""
+    found = {"tokens": net.tokens.weight, "positions": net.positions}
+    found.update({"final.gamma": net.final.gamma, "final.beta": net.final.beta})
+    for b, block in enumerate(net.blocks):
+        for name in ("norm1", "qkv", "out", "norm2", "hidden", "back"):
+            layer = getattr(block, name)
+            first, second = ("gamma", "beta") if name.startswith("norm") else ("weight", "bias")
+            canonical = ("gamma", "beta") if name.startswith("norm") else ("kernel", "bias")
+            found[f"block{b}.{name}.{canonical[0]}"] = getattr(layer, first)
+            found[f"block{b}.{name}.{canonical[1]}"] = getattr(layer, second)
+    return found
+
+
 def module_name(name: str) -> str:
     """A canonical name as the Module's argument: ``block0.query.kernel`` → ``block0_query_weight``
-    (the symbol's layer names, see ``_encoder_symbol``)."""
+    (the symbol's layer names, see ``_encoder_symbol`` and ``_gpt_block_symbol``)."""
     special = {"tokens": "embed_weight", "positions": "pos_embed_weight"}
     if name in special:
         return special[name]
@@ -282,7 +403,7 @@ def build_net(
 
 # tui-bench:begin model module
 def build_symbol(
-    model: str, classes: int, dropout: float, vocab: int, seq_len: int
+    model: str, classes: int, dropout: float, vocab: int, seq_len: int, dims: Any = None
 ) -> mx.sym.Symbol:
     x = mx.sym.Variable("data")
     # tui-bench:end model
@@ -331,6 +452,22 @@ def build_symbol(
         for block in range(BLOCKS):
             h = _encoder_symbol(h, dropout, f"block{block}_")
         return mx.sym.FullyConnected(mx.sym.mean(h, axis=1), num_hidden=1, name="fc")
+        # tui-bench:end model
+    if model == "gpt":
+        # tui-bench:begin model module gpt
+        d, vocab = dims.d_model, dims.vocab_size
+        # One variable for the token table and the head (tied): its gradient sums both uses.
+        tokens = mx.sym.Variable("embed_weight", shape=(vocab, d))
+        h = mx.sym.Embedding(x, weight=tokens, input_dim=vocab, output_dim=d, name="embed")
+        h = mx.sym.broadcast_add(h, mx.sym.Variable("pos_embed_weight", shape=(1, seq_len, d)))
+        h = mx.sym.Dropout(h, p=dropout) if dropout > 0 else h
+        for block in range(dims.layers):
+            h = _gpt_block_symbol(h, dims, dropout, f"block{block}_")
+        h = mx.sym.LayerNorm(h, eps=1e-5, name="final")
+        logits = mx.sym.FullyConnected(
+            h, weight=tokens, no_bias=True, num_hidden=vocab, flatten=False, name="head"
+        )
+        return mx.sym.reshape(logits, shape=(-1, vocab))  # one row per position
         # tui-bench:end model
     raise ValueError(f"model {model!r} is not defined for mxnet")
 
@@ -447,15 +584,16 @@ class GluonBackend(Backend):
         self.hyper = hyper
         self.binary = binary_head(hyper.model, shape.num_classes)
         self.images = shape.kind == "image"
-        if hyper.model == "transformer":
-            self.applied["attention"] = ATTENTION
+        if hyper.model in ("transformer", "gpt"):
+            self.applied["attention"] = GPT_ATTENTION if hyper.model == "gpt" else ATTENTION
         self.sample = (dataset.x_train[: hyper.batch_size], dataset.y_train[: hyper.batch_size])
 
     def _load_shared(self, weights: dict[str, np.ndarray]) -> None:
         """The shared draw into the Gluon block's parameters (MXNet's layout)."""
-        targets = gluon_parameters(self.net)
+        found = gpt_gluon_parameters if self.hyper.model == "gpt" else gluon_parameters
+        targets = found(self.net)
         if set(targets) != set(weights) or len(targets) != len(self.net.collect_params().keys()):
-            raise ValueError("the shared weights and the Gluon transformer do not match")
+            raise ValueError(f"the shared weights and the Gluon {self.hyper.model} do not match")
         for name, param in targets.items():
             value = shared_init.checked(name, mxnet_layout(name, weights[name]), param.shape)
             param.set_data(nd.array(value, dtype=np.float32))
@@ -464,11 +602,17 @@ class GluonBackend(Backend):
         self._shape_setup(hyper, dataset)
         shape = dataset.shape
         length = shape.input_shape[0] if shape.kind == "sequence" else 0
-        self.net = build_net(
-            hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size, length
-        )
+        if hyper.model == "gpt":
+            # tui-bench:begin model gluon hybrid gpt
+            self.net = _Gpt(hyper.dims, hyper.dropout)
+            # tui-bench:end model
+        else:
+            self.net = build_net(
+                hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size, length
+            )
         self.net.initialize(GLOROT_UNIFORM, ctx=self.ctxs)
-        if init := shared_init.start(hyper.model, hyper.seed, shape, self._load_shared):
+        load = self._load_shared
+        if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
             self.applied["init"] = init
         if hyper.model == "lstm":
             # Keras has one bias per gate, MXNet two: the second stays zero and frozen so the
@@ -533,7 +677,7 @@ class GluonBackend(Backend):
     # tui-bench:end step
 
     def _logits(self, xb: nd.NDArray) -> np.ndarray:
-        return self.net(xb).asnumpy()
+        return self.net(xb).asnumpy()  # the gpt's: (batch, S, V)
 
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         total_loss, correct = 0.0, 0
@@ -548,11 +692,14 @@ class GluonBackend(Backend):
                 xs = np.concatenate([xs, xs[pad]])
                 ys = np.concatenate([ys, ys[pad]])
             xb, _ = self._arrays(xs, ys)
+            logits = self._logits(xb)
+            # The real samples' rows (the gpt has one per position), as (rows, classes).
+            logits = logits.reshape(batch_size, -1, logits.shape[-1])[:real]
             loss, right = logits_loss_correct(
-                self._logits(xb)[:real], y[start : start + real], self.binary
+                logits.reshape(-1, logits.shape[-1]), y[start : start + real], self.binary
             )
             total_loss, correct = total_loss + loss, correct + right
-        n = max(len(x), 1)
+        n = max(y.size, 1)  # per target: the gpt has one per position
         return total_loss / n, correct / n
 
 
@@ -563,11 +710,18 @@ class ModuleBackend(GluonBackend):
         self._shape_setup(hyper, dataset)
         shape = dataset.shape
         logits = build_symbol(
-            hyper.model, shape.num_classes, hyper.dropout, shape.vocab_size, shape.input_shape[0]
+            hyper.model,
+            shape.num_classes,
+            hyper.dropout,
+            shape.vocab_size,
+            shape.input_shape[0],
+            hyper.dims,
         )
         xb, yb = self._arrays(*self.sample)
+        self.label_shape = yb.shape
         self.module = self._bind(hyper, logits, xb.shape, yb.shape)
-        if init := shared_init.start(hyper.model, hyper.seed, shape, self._load_shared):
+        load = self._load_shared
+        if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
             self.applied["init"] = init
 
     def _load_shared(self, weights: dict[str, np.ndarray]) -> None:
@@ -589,7 +743,7 @@ class ModuleBackend(GluonBackend):
         if self.binary:
             head = mx.sym.LogisticRegressionOutput(logits, mx.sym.reshape(label, (-1, 1)))
         else:
-            head = mx.sym.SoftmaxOutput(logits, label)
+            head = mx.sym.SoftmaxOutput(logits, mx.sym.reshape(label, shape=(-1,)))
         # Gradients come from the head; the raw logits are a second, gradient-free output.
         net = mx.sym.Group([head, mx.sym.BlockGrad(logits)])
         fixed = ["lstm_h2h_bias"] if hyper.model == "lstm" else None  # Keras has one bias
@@ -599,6 +753,12 @@ class ModuleBackend(GluonBackend):
         module.bind(data_shapes=[("data", data_shape)], label_shapes=[("label", label_shape)])
         module.init_params(initializer=_module_initializer())
         params = {"learning_rate": hyper.lr}  # rescale_grad defaults to 1/batch: a mean loss
+        # tui-bench:end step
+        if hyper.model == "gpt":
+            # tui-bench:begin step module gpt
+            params["rescale_grad"] = 1.0 / math.prod(label_shape)  # a mean over every position
+            # tui-bench:end step
+        # tui-bench:begin step module
         if hyper.optimizer == "adam":
             params.update(beta1=hyper.beta1, beta2=hyper.beta2, epsilon=hyper.epsilon)
         module.init_optimizer(optimizer=hyper.optimizer, optimizer_params=params)
@@ -613,7 +773,7 @@ class ModuleBackend(GluonBackend):
             z = logits.reshape((-1,))
             loss = nd.relu(z) - z * yb + nd.log1p(nd.exp(-nd.abs(z)))
         else:
-            loss = -nd.pick(nd.log_softmax(logits), yb)
+            loss = -nd.pick(nd.log_softmax(logits), yb.reshape((-1,)))
         return loss.mean()  # read back by the loop (loss_value)
 
     # tui-bench:end step
@@ -624,7 +784,7 @@ class ModuleBackend(GluonBackend):
         return int(sum(v.size for k, v in args.items() if k not in fixed))
 
     def _logits(self, xb: nd.NDArray) -> np.ndarray:
-        labels = nd.zeros((xb.shape[0],), ctx=self.ctx)
+        labels = nd.zeros((xb.shape[0], *self.label_shape[1:]), ctx=self.ctx)
         self.module.forward(mx.io.DataBatch([xb], [labels]), is_train=False)
         return self.module.get_outputs()[1].asnumpy()
 

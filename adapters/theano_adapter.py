@@ -194,9 +194,10 @@ class Net:
     """The network as Theano expressions over shared variables (the trainable parameters)."""
 
     def __init__(
-        self, model: str, input_shape, classes: int, dropout: float, vocab: int, seed: int
+        self, model: str, shape, classes: int, dropout: float, vocab: int, seed: int, dims=None
     ):
-        self.model, self.classes, self.dropout = model, classes, dropout
+        # shape: the data's input shape; dims: the gpt's (adapters.models.gpt_dims), else None
+        self.model, self.classes, self.dropout, self.dims = model, classes, dropout, dims
         self.rng = np.random.RandomState(seed)
         self.noise = MRG_RandomStreams(self.rng.randint(1, 2**30))  # dropout masks (seed > 0)
         self.params: list[Any] = []
@@ -204,7 +205,7 @@ class Net:
         # tui-bench:end model
         if model == "cnn":
             # tui-bench:begin model theano cnn
-            h, w, c = input_shape
+            h, w, c = shape
             flat = 64 * (((h - 4) // 2 - 2) // 2) * (((w - 4) // 2 - 2) // 2)
             self._conv(c, 32, 5, "valid")
             self.layers.append(("pool", ()))
@@ -217,7 +218,7 @@ class Net:
         elif model == "mlp":
             # tui-bench:begin model theano mlp
             self.layers.append(("flatten", ()))
-            self._dense(int(np.prod(input_shape)), 512, relu=True)
+            self._dense(int(np.prod(shape)), 512, relu=True)
             self.layers.append(("dropout", ()))
             self._dense(512, 512, relu=True)
             self.layers.append(("dropout", ()))
@@ -225,13 +226,13 @@ class Net:
             # tui-bench:end model
         elif model == "vgg16":
             # tui-bench:begin model theano vgg16
-            channels = input_shape[2]
+            channels = shape[2]
             for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
                 for _ in range(repeats):
                     self._conv(channels, width, 3, "half")
                     channels = width
                 self.layers.append(("pool", ()))
-            side = input_shape[0] // 32
+            side = shape[0] // 32
             self.layers.append(("flatten", ()))
             self._dense(512 * side * side, 512, relu=True)
             self.layers.append(("dropout", ()))
@@ -250,11 +251,24 @@ class Net:
         elif model == "transformer":
             # tui-bench:begin model theano transformer
             tokens = self._uniform((vocab, 128))
-            self.layers.append(("embed", (tokens, self._uniform((input_shape[0], 128)))))
+            self.layers.append(("embed", (tokens, self._uniform((shape[0], 128)))))
             for _ in range(2):
                 self.layers.append(("encoder", self._encoder_params()))
             self.layers.append(("mean", ()))
             self._dense(128, 1)
+            # tui-bench:end model
+        elif model == "gpt":
+            # tui-bench:begin model theano gpt
+            d = dims.d_model
+            # Placeholders of the canonical shapes, in its order: the shared draw sets them all.
+            tokens = self._shared(np.zeros((dims.vocab_size, d), FLOATX))
+            self.layers.append(
+                ("embed", (tokens, self._shared(np.zeros((dims.seq_len, d), FLOATX))))
+            )
+            for _ in range(dims.layers):
+                self.layers.append(("gpt_block", self._gpt_params(dims)))
+            # The head is the token table itself (tied): no weight, no bias of its own.
+            self.layers.append(("gpt_head", (*self._norm_params(d), tokens)))
             # tui-bench:end model
         else:
             raise ValueError(f"model {model!r} is not defined for theano")
@@ -309,16 +323,26 @@ class Net:
                 h = h * mask / np.float32(keep)
                 # tui-bench:end model
             elif kind == "embed":
-                # tui-bench:begin model theano lstm transformer
+                # tui-bench:begin model theano lstm transformer gpt
                 h = args[0][h]  # (batch, time, 128)
                 # tui-bench:end model
                 if len(args) > 1:
-                    # tui-bench:begin model theano transformer
+                    # tui-bench:begin model theano transformer gpt
                     h = h + args[1]  # learned positions, broadcast over the batch
                     # tui-bench:end model
             elif kind == "encoder":
                 # tui-bench:begin model theano transformer
                 h = self._encoder(h, train, *args)
+                # tui-bench:end model
+            elif kind == "gpt_block":
+                # tui-bench:begin model theano gpt
+                h = self._gpt_block(h, train, *args)
+                # tui-bench:end model
+            elif kind == "gpt_head":
+                # tui-bench:begin model theano gpt
+                gamma, beta, tokens = args
+                h = T.dot(self._layer_norm(h, gamma, beta, 1e-5), tokens.T)  # (batch, S, V)
+                h = h.reshape((-1, tokens.shape[0]))  # one row per position
                 # tui-bench:end model
             elif kind == "mean":
                 # tui-bench:begin model theano transformer
@@ -367,6 +391,8 @@ class Net:
         projections = dense(128, 128) + dense(128, 128) + dense(128, 128) + dense(128, 128)
         return tuple(projections + norm() + dense(128, 512) + dense(512, 128) + norm())
 
+    # tui-bench:end model
+    # tui-bench:begin model theano transformer gpt
     def _drop(self, h, train: bool):
         if not train or self.dropout <= 0:
             return h
@@ -374,11 +400,13 @@ class Net:
         return h * self.noise.binomial(h.shape, p=keep, dtype="float32") / np.float32(keep)
 
     @staticmethod
-    def _layer_norm(x, gamma, beta):
+    def _layer_norm(x, gamma, beta, eps: float = 1e-6):
         mean = x.mean(axis=-1, keepdims=True)
         var = T.sqr(x - mean).mean(axis=-1, keepdims=True)
-        return (x - mean) / T.sqrt(var + np.float32(1e-6)) * gamma + beta
+        return (x - mean) / T.sqrt(var + np.float32(eps)) * gamma + beta
 
+    # tui-bench:end model
+    # tui-bench:begin model theano transformer
     def _encoder(self, x, train, wq, bq, wk, bk, wv, bv, wo, bo, g1, b1, w1, c1, w2, c2, g2, b2):
         """Multi-head self-attention from dot and batched_dot (Theano has no attention op)."""
         batch, time = x.shape[0], x.shape[1]
@@ -397,6 +425,60 @@ class Net:
         f = T.dot(f, w2) + c2
         return self._layer_norm(x + self._drop(f, train), g2, b2)
 
+    # tui-bench:end model
+    # tui-bench:begin model theano gpt
+    def _norm_params(self, d: int) -> list[Any]:
+        return [self._shared(np.ones(d, FLOATX)), self._shared(np.zeros(d, FLOATX))]
+
+    def _gpt_params(self, dims: Any) -> tuple[Any, ...]:
+        """LN, fused q/k/v (d × 3d + bias), out (d × d + bias), LN, Dense 4d, Dense d."""
+
+        def dense(fan_in: int, fan_out: int) -> list[Any]:
+            kernel = self._shared(np.zeros((fan_in, fan_out), FLOATX))
+            return [kernel, self._shared(np.zeros(fan_out, FLOATX))]
+
+        d = dims.d_model
+        attention = self._norm_params(d) + dense(d, 3 * d) + dense(d, d)
+        return tuple(attention + self._norm_params(d) + dense(d, dims.d_ff) + dense(dims.d_ff, d))
+
+    def _gpt_block(self, x, train, g1, b1, wqkv, bqkv, wo, bo, g2, b2, w1, c1, w2, c2):
+        """Pre-LN: x + causal attention(LN(x)), x + MLP(LN(x)); LN ε 1e-5, GELU in tanh form."""
+        qkv = T.dot(self._layer_norm(x, g1, b1, 1e-5), wqkv) + bqkv
+        h = causal_attention(qkv, self.dims, lambda weights: self._drop(weights, train))
+        x = x + self._drop(T.dot(h, wo) + bo, train)
+        f = gelu_tanh(T.dot(self._layer_norm(x, g2, b2, 1e-5), w1) + c1)
+        return x + self._drop(T.dot(f, w2) + c2, train)
+
+
+# tui-bench:end model
+
+
+# tui-bench:begin model gpt
+def causal_attention(qkv: Any, dims: Any, drop: Any) -> Any:
+    """Multi-head attention of the fused (batch, S, 3d) q/k/v from T.dot and T.batched_dot
+    (Theano has no attention op), each position seeing itself and the ones before it: a constant
+    -inf above the diagonal is added to the scores before the softmax. ``drop``: the dropout of
+    the attention weights. Returns (batch, S, d)."""
+    batch, time = qkv.shape[0], qkv.shape[1]
+    d, heads, width = dims.d_model, dims.heads, dims.head_dim
+
+    def split(t):  # (batch, S, d) → (batch·heads, S, d / heads)
+        t = t.reshape((batch, time, heads, width)).dimshuffle(0, 2, 1, 3)
+        return t.reshape((-1, time, width))
+
+    q, k, v = (split(qkv[:, :, i * d : (i + 1) * d]) for i in range(3))
+    future = np.triu(np.full((dims.seq_len,) * 2, -np.inf, FLOATX), k=1)
+    scores = T.batched_dot(q, k.dimshuffle(0, 2, 1)) / np.float32(np.sqrt(width)) + future
+    weights = T.nnet.softmax(scores.reshape((-1, time))).reshape(scores.shape)
+    h = T.batched_dot(drop(weights), v)
+    return h.reshape((batch, heads, time, width)).dimshuffle(0, 2, 1, 3).reshape((batch, time, d))
+
+
+def gelu_tanh(x: Any) -> Any:
+    """GPT-2's GELU, tanh form."""
+    c, cube = np.float32(np.sqrt(2.0 / np.pi)), np.float32(0.044715)
+    return np.float32(0.5) * x * (np.float32(1.0) + T.tanh(c * (x + cube * x * x * x)))
+
 
 # tui-bench:end model
 
@@ -406,6 +488,10 @@ ATTENTION = {
     "keras2": "written out: Keras 2 layers over K.dot, K.batch_dot + softmax + dropout "
     "(Keras 2.3.1 has no attention layer)",
 }
+GPT_ATTENTION = (
+    "written out: fused T.dot q/k/v, T.batched_dot + causal mask (-inf above the diagonal) + "
+    "softmax + dropout (no fused kernel)"
+)
 
 
 # How each API compiles, as the catalog states it (the worker records this value).
@@ -457,7 +543,8 @@ class TheanoBackend(Backend):
         return self.applied  # build adds the attention kernel before run_started records it
 
     def _inputs(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return x, (y.astype(FLOATX) if self.binary else y)
+        # The gpt's targets flattened like its logits: one row per position.
+        return x, (y.astype(FLOATX) if self.binary else y.reshape(-1))
 
     def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The arrays as the compiled function holds them: filtered by its input types."""
@@ -467,8 +554,8 @@ class TheanoBackend(Backend):
     def build(self, hyper: Hyper, dataset) -> None:
         shape = dataset.shape
         self.binary = binary_head(hyper.model, shape.num_classes)
-        if hyper.model == "transformer":
-            self.applied["attention"] = ATTENTION[self.api]
+        if hyper.model in ("transformer", "gpt"):
+            self.applied["attention"] = GPT_ATTENTION if hyper.dims else ATTENTION[self.api]
         self.net = Net(
             hyper.model,
             shape.input_shape,
@@ -476,8 +563,10 @@ class TheanoBackend(Backend):
             hyper.dropout,
             shape.vocab_size,
             hyper.seed,
+            hyper.dims,
         )
-        if init := shared_init.start(hyper.model, hyper.seed, shape, self._load_shared):
+        load = self._load_shared
+        if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
             self.applied["init"] = init
         self.x_var = T.tensor4("x") if shape.kind == "image" else T.imatrix("x")
         self.y_var = T.vector("y") if self.binary else T.lvector("y")
@@ -492,7 +581,7 @@ class TheanoBackend(Backend):
         """The shared draw into the shared variables: ``Net`` holds them in the canonical order
         and (in, out) layout of adapters/shared_init.py (positions: (length, 128))."""
         if len(weights) != len(self.net.params):
-            raise ValueError("the shared weights and Theano's transformer parameters do not match")
+            raise ValueError(f"the shared weights and Theano's {self.net.model} do not match")
         for (name, value), variable in zip(weights.items(), self.net.params, strict=True):
             variable.set_value(
                 shared_init.checked(name, value, variable.get_value(borrow=True).shape)
@@ -541,7 +630,7 @@ class TheanoBackend(Backend):
         return evaluate_in_batches(predict, x, y, batch_size)
 
 
-# tui-bench:begin model keras2 transformer
+# tui-bench:begin model keras2 transformer gpt
 # Keras 2.3.1 has no attention, LayerNormalization or GELU: written as layers over Theano ops.
 _Keras2Layer = keras.layers.Layer if keras else object
 
@@ -566,6 +655,8 @@ class Keras2LayerNorm(_Keras2Layer):
         return Net._layer_norm(x, self.gamma, self.beta)
 
 
+# tui-bench:end model
+# tui-bench:begin model keras2 transformer
 class Keras2SelfAttention(_Keras2Layer):
     def __init__(self, dropout: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -616,6 +707,110 @@ def keras2_transformer(vocab: int, length: int, dropout: float) -> Any:
 
 
 # tui-bench:end model
+
+
+# tui-bench:begin model keras2 gpt
+class Keras2GptNorm(Keras2LayerNorm):
+    def call(self, x: Any) -> Any:
+        return Net._layer_norm(x, self.gamma, self.beta, 1e-5)  # GPT-2's ε
+
+
+class Keras2CausalSelfAttention(_Keras2Layer):
+    """Fused q/k/v (d × 3d, bias), causal multi-head attention, output projection (d × d, bias)."""
+
+    def __init__(self, dims: Any, dropout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.dims, self.dropout = dims, dropout
+
+    def build(self, input_shape: Any) -> None:
+        d = self.dims.d_model
+        self.qkv = self.add_weight(name="qkv_kernel", shape=(d, 3 * d), initializer="zeros")
+        self.qkv_bias = self.add_weight(name="qkv_bias", shape=(3 * d,), initializer="zeros")
+        self.out = self.add_weight(name="out_kernel", shape=(d, d), initializer="zeros")
+        self.out_bias = self.add_weight(name="out_bias", shape=(d,), initializer="zeros")
+        super().build(input_shape)
+
+    def call(self, x: Any, training: Any = None) -> Any:
+        def drop(weights: Any) -> Any:
+            if self.dropout <= 0:
+                return weights
+            dropped = keras.backend.dropout(weights, self.dropout)
+            return keras.backend.in_train_phase(dropped, weights, training=training)
+
+        h = causal_attention(T.dot(x, self.qkv) + self.qkv_bias, self.dims, drop)
+        return T.dot(h, self.out) + self.out_bias
+
+
+class Keras2TiedHead(_Keras2Layer):
+    """The logits from the token Embedding's own weight (no weight, no bias of its own)."""
+
+    def __init__(self, embedding: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # In a tuple: Keras 2 would track a Layer attribute's weights as this layer's too.
+        self.tied = (embedding,)
+
+    def call(self, x: Any) -> Any:
+        return T.dot(x, self.tied[0].embeddings.T)
+
+    def compute_output_shape(self, input_shape: Any) -> Any:
+        return input_shape[:-1] + (self.tied[0].input_dim,)
+
+
+def next_token_loss(tokens: Any, logits: Any) -> Any:
+    """Cross-entropy of every position's next token, exact (Keras 2's sparse cross-entropy on
+    Theano clips the probabilities to [1e-7, 1 - 1e-7]); (batch, S): fit takes the mean."""
+    rows = T.nnet.softmax(logits.reshape((-1, logits.shape[-1])))
+    return T.nnet.categorical_crossentropy(rows, tokens.flatten()).reshape(tokens.shape)
+
+
+def keras2_gpt(dims: Any, dropout: float) -> Any:
+    layers = keras.layers
+    ids = layers.Input((dims.seq_len,))
+    embedding = layers.Embedding(dims.vocab_size, dims.d_model)
+    h = layers.Dropout(dropout)(Keras2Positions()(embedding(ids)))
+    for _ in range(dims.layers):
+        a = Keras2CausalSelfAttention(dims, dropout)(Keras2GptNorm()(h))
+        h = layers.Add()([h, layers.Dropout(dropout)(a)])
+        f = layers.Dense(dims.d_ff, activation=gelu_tanh)(Keras2GptNorm()(h))
+        h = layers.Add()([h, layers.Dropout(dropout)(layers.Dense(dims.d_model)(f))])
+    return keras.models.Model(ids, Keras2TiedHead(embedding)(Keras2GptNorm()(h)))
+
+
+# tui-bench:end model
+
+
+def load_keras2_gpt(model: Any, weights: dict[str, np.ndarray]) -> None:
+    """The shared gpt draw into the Keras 2 gpt, layer by layer in the model's order (kernels
+    (in, out) as the canonical layout; ``set_weights`` refuses a wrong shape)."""
+    layers: dict[str, list[Any]] = {}
+    for layer in model.layers:
+        layers.setdefault(type(layer).__name__, []).append(layer)
+    (embedding,), (positions,) = layers["Embedding"], layers["Keras2Positions"]
+    attention, norms, dense = (
+        layers["Keras2CausalSelfAttention"],
+        layers["Keras2GptNorm"],
+        layers["Dense"],
+    )
+    blocks = len(attention)
+    if (len(norms), len(dense)) != (2 * blocks + 1, 2 * blocks):
+        raise ValueError("load_keras2_gpt: the model is not the catalog's gpt")
+    embedding.set_weights([weights["tokens"]])
+    positions.set_weights([weights["positions"]])
+
+    def pair(name: str, first: str, second: str) -> list[np.ndarray]:
+        return [weights[f"{name}.{first}"], weights[f"{name}.{second}"]]
+
+    for b in range(blocks):
+        p = f"block{b}."
+        qkv, out = pair(p + "qkv", "kernel", "bias"), pair(p + "out", "kernel", "bias")
+        attention[b].set_weights(qkv + out)
+        for i, name in enumerate(("norm1", "norm2")):
+            norms[2 * b + i].set_weights(pair(p + name, "gamma", "beta"))
+        for i, name in enumerate(("hidden", "back")):
+            dense[2 * b + i].set_weights(pair(p + name, "kernel", "bias"))
+    norms[-1].set_weights(pair("final", "gamma", "beta"))
+    if sum(w.size for w in model.get_weights()) != sum(v.size for v in weights.values()):
+        raise ValueError("load_keras2_gpt: the model holds weights the shared draw does not set")
 
 
 def load_keras2_transformer(model: Any, weights: dict[str, np.ndarray]) -> None:
@@ -750,13 +945,19 @@ class Keras2Backend(TheanoBackend):
         shape = dataset.shape
         self.hyper = hyper
         self.binary = binary_head(hyper.model, shape.num_classes)
-        if hyper.model == "transformer":
-            self.applied["attention"] = ATTENTION[self.api]
-        self.model = build_keras2_model(
-            hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
-        )
-        load = functools.partial(load_keras2_transformer, self.model)
-        if init := shared_init.start(hyper.model, hyper.seed, shape, load):
+        if hyper.model in ("transformer", "gpt"):
+            self.applied["attention"] = GPT_ATTENTION if hyper.dims else ATTENTION[self.api]
+        if hyper.model == "gpt":
+            # tui-bench:begin model keras2 gpt
+            self.model = keras2_gpt(hyper.dims, hyper.dropout)
+            # tui-bench:end model
+            load = functools.partial(load_keras2_gpt, self.model)
+        else:
+            self.model = build_keras2_model(
+                hyper.model, shape.input_shape, shape.num_classes, hyper.dropout, shape.vocab_size
+            )
+            load = functools.partial(load_keras2_transformer, self.model)
+        if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
             self.applied["init"] = init
         if not getattr(self, "build_only", False):  # the worker's build-only mode: no training
             self._compile(hyper)
@@ -776,6 +977,15 @@ class Keras2Backend(TheanoBackend):
             loss = keras.losses.BinaryCrossentropy(from_logits=True)
         else:
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        # tui-bench:end step
+        if hyper.model == "gpt":
+            # tui-bench:begin step keras2 gpt
+            # Integer targets of every position, fed as they are (not cast to the logits' float).
+            tokens = keras.backend.placeholder(ndim=2, dtype="int64", name="next_tokens")
+            self.model.compile(optimizer=optimizer, loss=next_token_loss, target_tensors=[tokens])
+            # tui-bench:end step
+            return
+        # tui-bench:begin step keras2
         self.model.compile(optimizer=optimizer, loss=loss)
 
     def train_epoch(self, x, y, batch_indices, clock: StepClock) -> None:
@@ -798,7 +1008,8 @@ class Keras2Backend(TheanoBackend):
 
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         def predict(xb: np.ndarray, yb: np.ndarray) -> tuple[float, int]:
-            return logits_loss_correct(self.model.predict_on_batch(xb), yb, self.binary)
+            logits = self.model.predict_on_batch(xb)  # the gpt's: (batch, S, V)
+            return logits_loss_correct(logits.reshape(-1, logits.shape[-1]), yb, self.binary)
 
         return evaluate_in_batches(predict, x, y, batch_size)
 

@@ -269,19 +269,24 @@ GPT_RUN = {
     "train_samples": 640,
     "test_samples": 32,
 }
-GPT_COMBOS = [
-    (name, api)
-    for name, api in COMBOS
-    if catalog.combination_problem(name, api, "gpt", "synthetic-tokens") is None
-]
-# Trained here: torch's two APIs, one Keras 3 backend (fit, shared by all three) and one TF API
-# (the custom GradientTape loop, shared by eager, graph and xla). Every other API that builds the
-# gpt is held to the same parameters, first batch and first loss by the build probes below,
-# which start no process of their own: the CI budget has no room for a training worker per API.
-GPT_TRAINED = [("torch", "eager"), ("torch", "compile"), ("keras", "jax"), ("tensorflow", "graph")]
 
 
-@pytest.mark.parametrize(("framework", "api"), [c for c in GPT_COMBOS if c in GPT_TRAINED])
+def builds_gpt(framework: str, api: str) -> bool:
+    return catalog.combination_problem(framework, api, "gpt", "synthetic-tokens") is None
+
+
+# The CI budget allows no training run per API. Trained here from the shared draw, against the
+# float64 reference, with the loss falling over two epochs: torch's two APIs and MXNet's Gluon
+# blocks hybridized. Every API trains its gpt in tests/test_cli_presets.py's run of gpt-quick (a
+# few steps: its runs all start from the same first loss), and every distinct gpt-building code
+# path is held to torch's parameters, first batch and the reference's first loss by the build
+# probes below, which start no process of their own. Measured once for each (27 Nov 2026, seed
+# 0, batch 4, plain SGD lr 0.5): MXNet gluon, hybrid and module, Theano and Keras 2 on Theano took
+# torch's losses step after step to 4 decimals, six steps.
+GPT_TRAINED = [("torch", "eager"), ("torch", "compile"), ("mxnet", "hybrid")]
+
+
+@pytest.mark.parametrize(("framework", "api"), GPT_TRAINED)
 def test_gpt_tiny_trains_from_the_shared_draw(
     bench_env, adapters_on_path, framework: str, api: str
 ) -> None:
@@ -309,7 +314,7 @@ def test_gpt_tiny_trains_from_the_shared_draw(
     if framework == "torch":
         assert attention.startswith("SDPA ") and "is_causal=True" in attention
     else:
-        assert "ops.dot_product_attention(is_causal=True)" in attention
+        assert "causal" in attention  # Keras' is_causal, or a mask written out
     assert metrics["tokens_per_s"] == pytest.approx(metrics["samples_per_s"] * 128)
     assert metrics["flops_per_step"] == 8 * 128 * 3 * 3_014_656  # L(24d² + 4Sd) + 2dV, ×3
     assert 0.0 <= result.test["test_accuracy"] <= 1.0
@@ -386,6 +391,10 @@ GPT_PROBES = [
     ("keras", "tensorflow"),
     ("keras", "torch"),
     ("keras", "jax"),
+    ("mxnet", "gluon"),
+    ("mxnet", "module"),
+    ("theano", "theano"),
+    ("theano", "keras2"),
 ]
 
 
@@ -407,7 +416,7 @@ def built(framework: str, api: str, model: str) -> dict:
             dataset = "synthetic-imdb" if info.input_kind == "sequence" else "synthetic-mnist"
             if info.input_kind == "tokens":
                 dataset = "synthetic-tokens"
-            if dataset in info.refuses:
+            elif dataset in info.refuses:
                 dataset = "synthetic-cifar10"
             specs.append(
                 RunSpec(
@@ -476,18 +485,22 @@ def test_gpt_builds_the_same_model_from_the_same_draw_everywhere(
     assert reference["initial_loss"] == pytest.approx(loss, rel=INITIAL_LOSS_RTOL)
     assert started["initial_loss"] == pytest.approx(math.log(dims.vocab_size), abs=0.05)
     attention = started["settings"]["attention"]
-    if api == "estimator":  # Keras 2.15: no ops.dot_product_attention, a masked softmax
+    if framework in ("mxnet", "theano"):  # no fused kernel: the mask is part of the code
+        assert attention.startswith("written out") and "causal mask" in attention
+    elif api == "estimator":  # Keras 2.15: no ops.dot_product_attention, a masked softmax
         assert attention.startswith("MultiHeadAttention einsum + softmax + dropout, causal mask")
     else:  # Keras 3 (tf.keras on TF 2.21 is Keras 3 on its TF backend)
         assert "ops.dot_product_attention(is_causal=True)" in attention
         assert "flash_attention=None → False" in attention  # no flash kernel on a CPU
-    assert attention.endswith("XLA on" if api == "jax" else "XLA off")
+    if framework in ("tensorflow", "keras"):
+        assert attention.endswith("XLA on" if api == "jax" else "XLA off")
 
 
 def test_every_gpt_api_is_trained_or_probed() -> None:
     built_as = {("tensorflow", a): ("tensorflow", "graph") for a in ("keras", "eager", "xla")}
     built_as[("torch", "compile")] = ("torch", "eager")
-    for combo in GPT_COMBOS:
+    built_as[("mxnet", "hybrid")] = ("mxnet", "gluon")  # the same blocks, hybridized
+    for combo in [(n, a) for n, a in COMBOS if builds_gpt(n, a)]:
         assert combo in GPT_TRAINED or built_as.get(combo, combo) in GPT_PROBES, combo
     assert set(GPT_PROBES) <= set(BUILD_PATHS) | set(THREAD_MECHANISMS)  # no process of its own
 

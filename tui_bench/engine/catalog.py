@@ -325,20 +325,7 @@ FRAMEWORKS: dict[str, Framework] = {
 }
 
 
-# The gpt (issue 42) is built by the torch, TensorFlow (all five APIs) and Keras 3 (every backend)
-# adapters; each other framework gains it as one branch of its adapter. Until then every one of
-# its APIs says why it is not offered. All of them can express the model (a causal mask and a head
-# that reuses the embedding's matrix are plain tensor operations in each), so the reason is the
-# honest one: the adapter branch does not exist.
-_GPT_EXPRESSED_BY = {
-    "mxnet": "MXNet",
-    "theano": "Theano",
-}
-for _name, _label in _GPT_EXPRESSED_BY.items():
-    for _api in FRAMEWORKS[_name].apis:
-        FRAMEWORKS[_name].unsupported[(_api, "gpt")] = (
-            f"not built yet in tui-bench ({_label} can express it; its adapter branch is to come)"
-        )
+# The gpt (issue 42) is built by every framework × API: no API says "not offered" for it.
 
 
 @dataclass(frozen=True)
