@@ -226,6 +226,9 @@ def test_quick_preset_runs(name, capsys):
     assert code == 0, statuses
     assert sorted(r["config"] for r in result["runs"]) == sorted(c.key for c in runnable)
     assert all(status == "finished" for _, status, _ in statuses)
+    if name == "gpt-quick":  # every framework × API from the one shared draw: one first loss
+        firsts = [r["metrics"]["initial_loss"] for r in result["runs"]]
+        assert max(firsts) - min(firsts) <= 1e-6 * min(firsts), firsts
     oversubscribed = {r["config"]: r["oversubscribed"] for r in result["runs"]}
     for c in runnable:
         assert oversubscribed[c.key] == (c.spec.threads > (os.cpu_count() or 1))
