@@ -509,6 +509,9 @@ def test_bad_markers_name_the_line(source: str, problem: str) -> None:
     assert "\n" not in str(caught.value)
 
 
+STEP_LINES_OF_ONE_MODEL = {("mxnet", "module"): {"gpt"}, ("theano", "keras2"): {"gpt"}}
+
+
 def test_each_adapter_model_counts_its_own_lines_only() -> None:
     """Per framework × API, a model's count is the shared lines plus that model's own: the
     difference between two models is exactly what their own blocks hold, so no model's lines
@@ -521,8 +524,13 @@ def test_each_adapter_model_counts_its_own_lines_only() -> None:
             per_model = {m: loc.lines_of_code(fw.name, api, m)["loc_model"] for m in catalog.MODELS}
             assert len(set(per_model.values())) > 1, (fw.name, api, per_model)
             assert all(n < every for n in per_model.values()), (fw.name, api, per_model)
-            steps = {loc.lines_of_code(fw.name, api, m)["loc_step"] for m in catalog.MODELS}
-            assert len(steps) == 1, (fw.name, api)  # the step is the API's, whatever the model
+            steps = {m: loc.lines_of_code(fw.name, api, m)["loc_step"] for m in catalog.MODELS}
+            # The step is the API's, whatever the model, but for step lines only one model
+            # needs, marked for it: the Module API's gpt rescales its gradient to a mean over
+            # every position (one line), Keras 2's compiles its exact next-token loss on integer
+            # targets (two).
+            own = {m for m in steps if steps[m] != steps["mlp"]}
+            assert own <= STEP_LINES_OF_ONE_MODEL.get((fw.name, api), set()), (fw.name, api, steps)
 
 
 def test_reference_cnn_counts_only_its_layers() -> None:

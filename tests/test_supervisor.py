@@ -136,14 +136,16 @@ class Terminal:
 
 def test_cli_run_survives_its_terminal_hanging_up():
     require_runtime("torch")
-    term = Terminal(["-m", "tui_bench", "run", *SMALL_FLAGS, "--epochs", "6"])
+    # Long enough that it cannot end between its first step and the CLI's end: 6 epochs (under
+    # 1 s of training on a quiet machine) once finished first and left nothing to prove.
+    term = Terminal(["-m", "tui_bench", "run", *SMALL_FLAGS, "--epochs", "40"])
     state = wait_until(training, 90, "the run to train")
     term.hang_up()
     status = term.wait()
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGHUP  # the CLI is gone
     assert History().get(state.run_ids[0]).status == "running"  # its run is not
     batch_done(state.id)
-    assert_finished_whole(state.run_ids[0], epochs=6)
+    assert_finished_whole(state.run_ids[0], epochs=40)
 
 
 QUICK_PRESET = """
