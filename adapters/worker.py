@@ -113,13 +113,14 @@ def spawn_peers(spec: dict, argv: list[str]) -> list:
     peers = []
     for rank in range(1, spec["workers"]):
         env = {**os.environ, "RANK": str(rank), "TF_CONFIG": tf_config(hosts, rank)}
+        env[PEER_RELEASE] = "stdin"  # see release_peers
         if spec["device"].startswith("gpu"):
             env["CUDA_VISIBLE_DEVICES"] = gpus[rank]  # one GPU per worker process, seen as gpu:0
         peers.append(
             subprocess.Popen(
                 [sys.executable, "-I", "-u", __file__, *argv],
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 pass_fds=(),
             )
         )
@@ -128,6 +129,28 @@ def spawn_peers(spec: dict, argv: list[str]) -> list:
     os.environ["RANK"] = "0"
     os.environ["TF_CONFIG"] = tf_config(hosts, 0)
     return peers
+
+
+# A TensorFlow collective's receiver pulls each buffer from its sender (RecvBuf), so a peer can
+# finish its last collective while rank 0 still pulls from it; a peer that then ended at once
+# (os._exit, no teardown) closed its gRPC server under rank 0 ("RingGather ... Socket closed").
+# So a spawned peer waits, once trained, until rank 0 has finished too and closes its stdin.
+PEER_RELEASE = "TUI_BENCH_PEER_RELEASE"
+
+
+def release_peers(peers: list) -> None:
+    """Rank 0, once its own training (and every collective in it) has finished: let the peers
+    end."""
+    for peer in peers:
+        if peer.stdin is not None and not peer.stdin.closed:
+            peer.stdin.close()
+
+
+def wait_for_release() -> None:
+    """A spawned peer, trained: wait for rank 0's word (the end of stdin). If rank 0 dies, the
+    heartbeat thread ends this process (orphaned)."""
+    if os.environ.get(PEER_RELEASE) == "stdin":
+        sys.stdin.buffer.read()
 
 
 def _watch_peers(peers: list, channel: EventChannel) -> None:
@@ -438,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
             settings=settings,
             parallel=parallel,
         )
+        release_peers(peers)
+        wait_for_release()
         for peer_rank, peer in enumerate(peers, start=1):
             if peer.wait() != 0:
                 raise RuntimeError(f"worker rank {peer_rank} exited with code {peer.returncode}")
@@ -460,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
                 close()
             except Exception:  # noqa: BLE001 - cleanup must not hide the run's own outcome
                 pass
+        release_peers(peers)
         for peer in peers:
             if peer.poll() is None:
                 peer.kill()  # rank 0 failed: its peers would wait for it in a collective forever
