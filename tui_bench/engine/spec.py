@@ -128,7 +128,7 @@ class RunSpec:
         5, help="steps kept out of steady-state figures", low=0, high=100_000
     )
     requests: int = spec_field(
-        500,
+        1000,
         help="inference: timed requests after warmup_steps warm-up ones (p99 needs hundreds)",
         low=1,
         high=10_000_000,
