@@ -27,6 +27,11 @@ worker started, ``time.perf_counter`` based). Types and their fields:
     epoch, wall_s (all steps of the epoch, warm-up included), warmup_s (part of wall_s spent in
     warm-up steps), steady_steps, step_median_s, step_iqr_s, samples_per_s (steady-state),
     loss (mean training loss), val_loss, val_accuracy, val_s.
+``requests``
+    done (requests finished so far, warm-up ones included), latencies (seconds, 4 significant
+    digits: the timed requests since the last event, in order, each timed alone; absent during
+    warm-up). An inference run's series (``mode`` inference, docs/inference.md); coalesced like
+    ``steps``.
 ``test_finished``
     test_s (inference over the test set, synchronised), test_loss, test_accuracy, test_samples.
 ``heartbeat``
@@ -35,9 +40,9 @@ worker started, ``time.perf_counter`` based). Types and their fields:
     edge (``begin`` or ``end``), epoch: the bounds of steady-state training within an epoch
     (warm-up and validation outside), so the runner's sampler reads the GPU energy counter at them.
 ``finished``
-    summary: the run's overall figures (see ``adapters.loop.summarise``).
+    summary: the run's overall figures (``adapters.loop.run_training`` or ``run_inference``).
 ``error``
-    error_type, message, traceback, phase (import, data, build, train, test).
+    error_type, message, traceback, phase (import, data, build, train, inference, test).
 
 On the app's side one reducer folds these (``tui_bench/engine/runs/reducer.py``): a new type is
 added here, written by the worker, and handled there, nowhere else.
@@ -60,6 +65,7 @@ class WorkerEvent(str, Enum):  # noqa: UP042 (older runtimes)
     RUN_STARTED = "run_started"
     EPOCH_STARTED = "epoch_started"
     STEPS = "steps"
+    REQUESTS = "requests"
     EPOCH_FINISHED = "epoch_finished"
     TEST_FINISHED = "test_finished"
     HEARTBEAT = "heartbeat"

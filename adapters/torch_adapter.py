@@ -597,14 +597,17 @@ class TorchBackend(Backend):
     def _tensors(self, x: Any, y: Any) -> tuple[torch.Tensor, torch.Tensor]:
         if isinstance(x, torch.Tensor):  # already on the device in the framework's layout
             return x, (y.reshape(-1) if self.tokens else y)  # (input="device")
-        xt = torch.from_numpy(x)
-        if self.images:
-            xt = xt.permute(0, 3, 1, 2)  # NHWC (the data's layout) → NCHW
-        xt = xt.to(self.device).contiguous()
+        xt = self._inputs(x)
         yt = torch.from_numpy(y).to(self.device)
         if self.tokens:
             yt = yt.reshape(-1)  # (batch · S,): the gpt's logits are one row per position
         return xt, (yt.float() if self.binary else yt)
+
+    def _inputs(self, x: np.ndarray) -> torch.Tensor:
+        xt = torch.from_numpy(x)
+        if self.images:
+            xt = xt.permute(0, 3, 1, 2)  # NHWC (the data's layout) → NCHW
+        return xt.to(self.device).contiguous()
 
     def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         xt, yt = self._tensors(x, y)
@@ -650,6 +653,23 @@ class TorchBackend(Backend):
             return loss.item(), int(right.item())
 
         return evaluate_in_batches(predict, x, y, batch_size)
+
+    def prepare_inference(self) -> dict[str, Any]:
+        # Serving: evaluation mode (dropout off), no autograd (inference_mode in predict), the
+        # API's own path: the module as built (eager) or the torch.compile'd one (compile), whose
+        # first call, a warm-up request, traces and compiles for eval mode.
+        self.model.eval()
+        path = "torch.compile (inductor)" if self.api == "compile" else "eager nn.Module"
+        return {
+            "path": path,
+            "mode": "model.eval(), torch.inference_mode()",
+            "autocast": self.settings_applied.get("autocast"),
+        }
+
+    def predict(self, x: np.ndarray) -> torch.Tensor:
+        xt = self._inputs(x)
+        with torch.inference_mode(), self._autocast():
+            return self.forward(xt)
 
 
 def make_backend(api: str, device: str, threads: int) -> Backend:

@@ -229,6 +229,13 @@ def initial_loss(backend, dataset, parallel, hyper) -> dict:
     return {"initial_loss": loss}
 
 
+# Which weights an inference run serves (recorded in its summary): the model as built, before
+# any update. For the shared-draw models that is the one initial draw every framework loads.
+INFERENCE_WEIGHTS = (
+    "initial (untrained): as built from the seed, the shared draw where the model has one"
+)
+
+
 # Environment variables that change performance: recorded with every run when they are set.
 PERF_ENV_PREFIXES = (
     "XLA_",
@@ -411,7 +418,12 @@ def main(argv: list[str] | None = None) -> int:
 
             # What the framework will train on first, read back from the framework (equity tests).
             digest = global_first_batch_digest(backend, dataset, parallel, hyper)
-            initial = initial_loss(backend, dataset, parallel, hyper)
+            inference = spec.get("mode") == "inference"
+            # An inference run's first forward pass is its first request (compilation is
+            # reported there): no untimed initial-loss pass before it.
+            initial = {} if inference else initial_loss(backend, dataset, parallel, hyper)
+            if inference:
+                steps = spec["warmup_steps"] + spec["requests"]
             channel.emit(
                 "run_started",
                 framework=spec["framework"],
@@ -448,6 +460,19 @@ def main(argv: list[str] | None = None) -> int:
         if build_only:
             return 0  # what the model is and what it reads first: said; nothing is trained
         phase = "train"
+        if inference:
+            phase = "inference"
+            summary = loop.run_inference(
+                backend,
+                dataset,
+                hyper,
+                requests=spec["requests"],
+                warmup=spec["warmup_steps"],
+                emit=channel.emit,
+                weights=INFERENCE_WEIGHTS,
+            )
+            channel.emit("finished", summary=summary)
+            return 0
         summary = loop.run_training(
             backend,
             dataset,

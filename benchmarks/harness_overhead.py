@@ -54,7 +54,7 @@ times = []
 
 FOOTER = r"""
 print(json.dumps({"step_median_s": float(np.median(times[args["warmup"]:]))}))
-"""
+"""  # in inference mode: the timed requests' p50 (np.median)
 
 KERAS_MODEL = r"""
 def cnn(keras):
@@ -264,6 +264,36 @@ for idx in batches:
     times.append(time.perf_counter() - t0)
 """
 
+# Inference (``--mode inference``): the same model in eval mode under torch.inference_mode,
+# requests of the test split's bytes in the order tui-bench draws them (the split's epoch-1
+# order, consecutive batches wrapping round), each timed alone with perf_counter_ns, p50 of the
+# timed ones. No events, no clock object, no history.
+TORCH_INFER = r"""
+import torch
+from torch import nn
+torch.set_num_threads(args["threads"])
+torch.manual_seed(0)
+model = nn.Sequential(
+    nn.Conv2d(1, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+    nn.Flatten(), nn.Linear(1600, 1024), nn.ReLU(), nn.Dropout(0.25), nn.Linear(1024, 10),
+)
+model.eval()
+forward = torch.compile(model) if args["api"] == "compile" else model
+test = data.load("synthetic-mnist", train_samples=args["train_samples"],
+                 test_samples=args["test_samples"]).x_test
+order = data.epoch_order(len(test), 0, 1)
+requests = [np.take(order, np.arange(i * B, (i + 1) * B), mode="wrap") for i in range(T)]
+for idx in requests:
+    xb = test[idx]
+    t0 = time.perf_counter_ns()
+    with torch.inference_mode():
+        forward(torch.from_numpy(xb).permute(0, 3, 1, 2).contiguous())
+    times.append((time.perf_counter_ns() - t0) * 1e-9)
+"""
+
+BARE_INFERENCE = {("torch", "eager"): TORCH_INFER, ("torch", "compile"): TORCH_INFER}
+
 BARE = {
     ("torch", "eager"): TORCH,
     ("torch", "compile"): TORCH,
@@ -284,6 +314,18 @@ BARE = {
 def make_spec(framework: str, api: str, args: argparse.Namespace):
     from tui_bench.engine.spec import RunSpec
 
+    if args.mode == "inference":
+        return RunSpec(
+            framework=framework,
+            api=api,
+            mode="inference",
+            threads=args.threads,
+            batch_size=args.batch_size,
+            requests=args.steps,
+            warmup_steps=args.warmup,
+            train_samples=2000,
+            test_samples=args.test_samples,
+        ).validate()
     return RunSpec(
         framework=framework,
         api=api,
@@ -317,10 +359,12 @@ def bare(framework: str, api: str, python: str, args: argparse.Namespace) -> flo
             "steps": args.steps,
             "adapters": str(REPO / "adapters"),
             "train_samples": spec.train_samples,
+            "test_samples": spec.test_samples,
         }
     )
+    loops = BARE_INFERENCE if args.mode == "inference" else BARE
     out = subprocess.run(
-        [python, "-I", "-c", HEADER + BARE[(framework, api)] + FOOTER, payload],
+        [python, "-I", "-c", HEADER + loops[(framework, api)] + FOOTER, payload],
         capture_output=True,
         text=True,
         env=env,
@@ -338,7 +382,8 @@ def harness(framework: str, api: str, runtime, args: argparse.Namespace, home: P
     result = execute(make_spec(framework, api, args), History(home), runtime=runtime)
     if not result.ok:
         raise SystemExit(f"tui-bench {framework}/{api} failed: {result.reason}")
-    return result.summary["step_median_s"]
+    key = "latency_p50_s" if args.mode == "inference" else "step_median_s"
+    return result.summary[key]
 
 
 def main() -> None:
@@ -356,16 +401,31 @@ def main() -> None:
         help="tui-bench's timing mode (pipelined: one window of all steady steps, like the bare "
         "loop's one-sync-at-the-end throughput; the bare loop is the same either way)",
     )
+    parser.add_argument(
+        "--mode",
+        default="train",
+        choices=("train", "inference"),
+        help="inference: p50 latency of requests (--steps of them, --batch-size each) vs a bare "
+        "eval-mode loop; torch only so far",
+    )
+    parser.add_argument(
+        "--test-samples", type=int, default=1000, help="inference: the split requests draw from"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     from tui_bench.engine.machine import runtimes
 
-    combos = [tuple(name.split("/", 1)) for name in args.only] if args.only else list(BARE)
+    loops = BARE_INFERENCE if args.mode == "inference" else BARE
+    combos = [tuple(name.split("/", 1)) for name in args.only] if args.only else list(loops)
     rows = []
+    digits = 3 if args.mode == "inference" else 1  # sub-ms requests: µs resolution
+    what = "p50 of" if args.mode == "inference" else ""
+    unit = "requests" if args.mode == "inference" else "steady steps"
     print(
-        f"reference CNN, batch {args.batch_size}, {args.threads} thread(s), {args.steps} steady "
-        f"steps after {args.warmup} warm-up, {args.rounds} A/B rounds per API, tui-bench "
-        f"timing {args.timing}"
+        f"reference CNN, {args.mode}, batch {args.batch_size}, {args.threads} thread(s), {what} "
+        f"{args.steps} {unit} after {args.warmup} warm-up, {args.rounds} A/B rounds per API, "
+        f"tui-bench timing {args.timing if args.mode == 'train' else 'per request'}; "
+        f"load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     )
     # Resolve runtimes first (from the real data home), then keep this run's history apart.
     found = {combo: runtimes.availability(*combo) for combo in combos}
@@ -387,17 +447,22 @@ def main() -> None:
             per_round = [t / u for t, u in zip(h_runs, b_runs, strict=True)]
             rows.append((f"{framework}/{api}", h, b, min(per_round), max(per_round)))
             runs = " ".join(
-                f"{t * 1000:.1f}/{u * 1000:.1f}" for t, u in zip(h_runs, b_runs, strict=True)
+                f"{t * 1000:.{digits}f}/{u * 1000:.{digits}f}"
+                for t, u in zip(h_runs, b_runs, strict=True)
             )
             print(f"{framework}/{api}: tui-bench/bare ms per round {runs}", flush=True)
     print(f"\n| {'framework/api':<22} | tui-bench ms | bare ms | ratio | per-round ratios |")
     print(f"|{'-' * 24}|-------------:|--------:|------:|-----------------:|")
     for name, h, b, low, high in rows:
         print(
-            f"| {name:<22} | {h * 1000:12.2f} | {b * 1000:7.2f} | {h / b:5.3f} | "
+            f"| {name:<22} | {h * 1000:12.{digits + 1}f} | {b * 1000:7.{digits + 1}f} | "
+            f"{h / b:5.3f} | "
             f"{low:.3f}–{high:.3f}{'':>5} |"
         )
-    print("target: ratio of medians <= 1.05 for every API")
+    if args.mode == "inference":
+        for name, h, b, _low, _high in rows:
+            print(f"{name}: harness overhead per request {(h - b) * 1e6:+.1f} µs (p50 - p50)")
+    print(f"target: ratio of medians <= 1.05 for every API; load now {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from tui_bench.cli.common import console, summary_table
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import stability
+from tui_bench.engine.results import latency, stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.runs import follow, supervisor
@@ -91,6 +91,8 @@ class RunDisplay:
             self.progress.update(
                 self.task, completed=view.step, loss="nan" if loss is None else f"{loss:.4f}"
             )
+        elif self.task is not None and view.latencies:  # an inference run: requests, no loss
+            self.progress.update(self.task, completed=view.step)
 
 
 class BatchPrinter:
@@ -227,6 +229,10 @@ def follow_batch(
 def describe_finished(run: Run) -> str:
     """One line for a finished run of a sweep: step time, training time, target accuracy."""
     parts = []
+    if (p50 := run.metric("latency_p50_s")) is not None:
+        parts.append(f"latency p50 {p50 * 1000:.3f} ms")
+    if (served := run.metric("inference_samples_per_s")) is not None:
+        parts.append(f"{served:.0f} samples/s served")
     if (step := run.metric("step_median_s")) is not None:
         parts.append(f"step {step * 1000:.1f} ms median")
     if (train := run.metric("train_wall_s")) is not None:
@@ -314,6 +320,11 @@ def start_batch(request: Any, args: argparse.Namespace, err: Console) -> int:
         console().print(summary_table(records))
         for line in filter(None, map(stability.verdict_line, records)):
             console().print(f"stability {line}", markup=False, highlight=False, soft_wrap=True)
+        for run in records:  # an inference run's latency, with the requests behind it
+            if (served := latency.line(run)) is not None:
+                console().print(
+                    f"latency {run.id}: {served}", markup=False, highlight=False, soft_wrap=True
+                )
         for run in records:  # how good the numbers are: FLOP/s, MFU, energy, memory
             if run.limits is not None:
                 console().print(

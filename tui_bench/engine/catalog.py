@@ -17,6 +17,8 @@ INPUTS = ("host", "device")
 TIMINGS = ("synced", "pipelined")
 AUTOTUNE = ("on", "off")
 SCALINGS = ("weak", "strong")
+# What a run measures: training steps, or timed inference requests (docs/inference.md).
+MODES = ("train", "inference")
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Capabilities:
     # The framework's own data-parallel engine for workers > 1 (e.g. "torch.distributed DDP"),
     # or None: such an API refuses workers > 1 before anything starts.
     data_parallel: str | None = None
+    # What the API can measure: an adapter offers inference once it has ``predict`` (docs/inference.md).
+    modes: tuple[str, ...] = ("train",)
     # Why a setting is missing, for the one-line refusal: {"precision": "...", "input": "..."}.
     why_not: dict[str, str] = field(default_factory=dict)
 
@@ -107,6 +111,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="no (eager)",
                 data_parallel=_TORCH_DDP,
+                modes=MODES,
             ),
             "compile": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
@@ -114,6 +119,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="yes (torch.compile, inductor)",
                 data_parallel=_TORCH_DDP,
+                modes=MODES,
             ),
         },
     ),
@@ -450,10 +456,15 @@ def setting_problem(
     input_path: str,
     timing: str,
     workers: int = 1,
+    mode: str = "train",
 ) -> tuple[str, str] | None:
     """(field, why) when this framework/API cannot run these settings on this device, or None."""
     fw = FRAMEWORKS[framework_name]
     caps = fw.capabilities_for(api)
+    if mode not in caps.modes:
+        return "mode", "not offered: " + caps.why_not.get(
+            "mode", f"{mode} not built yet for {fw.name} {api}"
+        )
     where = "cpu" if device == "cpu" else "gpu"
     precisions = caps.precisions_cpu if where == "cpu" else caps.precisions_gpu
     checks = (

@@ -267,3 +267,14 @@ def train_step_flops(
         return for_dataset(model, dataset, dims).train_step(global_batch)
     except (UnknownModel, KeyError):
         return None
+
+
+def inference_request_flops(
+    model: str, dataset: str, batch: int, dims: GptDims | None = None
+) -> int | None:
+    """FLOPs of one inference request of ``batch`` samples (forward only), or None for a model
+    without a count."""
+    try:
+        return for_dataset(model, dataset, dims).inference_sample() * batch
+    except (UnknownModel, KeyError):
+        return None

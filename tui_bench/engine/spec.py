@@ -83,6 +83,13 @@ class RunSpec:
     # Which APIs a framework has depends on the framework: checked in validate().
     api: str = spec_field("eager", help=f"the framework's API ({_APIS})")
     model: str = spec_field("cnn", help="network to train", choices=catalog.MODELS)
+    # train: timed training steps; inference: timed forward requests at batch_size from the
+    # initial weights (docs/inference.md).
+    mode: str = spec_field(
+        "train",
+        help="train: timed training steps; inference: timed requests (latency p50/p90/p99)",
+        choices=catalog.MODES,
+    )
     # Left unset, the model's own dataset (resolved in __post_init__: never None after it, so
     # readers see a str; an explicit None is refused like any other non-name).
     dataset: str = spec_field(
@@ -119,6 +126,12 @@ class RunSpec:
     seed: int = spec_field(0, help="initialisation and shuffling seed", low=0, high=2**32 - 1)
     warmup_steps: int = spec_field(
         5, help="steps kept out of steady-state figures", low=0, high=100_000
+    )
+    requests: int = spec_field(
+        1000,
+        help="inference: timed requests after warmup_steps warm-up ones (p99 needs hundreds)",
+        low=1,
+        high=10_000_000,
     )
     repeats: int = spec_field(
         1, help="run the spec N times, each in its own worker", low=1, high=1000
@@ -240,10 +253,29 @@ class RunSpec:
             self.input,
             self.timing,
             self.workers,
+            self.mode,
         )
         if setting:
             raise SpecError(*setting)
+        self._check_inference()
         return self
+
+    def _check_inference(self) -> None:
+        """An inference run is one process timing each request alone, inputs from the host:
+        what it does not do yet is refused, never run as something else."""
+        if self.mode != "inference":
+            return
+        for name, plain, why in (
+            ("workers", 1, "an inference run is one process"),
+            ("timing", "synced", "each request is timed alone, synchronised on the device"),
+            ("input", "host", "each request's batch comes from the host, as a served one does"),
+        ):
+            if getattr(self, name) != plain:
+                raise SpecError(
+                    name,
+                    f"{name} {getattr(self, name)!r} is not available with mode 'inference' "
+                    f"(only {plain!r}: {why})",
+                )
 
     def _check_size(self) -> None:
         """The gpt's size settings: only for the gpt, and a width its heads divide."""
@@ -336,7 +368,8 @@ class RunSpec:
         where = f"{self.device}×{self.threads}" if self.device == "cpu" else self.device
         if self.workers > 1:  # threads are per worker: 'cpu×1 ×2 workers (weak)'
             where += f" ×{self.workers} workers ({self.scaling})"
-        return f"{self.framework}/{self.api} {self.model_label()} {self.dataset} {where}"
+        mode = " inference" if self.mode == "inference" else ""
+        return f"{self.framework}/{self.api}{mode} {self.model_label()} {self.dataset} {where}"
 
 
 # How a gpt dimension reads in a short label: 'L4 d256 h8 S512 V1000'.

@@ -63,10 +63,12 @@ class Limits:
     def from_metrics(cls, metrics: Mapping[str, Any]) -> Limits | None:
         """The limits a run's stored metrics hold; None when it has no FLOP count at all (a
         run from before the figures existed). Damaged values read as absent."""
-        if "flops_per_step" not in metrics:
+        # An inference run counts per request what a training run counts per step.
+        key = "flops_per_step" if "flops_per_step" in metrics else "flops_per_request"
+        if key not in metrics:
             return None
         return cls(
-            flops_per_step=_number(metrics.get("flops_per_step")),
+            flops_per_step=_number(metrics.get(key)),
             achieved_tflops=_number(metrics.get("achieved_tflops")),
             mfu=tuple(
                 Mfu(

@@ -368,6 +368,7 @@ def run_figures(
     precision: str,
     workers: int = 1,
     dims: Any = None,
+    mode: str = "train",
 ) -> dict[str, Any]:
     """A finished run's place against the machine's limits, for its record: FLOPs per step,
     achieved TFLOP/s (steady-state median step), MFU of the measured and of the nominal peak,
@@ -376,11 +377,16 @@ def run_figures(
     Never measures (safe inside a run): the measured peak comes from the cache that
     ``tui-bench run`` and ``tui-bench hardware`` fill. With ``workers`` > 1 every peak is
     ``workers`` × one worker's (each worker has its own threads or GPU). ``dims``: the size of
-    a sized model (the gpt's ``GptDims``), which decides its count."""
+    a sized model (the gpt's ``GptDims``), which decides its count. ``mode`` "inference": the
+    FLOPs of one request (forward only, ``flops_per_request``) over ``step_s``, its p50 latency."""
     from tui_bench.engine import flops
 
-    per_step = flops.train_step_flops(model, dataset, global_batch, dims)
-    out: dict[str, Any] = {"flops_per_step": per_step}
+    if mode == "inference":
+        per_step = flops.inference_request_flops(model, dataset, global_batch, dims)
+        out: dict[str, Any] = {"flops_per_request": per_step}
+    else:
+        per_step = flops.train_step_flops(model, dataset, global_batch, dims)
+        out = {"flops_per_step": per_step}
     if per_step is None:
         out["mfu_error"] = f"no FLOP count for model '{model}' (engine/flops.py)"
         return out

@@ -61,6 +61,8 @@ _SHORT = {
     "framework": "{}",
     "api": "{}",
     "model": "{}",
+    "mode": "{}",  # 'inference' beside 'train' when the two are compared
+    "requests": "{} req",
     "dataset": "{}",
     "device": "{}",
     "precision": "{}",

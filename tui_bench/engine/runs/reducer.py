@@ -120,6 +120,8 @@ class BatchView:
     started: dict[str, Any] | None = None
     losses: list[float | None] = field(default_factory=list)
     step_times: list[float] = field(default_factory=list)  # the run's steady steps so far
+    # An inference run's timed requests so far (seconds, in order): judged like steps.
+    latencies: list[float] = field(default_factory=list)
     epoch: int = 0
     epochs: int = 0
     epoch_steps: int = 0  # steps in the current epoch
@@ -194,6 +196,17 @@ class BatchView:
         kind = event.get("type")
         if kind == WorkerEvent.STEPS:
             self.fold((event,))
+        elif kind == WorkerEvent.REQUESTS:
+            times = event.get("latencies")
+            if times and len(self.latencies) < MAX_POINTS:
+                self.latencies.extend(times)
+            done = event.get("done")
+            if isinstance(done, int):
+                self.epoch_step = self.step = done
+            if self.first_step_t is None:
+                self.first_step_t = event.get("t")
+                self.first_steps_done = self.steps_done_before + self.epoch_step
+            self.last_t = event.get("t", self.last_t)
         elif kind == SeriesEvent.RECORD:
             self._record(event.get("record") or {})
         elif kind == WorkerEvent.RUN_STARTED:
@@ -310,7 +323,7 @@ class BatchView:
         self.run_index += 1
         self.started = self.test = self.summary = self.final = self.verdict = None
         self.losses, self.epoch_records, self.samples = [], [], []
-        self.step_times = []
+        self.step_times, self.latencies = [], []
         self.epoch = self.epoch_steps = self.epoch_step = self.step = 0
         self.steps_done_before = 0
         self.first_step_t = self.last_t = None
@@ -371,13 +384,14 @@ class BatchView:
         are judged at the end); None during warm-up. Judged again at most once a second."""
         if self.verdict is not None or self.status in ENDED:
             return stability.stored_line(self.verdict)  # the result's word, or none at all
+        timed = self.timed
         run_id, count, at, verdict = self._forming
-        changed = count != len(self.step_times)
+        changed = count != len(timed)
         if run_id != self.run_id or (
             changed and (verdict is None or now() - at >= FORMING_EVERY_S)
         ):
-            verdict = stability.forming(self.step_times)
-            self._forming = (self.run_id, len(self.step_times), now(), verdict)
+            verdict = stability.forming(timed)
+            self._forming = (self.run_id, len(timed), now(), verdict)
         if verdict is None:
             return None
         first = stability.stored_line(verdict.as_dict()) or verdict.verdict
@@ -387,21 +401,28 @@ class BatchView:
         """Achieved FLOP/s and MFU as they form (the steady steps' median so far, against the
         cached measured peak: never measured here), then the result's own figures; None before
         the first steady step or for a model without a FLOP count."""
-        if self.metrics.get("flops_per_step") is not None:
+        if (
+            self.metrics.get("flops_per_step") is not None
+            or self.metrics.get("flops_per_request") is not None
+        ):
             # A finished run's own figures: its energy (or, briefly, why it cannot be read
             # here) and its memory peaks too; `tui-bench history show` has the whole sentences.
             limits = Limits.from_metrics(self.metrics)
             return limits.brief() if limits is not None else None
-        if not self.step_times or self.status in ENDED:
+        timed = self.timed
+        if not timed or self.status in ENDED:
             return None
         key = (self.run_id, self.spec)
         if self._limits[0] != key:
             batch = self.spec.batch_size * (
                 1 if self.spec.scaling == "strong" else self.spec.workers
             )
-            per_step = flops.train_step_flops(
-                self.spec.model, self.spec.dataset, batch, self.spec.model_dims()
+            counter = (
+                flops.inference_request_flops
+                if self.spec.mode == "inference"
+                else flops.train_step_flops
             )
+            per_step = counter(self.spec.model, self.spec.dataset, batch, self.spec.model_dims())
             peak = peaks.cached(self.spec.device, self.spec.threads, self.spec.precision)
             self._limits = (key, per_step, peak)
             self._limits_text = (-1, 0.0, None)
@@ -410,20 +431,26 @@ class BatchView:
             return None
         # The median of 20,000 steps is a sort: worked out again at most once a second.
         count, at, text = self._limits_text
-        if count == len(self.step_times):
+        if count == len(timed):
             return text
         t = now()
         if text is not None and t - at < FORMING_EVERY_S:
             return text
-        ordered = sorted(self.step_times)
+        ordered = sorted(timed)
         median = ordered[len(ordered) // 2]
         text = None
         if median > 0:
             used = peaks.utilization(per_step, median, peak)
             measured = Mfu("measured", used.mfu, None, used.problem)
             text = Limits.so_far(used.achieved_tflops, measured).brief()
-        self._limits_text = (len(self.step_times), t, text)
+        self._limits_text = (len(timed), t, text)
         return text
+
+    @property
+    def timed(self) -> list[float]:
+        """What the run times one at a time so far: its steady steps, or an inference run's
+        requests."""
+        return self.latencies if self.spec.mode == "inference" else self.step_times
 
     def latest_figures(self) -> dict[str, Any]:
         """Steady-state step time, samples/s and accuracy as far as they are known."""

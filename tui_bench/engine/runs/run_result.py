@@ -77,13 +77,17 @@ class RunResult:
                 self.spec.model,
                 self.spec.dataset,
                 global_batch,
-                self.summary.get("step_median_s"),
+                # an inference run: FLOP/s and MFU at its p50 latency (the typical request)
+                self.summary.get(
+                    "latency_p50_s" if self.spec.mode == "inference" else "step_median_s"
+                ),
                 self.spec.device,
                 (self.started or {}).get("device_name"),
                 self.spec.threads,
                 self.spec.precision,
                 self.spec.workers,
                 self.spec.model_dims(),
+                mode=self.spec.mode,
             )
         )
         # Energy of the steady-state windows only (NVML counter and RAPL read at their bounds):
