@@ -103,6 +103,8 @@ def test_parse_form_one_line_errors_and_sweep():
         "timing_window": "10",
         "workers": "1",
         "scaling": "weak",
+        "mode": "train",
+        "requests": "1000",
     }
     spec, sweep = parse_form(base, [1, 2])
     assert spec.threads == 2 and sweep is None and spec.steps_per_epoch is None
