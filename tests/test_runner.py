@@ -292,16 +292,17 @@ def test_bf16_with_device_input_trains_on_cpu():
     assert result.summary["steady_steps"] == 4
 
 
-def test_synced_and_pipelined_agree_on_a_cpu():
-    """No device queue on a CPU: the two timing modes measure the same steps (within the noise
-    of a shared machine)."""
+def test_synced_and_pipelined_time_the_same_steps_on_a_cpu():
+    """No device queue on a CPU: both timing modes time every steady step, pipelined in windows.
+    How close their figures come is a measurement, not a test (two runs one after the other on a
+    shared machine differed by more than 1.5x under load): benchmarks/harness_overhead.py."""
     spec = dict(epochs=1, steps_per_epoch=30, train_samples=1500, warmup_steps=3)
     _, _, synced = run(tiny_spec(**spec))
     _, _, pipelined = run(tiny_spec(**spec, timing="pipelined", timing_window=9))
     assert synced.ok and pipelined.ok
     assert pipelined.summary["pipelined_windows"] == 3
-    ratio = pipelined.summary["samples_per_s"] / synced.summary["samples_per_s"]
-    assert 0.65 < ratio < 1.5, ratio
+    assert synced.summary["steady_steps"] == pipelined.summary["steady_steps"] == 27
+    assert all(s.summary["samples_per_s"] > 0 for s in (synced, pipelined))
 
 
 # -- build probes: one worker builds several models, nothing trained ------------------------------

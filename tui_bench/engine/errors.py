@@ -8,6 +8,9 @@ caught those keeps working.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Collection
+
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
@@ -91,3 +94,26 @@ class RuntimeSetupError(TuiBenchError, RuntimeError):
 
     title = "Runtime setup"
     exit_code = EXIT_FAILED
+
+
+def did_you_mean(word: str, choices: Collection[str]) -> str:
+    """ " (did you mean 'x'?)" for the known word a mistyped one most likely meant, or "".
+    difflib's ratio puts 'modle' nearer 'mode' than 'model': of its candidates, the fewest edits
+    wins (a swapped pair of letters is one), then the same length."""
+    close = difflib.get_close_matches(word, list(choices), n=3)
+    if not close:
+        return ""
+    best = min(close, key=lambda c: (_edits(word, c), abs(len(c) - len(word))))
+    return f" (did you mean '{best}'?)"
+
+
+def _edits(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of two neighbours that turn a into b."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]

@@ -21,11 +21,11 @@ This module only declares and checks the figures; ``tables.published_table`` com
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from tui_bench.engine.errors import did_you_mean
 from tui_bench.engine.results.identity import NOT_DECIDING
 from tui_bench.engine.results.record import Run, number
 
@@ -114,8 +114,7 @@ def conditions_text(conditions: dict[str, Any]) -> str:
 
 
 def _suggest(word: str, choices: Collection[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    return did_you_mean(word, choices)
 
 
 def _text(data: dict[str, Any], key: str, at: str, required: bool) -> str:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from tui_bench.engine import catalog
-from tui_bench.engine.errors import PresetError
+from tui_bench.engine.errors import PresetError, did_you_mean
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import published as published_module
 from tui_bench.engine.results.published import Figure, FigureError
@@ -252,8 +252,7 @@ def _check_figures(preset: Preset, fail) -> None:
 
 
 def _suggest(key: str) -> str:
-    close = difflib.get_close_matches(key, [*SPEC_KEYS, *META_KEYS], n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    return did_you_mean(key, [*SPEC_KEYS, *META_KEYS])
 
 
 def _check_scalar(fail, key: str, value: Any) -> None:
