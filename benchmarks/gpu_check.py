@@ -12,7 +12,9 @@ bundle over the system's CUDA torch and JAX, in DIR/runtimes), ``pytest``
 (``pytest -m gpu`` with JUnit XML in DIR), ``figures`` (one ``tui-bench run --json`` per
 configuration: torch eager and compile, Keras on torch and on JAX; fp32, tf32, amp-fp16, bf16;
 synced vs pipelined; host vs device input; the reference CNN, VGG16 and the transformer, whose
-record names the attention kernel that ran: torch's SDPA backend, Keras' path and XLA).
+record names the attention kernel that ran: torch's SDPA backend, Keras' path and XLA; and the
+gpt at GPT-2 small's size in bf16 on torch.compile and Keras on JAX, with tokens/s and MFU against
+the nominal bf16 peak, which the report names). ``--model gpt`` runs those rows alone.
 
 A configuration that a runtime cannot run on the device it sees (no runtime, a CPU-only build,
 a setting the catalog refuses) is skipped before anything starts, with the reason. The whole
@@ -67,10 +69,12 @@ class Config:
     timing: str = "synced"
     input: str = "host"
     shows: str = ""
+    size: str | None = None  # a sized model's size (the gpt)
 
     @property
     def name(self) -> str:
-        parts = [f"{self.framework}/{self.api}", self.model, self.precision]
+        parts = [f"{self.framework}/{self.api}", self.model, *filter(None, [self.size])]
+        parts.append(self.precision)
         parts += [v for v in (self.timing, self.input) if v not in ("synced", "host")]
         return " ".join(parts)
 
@@ -97,7 +101,26 @@ def planned_configs() -> list[Config]:
         Config("torch", "eager", model="transformer", precision="bf16", shows="transformer, bf16"),
         Config("torch", "compile", model="transformer", precision="bf16", shows="compiled, bf16"),
         Config("keras", "jax", model="transformer", precision="bf16", shows="Keras/JAX, bf16"),
+        # Issue 42: a model big enough for the device to be measured, MFU beside nanoGPT's. Last,
+        # so the figures above keep their order; `--model gpt` runs these two alone.
+        *(
+            Config(fw, api, model="gpt", size="gpt2-small", precision="bf16", shows=shows)
+            for fw, api, shows in (
+                ("torch", "compile", "gpt2-small, tokens/s and MFU"),
+                ("keras", "jax", "gpt2-small on Keras/JAX, MFU"),
+            )
+        ),
     ]
+
+
+# The gpt rows: batch 16 sequences of 1,024 tokens (16,384 tokens a step), the preset gpt2-small's
+# smaller batch: tui-bench's training-memory estimate is 28 GB (a third of an 80 GB H100, so it
+# fits an H100 or H200 beside the allocator's caching) and nanoGPT's MFU figure is at batch 12.
+# 100 steps of about 14 TFLOP each: ~35 ms a step at 40 % of 989 TFLOP/s, windows of a second.
+GPT_BATCH, GPT_STEPS, GPT_WARMUP = 16, 100, 10
+# torch.compile of GPT-2 small (inductor, cold) and XLA's compile take tens of seconds: the gpt
+# rows get at least this long each, whatever --per-run-s says (still within --budget-s).
+GPT_RUN_S = 240.0
 
 
 @dataclass
@@ -148,9 +171,9 @@ def render_markdown(data: dict[str, Any]) -> str:
 
 def _figures_table(figures: list[dict[str, Any]]) -> list[str]:
     rows = [
-        "| configuration | shows | status | step median ms | samples/s | allocator peak MiB "
-        "| NVML peak MiB | J/sample | reason |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| configuration | shows | status | step median ms | samples/s | tokens/s "
+        "| MFU % (nominal peak) | allocator peak MiB | NVML peak MiB | J/sample | reason |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def fmt(value: Any, scale: float = 1.0, digits: int = 1) -> str:
@@ -160,11 +183,23 @@ def _figures_table(figures: list[dict[str, Any]]) -> list[str]:
         m = f.get("metrics") or {}
         rows.append(
             f"| {f['name']} | {f['shows']} | {f['status']} | {fmt(m.get('step_median_s'), 1e3, 2)} "
-            f"| {fmt(m.get('samples_per_s'))} | {fmt(m.get('allocator_peak_mib'))} "
+            f"| {fmt(m.get('samples_per_s'))} | {fmt(m.get('tokens_per_s'), 1, 0)} "
+            f"| {fmt(m.get('mfu_nominal'), 100)} | {fmt(m.get('allocator_peak_mib'))} "
             f"| {fmt(m.get('res_peak_gpu_mem_mib'))} | {fmt(f.get('joules_per_sample'), 1, 4)} "
             f"| {(f.get('reason') or '').replace('|', '/')[:200]} |"
         )
-    return [*rows, ""]
+    # An MFU means nothing without its peak: each one named once, under the table.
+    peaks = sorted(
+        {
+            (f.get("metrics") or {}).get("mfu_nominal_peak")
+            or (f.get("metrics") or {}).get("mfu_nominal_error")
+            for f in figures
+            if (f.get("metrics") or {}).get("tokens_per_s") is not None
+        }
+        - {None}
+    )
+    notes = [f"MFU counts model FLOPs (engine/flops.py) against the {p}" for p in peaks]
+    return [*rows, "", *(f"- {n}" for n in notes), *([""] if notes else [])]
 
 
 class Budget:
@@ -406,19 +441,27 @@ def plan_figure(config: Config, device: str, dry_run: bool) -> str | None:
 
 def figure_args(config: Config, device: str, dry_run: bool) -> list[str]:
     vgg, sequence = config.model == "vgg16", config.model == "transformer"
+    gpt = config.model == "gpt"
     # Enough steps for steady windows of about a second on an H200 (the CNN's 2 ms steps): the
     # NVML energy counter moves every ~0.1 s and is not read over shorter windows, and 25 steps
     # made a weak median. The caps fit the synthetic sets (60,000 / 50,000 / 25,000 samples).
     batch, steps = (8, 3) if dry_run else ((64, 300) if vgg or sequence else (128, 360))
-    dataset = {"vgg16": "synthetic-cifar10", "transformer": "synthetic-imdb"}.get(
-        config.model, "synthetic-mnist"
-    )
+    warmup = "1" if dry_run else "5"
+    if gpt and not dry_run:
+        batch, steps, warmup = GPT_BATCH, GPT_STEPS, str(GPT_WARMUP)
+    dataset = {
+        "vgg16": "synthetic-cifar10",
+        "transformer": "synthetic-imdb",
+        "gpt": "synthetic-tokens",
+    }.get(config.model, "synthetic-mnist")
+    # On the CPU a sized model runs at its CI size (tiny): gpt2-small's step is minutes there.
+    size = ["--size", "tiny" if dry_run else config.size] if config.size else []
     return [
-        *("--framework", config.framework, "--api", config.api, "--model", config.model),
+        *("--framework", config.framework, "--api", config.api, "--model", config.model, *size),
         *("--dataset", dataset, "--device", device),
         *("--precision", config.precision, "--timing", config.timing, "--input", config.input),
         *("--batch-size", str(batch), "--epochs", "1", "--steps-per-epoch", str(steps)),
-        *("--warmup-steps", "1" if dry_run else "5", "--threads", "1" if dry_run else "4"),
+        *("--warmup-steps", warmup, "--threads", "1" if dry_run else "4"),
         *("--train-samples", str(int(batch * steps / 0.8) + batch), "--test-samples", "64"),
         *("--sample-interval", "0.2", "--json", "--quiet"),
     ]
@@ -449,6 +492,14 @@ def run_figure(
             "samples_per_s",
             "steady_steps",
             "global_batch",
+            "tokens_per_s",
+            "flops_per_step",
+            "achieved_tflops",
+            "mfu",
+            "mfu_peak",
+            "mfu_nominal",
+            "mfu_nominal_peak",
+            "mfu_nominal_error",
             "allocator",
             "allocator_peak_mib",
             "res_peak_gpu_mem_mib",
@@ -480,11 +531,15 @@ def run_figure(
 
 def step_figures(
     report: Report, env: dict[str, str], device: str, dry_run: bool, only: str | None,
-    budget: Budget, per_run_s: float,
+    budget: Budget, per_run_s: float, model: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     step: dict[str, Any] = {"step": "figures", "status": "running", "figures": []}
     report.add(step)
-    configs = [c for c in planned_configs() if not only or f"{c.framework}/{c.api}" == only]
+    configs = [
+        c
+        for c in planned_configs()
+        if (not only or f"{c.framework}/{c.api}" == only) and (not model or c.model == model)
+    ]
     started = time.monotonic()
     for config in configs:
         entry: dict[str, Any] = {"name": config.name, "shows": config.shows}
@@ -493,7 +548,10 @@ def step_figures(
         elif why := plan_figure(config, device, dry_run):
             entry.update(status="skipped", reason=why)
         else:
-            entry.update(run_figure(config, device, dry_run, env, min(per_run_s, budget.left())))
+            limit = (
+                max(per_run_s, GPT_RUN_S) if config.model == "gpt" and not dry_run else per_run_s
+            )
+            entry.update(run_figure(config, device, dry_run, env, min(limit, budget.left())))
         step["figures"].append(entry)
         step["seconds"] = time.monotonic() - started
         report.write()
@@ -540,6 +598,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-run-s", type=float, default=90.0)
     parser.add_argument(
         "--only", metavar="FRAMEWORK/API", help="figures (and runtime probes) for one API only"
+    )
+    parser.add_argument(
+        "--model",
+        choices=sorted({c.model for c in planned_configs()}),
+        help="figures for one model only (gpt: the gpt2-small MFU rows)",
     )
     parser.add_argument("--skip-pytest", action="store_true", help="no `pytest -m gpu` step")
     args = parser.parse_args(argv)
@@ -597,7 +660,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     device = "cpu" if args.cpu_dry_run else "gpu"
     try:
-        step_figures(report, env, device, args.cpu_dry_run, args.only, budget, args.per_run_s)
+        step_figures(
+            report, env, device, args.cpu_dry_run, args.only, budget, args.per_run_s, args.model
+        )
     except Exception as exc:
         report.add(
             {"step": "figures", "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}

@@ -158,3 +158,74 @@ def test_gpu_alone_tests_run_after_the_rest_in_one_process(tmp_path, monkeypatch
     first, alone = commands
     assert "gpu and not gpu_alone" in first and first[first.index("-n") + 1] == "4"
     assert "gpu and gpu_alone" in alone and alone[alone.index("-n") + 1] == "0"
+
+
+GPT_ROWS = ("torch/compile gpt gpt2-small bf16", "keras/jax gpt gpt2-small bf16")
+
+
+def test_the_gpt2_small_rows_are_runs_tui_bench_accepts_and_fit_an_h100():
+    """The rows the GPU check adds for issue 42, checked without a GPU: their arguments go
+    through tui-bench's own parser to a valid spec (gpt2-small, bf16, on the GPU), the batch
+    fits the training-memory estimate well inside an 80 GB H100, and the CPU dry run would take
+    them at size tiny but skips them as GPU modes (bf16), with the reason."""
+    from tui_bench.cli import build_parser, spec_flags
+    from tui_bench.engine import model_memory
+
+    check = _load_check()
+    rows = {c.name: c for c in check.planned_configs() if c.model == "gpt"}
+    assert tuple(rows) == GPT_ROWS
+    for config in rows.values():
+        args = build_parser().parse_args(["run", *check.figure_args(config, "gpu", False)])
+        spec = spec_flags.spec_from_args(args)
+        assert (spec.model, spec.size, spec.precision, spec.device) == (
+            "gpt",
+            "gpt2-small",
+            "bf16",
+            "gpu",
+        )
+        assert spec.dataset == "synthetic-tokens" and spec.batch_size == check.GPT_BATCH
+        # the steps asked for are there: train samples past the 20 % validation split
+        assert spec.train_samples * 0.8 >= spec.batch_size * spec.steps_per_epoch
+        assert model_memory.estimate(spec).total_bytes < 0.7 * 80e9
+        dry = build_parser().parse_args(["run", *check.figure_args(config, "cpu", True)])
+        assert spec_flags.spec_from_args(dry).size == "tiny"
+        why = check.plan_figure(config, "cpu", dry_run=True)
+        if not why.startswith("runtime:"):  # a runtime not installed here says that first
+            assert "GPU mode" in why
+
+
+def test_a_gpt_figure_reports_tokens_per_s_and_mfu_with_its_peak_named(tmp_path, monkeypatch):
+    """A gpt run's record, as tui-bench's engine computes it for an H100 step of 40 ms, read
+    back by the check: tokens/s and MFU against the nominal bf16 peak land in report.md."""
+    from tui_bench.engine.runs.run_result import RunResult
+    from tui_bench.engine.spec import RunSpec
+
+    check = _load_check()
+    config = next(c for c in check.planned_configs() if c.name == GPT_ROWS[0])
+    spec = RunSpec.from_dict(
+        {"model": "gpt", "size": "gpt2-small", "precision": "bf16", "device": "gpu",
+         "batch_size": 16, "threads": 4}
+    )  # fmt: skip
+    step_s = 0.04
+    result = RunResult(
+        "r1",
+        spec,
+        "finished",
+        started={"device_name": "NVIDIA H100 80GB HBM3"},
+        summary={"samples_per_s": 16 / step_s, "step_median_s": step_s, "global_batch": 16},
+    )
+    record = {"id": "r1", "status": "finished", "metrics": result.metrics()}
+    monkeypatch.setattr(
+        check, "_run", lambda cmd, timeout, env=None: (0, json.dumps([record], indent=2))
+    )
+    entry = check.run_figure(config, "gpu", False, {}, 60)
+    m = entry["metrics"]
+    assert entry["status"] == "ok" and m["tokens_per_s"] == 16 * 1024 / step_s
+    # 16,384 tokens × 854,438,400 FLOPs in 40 ms against 989.4 TFLOP/s
+    assert m["mfu_nominal"] == pytest.approx(16384 * 854_438_400 / step_s / 989.4e12)
+    figure = {"name": config.name, "shows": config.shows, **entry}
+    markdown = check.render_markdown(
+        {"steps": [{"step": "figures", "status": "ok", "figures": [figure]}]}
+    )
+    assert f"| {config.name} | {config.shows} | ok | 40.00 | 400.0 | 409600 | 35.4 |" in markdown
+    assert "nominal peak 989.4 TFLOP/s (H100 SXM dense bfloat16" in markdown

@@ -21,6 +21,10 @@ def test_gpu_names_pick_their_own_dense_figures_never_the_sparsity_ones():
     assert peaks.nominal("gpu:0", "NVIDIA H100 80GB HBM3", 1, "tf32").tflops == 494.7
     assert peaks.nominal("gpu:0", "NVIDIA H200", 1, "amp-fp16").tflops == 989.4
     assert peaks.nominal("gpu:0", "NVIDIA L40S", 1, "bf16").tflops == 366.0
+    # The SXM figures name the clock they are computed at (not the 1,980 MHz maximum boost).
+    h200 = peaks.nominal("gpu:0", "NVIDIA H200", 1, "bf16")
+    assert h200.tflops == 989.4 and h200.what.endswith("at 1,830 MHz")
+    assert sxm.what.endswith("at 1,830 MHz") and "MHz" not in pcie.what
     assert peaks.nominal("gpu:0", "NVIDIA L4", 1, "bf16").tflops == 121.0
     assert peaks.nominal("gpu:0", "Tesla T4", 1, "bf16") is None  # no bf16 on Turing
     assert peaks.nominal("gpu:0", "Some Unknown GPU", 1, "fp32") is None

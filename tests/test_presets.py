@@ -324,6 +324,37 @@ def test_scaling_preset_sweeps_workers_for_torch_and_tensorflow():
     assert all(c.spec.threads * c.spec.workers <= 2 for c in configs)
 
 
+def test_gpt2_small_preset_fills_an_h100_by_the_estimate_and_says_so(monkeypatch):
+    """Every framework × API × precision it lists is one the catalog offers on a GPU; its batch
+    sizes come from the training-memory estimate (the largest near 70 % of an 80 GB H100) and
+    its description quotes those estimates; without a GPU each configuration is skipped with the
+    one-line reason, as the other GPU presets are."""
+    from tui_bench.engine import catalog, model_memory
+    from tui_bench.engine.machine import sysinfo
+
+    preset = presets.load(REPO / "presets" / "gpt2-small.toml")
+    configs = presets.expand(preset, probe=None)
+    specs = [c.spec for c in configs]
+    apis = {("torch", "eager"), ("torch", "compile"), ("tensorflow", "xla")}
+    apis |= {("keras", b) for b in ("jax", "torch", "tensorflow")}
+    assert {(s.framework, s.api) for s in specs} == apis
+    assert {s.precision for s in specs} == {"fp32", "tf32", "bf16"}
+    assert all(s.device == "gpu" and s.model == "gpt" and s.size == "gpt2-small" for s in specs)
+    for s in specs:
+        assert (
+            catalog.setting_problem(s.framework, s.api, "gpu", s.precision, "host", "synced")
+            is None
+        )
+    gigabytes = {s.batch_size: model_memory.estimate(s).total_bytes / 1e9 for s in specs}
+    assert 0.6 < max(gigabytes.values()) / 80 <= 0.7
+    description = " ".join(preset.description.split())
+    assert "Batch sizes {} and {} sequences".format(*sorted(gigabytes)) in description
+    assert all(f"{gb:.0f} GB" in description for gb in gigabytes.values())
+    monkeypatch.setattr(sysinfo, "machine_fingerprint", lambda: {"gpus": []})
+    skipped = presets.expand(preset, probe=presets.availability_problem)
+    assert all(c.skip_reason and "no GPU 0" in c.skip_reason for c in skipped)
+
+
 # -- published figures ---------------------------------------------------------------------------
 STACKS = """
 repeats = 2

@@ -41,12 +41,18 @@ PROBE_ROW = {"fp32": "float32", "tf32": "tf32", "bf16": "bfloat16", "amp-fp16": 
 # - H100 SXM / PCIe / NVL: NVIDIA H100 Tensor Core GPU datasheet (the table's tensor figures are
 #   "with sparsity"; dense = half): SXM 67 / 494.7 / 989.4, PCIe 51 / 378 / 756, NVL 60 / 417.5 /
 #   835.5 (fp32 / tf32 / bf16); H200 SXM as H100 SXM, H200 NVL as H100 NVL (H200 datasheet).
+#   The SXM figures are at 1,830 MHz, the clock NVIDIA's tensor figures use, not the 1,980 MHz
+#   maximum boost: 132 SMs × 4 tensor cores × 1,024 dense bf16 FLOP per clock × 1.83 GHz =
+#   989.4 TFLOP/s (torchtitan's and nanoGPT-style MFU use the same 989). A peak at another clock
+#   changes MFU (llm.c's A10 went from 43 % to 22 %), so the clock is named with the figure.
 # - A100 (SXM and PCIe alike): A100 datasheet, 19.5 / 156 / 312.
 # - L4: L4 datasheet, 30.3 / 60 / 121 (120 / 242 "with sparsity").
 # - L40S: L40S datasheet, 91.6 / 183 / 366 (366 / 733 "with sparsity").
 # - A10: A10 datasheet, 31.2 / 62.5 / 125.
 # - V100 SXM2 / PCIe: V100 datasheet, fp32 15.7 / 14, fp16 tensor 125 / 112 (no tf32, no bf16).
 # - T4: T4 datasheet, fp32 8.1, fp16 tensor 65.
+# The clock each table figure is computed at, where the datasheet's arithmetic pins it down.
+GPU_CLOCKS = {"H100 SXM": "1,830 MHz", "H200 SXM": "1,830 MHz"}
 # Matched on the device name in this order (the specific names first).
 GPU_PEAKS: tuple[tuple[str, str, dict[str, float]], ...] = (
     (
@@ -185,7 +191,8 @@ def nominal(device: str, device_name: str | None, threads: int, precision: str) 
     if entry is None or row not in entry[1]:
         return None
     model, peaks = entry
-    return Peak(peaks[row], "nominal", f"{model} dense {row}, vendor datasheet")
+    clock = f" at {GPU_CLOCKS[model]}" if model in GPU_CLOCKS else ""
+    return Peak(peaks[row], "nominal", f"{model} dense {row}, vendor datasheet{clock}")
 
 
 # -- measured peak ------------------------------------------------------------------------------
