@@ -99,6 +99,11 @@ def test_threads_over_cores_are_flagged_not_refused() -> None:
 
 
 # -- slow: real training through runner.execute ----------------------------------------------------
+# A name lookup talks to the resolver, not to another rank: a fresh-machine run saw a connection
+# to 10.255.255.53, this machine's nameserver (/etc/resolv.conf), from the torch run's tree.
+DNS_PORT = 53
+
+
 class ListenWatch:
     """Polls the listening TCP sockets of a run's whole process tree while it trains."""
 
@@ -130,7 +135,7 @@ class ListenWatch:
                 for conn in connections:
                     if conn.status == psutil.CONN_LISTEN:
                         self.listening.add((conn.laddr.ip, conn.laddr.port, name))
-                    elif conn.raddr:
+                    elif conn.raddr and conn.raddr.port != DNS_PORT:
                         self.remote_peers.add(conn.raddr.ip)
 
     def stop(self) -> None:
