@@ -323,7 +323,7 @@ def load(
     if name in SYNTHETIC_SHAPES:
         return synthetic(name, train_samples, test_samples, validation_fraction, tokens)
     if name in REAL_SHAPES:
-        return real(name, data_dir, train_samples, test_samples, validation_fraction)
+        return real(name, data_dir, train_samples, test_samples, validation_fraction, tokens)
     raise ValueError(f"unknown dataset {name!r}")
 
 
@@ -333,11 +333,25 @@ def real(
     train_samples: int | None = None,
     test_samples: int | None = None,
     validation_fraction: float = VALIDATION_FRACTION,
+    tokens: tuple[int, int] | None = None,
 ) -> Dataset:
     """A real dataset through the same preprocessing as the synthetic ones. Caps take the first
-    N samples of the published order (Keras' order for IMDb)."""
+    N samples of the published order (Keras' order for IMDb; the text's order for a token
+    dataset). ``tokens``: (S, V) of the language model a token dataset is cut for: sequences of
+    its S, and a vocabulary V that must hold the dataset's tokens."""
     shape = REAL_SHAPES[name]
-    raw = real_files.load_raw(name, data_dir)
+    if tokens is not None and shape.kind == "tokens":
+        length, vocab = tokens
+        if vocab < shape.vocab_size:
+            raise real_files.DatasetError(
+                f"dataset '{name}' has {shape.vocab_size} token ids; a vocabulary of {vocab} "
+                f"cannot hold them (--vocab-size {shape.vocab_size})"
+            )
+        # as synthetic-tokens: the model predicts over its own V; the data's ids lie below it
+        shape = Shape("tokens", (length,), vocab, 0, 0, vocab)
+    raw = real_files.load_raw(
+        name, data_dir, shape.input_shape[0] if shape.kind == "tokens" else None
+    )
     if shape.kind == "image" and raw.x_train.shape[1:] != shape.input_shape:
         raise real_files.DatasetError(
             f"{raw.source}: {name} images are {raw.x_train.shape[1:]}, expected {shape.input_shape}"

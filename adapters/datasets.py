@@ -1,5 +1,6 @@
 """Parsers of the real datasets' published files: MNIST and Fashion-MNIST (IDX, gzip), CIFAR-10
-(python version: pickled batches in a tar.gz) and IMDb (Keras' word-id ``imdb.npz``).
+(python version: pickled batches in a tar.gz), IMDb (Keras' word-id ``imdb.npz``) and
+TinyShakespeare (char-rnn's ``input.txt``, read as byte tokens).
 
 Runs inside the worker: stdlib + numpy only (numpy 1.23 to 2.x), no ``tui_bench`` import. Every
 problem with a file becomes one ``DatasetError`` that names the file and what is wrong with it; a
@@ -392,19 +393,73 @@ def _vocabulary(path: Path, payload: bytes) -> list[str]:
     return words
 
 
+# -- TinyShakespeare ------------------------------------------------------------------------------
+SHAKESPEARE = MANIFEST["tinyshakespeare"]
+SHAKESPEARE_VOCAB = SHAKESPEARE["vocab_size"]  # byte tokens: 0..255
+
+
+def byte_sequences(label: str, stream: np.ndarray, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, targets), each (n, S): sequences of S + 1 tokens at every S-th position, so
+    consecutive sequences overlap by one token and every byte after the first is a target once;
+    a last partial sequence is left out. n = (len - 1) // S."""
+    count = (len(stream) - 1) // seq_len
+    if count < 1:
+        raise DatasetError(
+            f"{label}: {len(stream)} bytes hold no sequence of {seq_len + 1} tokens (S {seq_len})"
+        )
+    starts = np.arange(count, dtype=np.int64)[:, None] * seq_len
+    windows = stream[starts + np.arange(seq_len + 1, dtype=np.int64)[None, :]]
+    return windows[:, :-1], windows[:, 1:]
+
+
+def load_tinyshakespeare(directory: Path, seq_len: int | None = None) -> RawSplits:
+    """The text's bytes as tokens (V 256): the first ``train_fraction`` of them train, the rest
+    test (nanoGPT's shakespeare_char split, 90 / 10), each cut by ``byte_sequences``. The
+    published file is ASCII text: an empty file, NUL bytes or bytes that are not UTF-8 mean a
+    wrong file, named in one line (its checksum is checked app-side before a run)."""
+    files: dict[str, str] = {}
+    seq_len = seq_len or SHAKESPEARE["input_shape"][0]
+    path = _require(directory, FILES["tinyshakespeare"]["text"])
+    payload = _read(path, files)
+    if not payload:
+        raise DatasetError(
+            f"{path}: empty file (the text is {SHAKESPEARE['files'][0]['size']:,} bytes)"
+        )
+    nul = payload.find(b"\x00")
+    if nul >= 0:
+        raise DatasetError(f"{path}: not a text file (a NUL byte at offset {nul:,})")
+    try:
+        payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(
+            f"{path}: not UTF-8 text (byte 0x{payload[exc.start]:02x} at offset {exc.start:,})"
+        ) from None
+    stream = np.frombuffer(payload, dtype=np.uint8)
+    cut = int(len(stream) * SHAKESPEARE["train_fraction"])
+    x_train, y_train = byte_sequences(f"{path} (its first {cut:,} bytes)", stream[:cut], seq_len)
+    x_test, y_test = byte_sequences(
+        f"{path} (its last {len(stream) - cut:,} bytes)", stream[cut:], seq_len
+    )
+    return RawSplits(x_train, y_train, x_test, y_test, files, str(directory))
+
+
 LOADERS = {
-    "mnist": lambda d: load_idx("mnist", d),
-    "fashion-mnist": lambda d: load_idx("fashion-mnist", d),
-    "cifar10": load_cifar10,
-    "imdb": load_imdb,
+    "mnist": lambda d, _s: load_idx("mnist", d),
+    "fashion-mnist": lambda d, _s: load_idx("fashion-mnist", d),
+    "cifar10": lambda d, _s: load_cifar10(d),
+    "imdb": lambda d, _s: load_imdb(d),
+    "tinyshakespeare": load_tinyshakespeare,
 }
 
 
-def load_raw(name: str, data_dir: str | os.PathLike | None) -> RawSplits:
-    """Parse dataset ``name`` from ``data_dir`` (or ``data_dir/name``)."""
+def load_raw(
+    name: str, data_dir: str | os.PathLike | None, seq_len: int | None = None
+) -> RawSplits:
+    """Parse dataset ``name`` from ``data_dir`` (or ``data_dir/name``). ``seq_len``: the context
+    S a token dataset is cut for (its manifest shape otherwise)."""
     if not data_dir:
         raise DatasetError(f"dataset '{name}': no data directory was given")
     directory = dataset_dir(data_dir, name)
     if not directory.is_dir():
         raise DatasetError(f"{directory}: the data directory does not exist")
-    return LOADERS[name](directory)
+    return LOADERS[name](directory, seq_len)

@@ -592,7 +592,7 @@ def test_the_app_takes_every_dataset_fact_from_the_manifest(monkeypatch, tmp_pat
     first = registry_seen["mnist"].files[0]
     assert first.name == "renamed-train-images.gz" and first.aliases == ("other-name.gz",)
     assert registry_seen["mnist"].label == "MNIST (edited)"
-    assert set(registry_seen) == {"mnist", "fashion-mnist", "cifar10", "imdb"}
+    assert set(registry_seen) == {"mnist", "fashion-mnist", "cifar10", "imdb", "tinyshakespeare"}
 
 
 def test_manifest_pins_every_real_file_and_names_what_the_parsers_read(adapters):
@@ -611,6 +611,7 @@ def test_manifest_pins_every_real_file_and_names_what_the_parsers_read(adapters)
     assert datasets.FILES["fashion-mnist"].keys() == datasets.FILES["mnist"].keys()
     assert datasets.FILES["cifar10"] == {"archive": "cifar-10-python.tar.gz"}
     assert datasets.FILES["imdb"] == {"sequences": "imdb.npz"}
+    assert datasets.FILES["tinyshakespeare"] == {"text": "input.txt"}
     assert datasets.OPTIONAL_FILES == {"imdb": {"word_index": "imdb_word_index.json"}}
     assert data.REAL_SHAPES["imdb"].input_shape == (datasets.IMDB_MAXLEN,) == (200,)
     for dataset in cache.REGISTRY.values():
@@ -858,7 +859,7 @@ def test_cli_data_list_download_and_import(monkeypatch, tmp_path, capsys):
     blobs = pin_tiny_mnist(monkeypatch, tmp_path / "published")
     assert cli.main(["data", "list", "--json"]) == 0
     listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
-    assert set(listed) == {"mnist", "fashion-mnist", "cifar10", "imdb"}
+    assert set(listed) == {"mnist", "fashion-mnist", "cifar10", "imdb", "tinyshakespeare"}
     assert listed["cifar10"]["download_size"] == 170_498_071 and not listed["cifar10"]["present"]
 
     assert cli.main(["data", "download", "nonsense"]) == 2

@@ -36,17 +36,15 @@ def test_achieved_flops_form_from_the_median_step_without_a_peak():
 
 
 def test_mfu_forms_against_the_cached_measured_peak():
-    peaks.store_probe(
-        {"compute": [{"kernel": "matmul", "precision": "float32", "tflops": 1.0}]}, "cpu", 2
-    )
+    row = {"kernel": "matmul", "precision": "float32", "tflops": 1.0, "times_s": [0.01] * 30}
+    peaks.store_probe({"compute": [row]}, "cpu", 2, peaks.ProbeLoad(0.0, 0.0, 2, 0.1, 1.0))
     text = _view([0.01]).limits_text()
     assert text.endswith(f"MFU {PER_STEP / 0.01 / 1e12:.1%} of measured peak")
 
 
 def test_an_impossible_mfu_is_an_error_line():
-    peaks.store_probe(
-        {"compute": [{"kernel": "matmul", "precision": "float32", "tflops": 1e-6}]}, "cpu", 2
-    )
+    row = {"kernel": "matmul", "precision": "float32", "tflops": 1e-6, "times_s": [0.01] * 30}
+    peaks.store_probe({"compute": [row]}, "cpu", 2, peaks.ProbeLoad(0.0, 0.0, 2, 0.1, 1.0))
     text = _view([0.01]).limits_text()
     assert peaks.MFU_ABOVE_ONE in text and "MFU 1" not in text
 
@@ -118,3 +116,13 @@ def test_the_settings_that_decide_the_step_time_stand_beside_it():
         "precision bf16, bf16 emulated: CPU lacks avx512_bf16/amx_bf16, compilation no (eager), "
         "attention SDPA math (training, dropout 0.25)"
     ) in text
+
+
+def test_a_peak_that_does_not_hold_forms_no_mfu():
+    """An unreliable measured peak (a call ten times the median: a pause) gives no MFU live,
+    as it gives none in the record."""
+    times = [0.01] * 20 + [0.2] + [0.01] * 9
+    row = {"kernel": "matmul", "precision": "float32", "tflops": 1.0, "times_s": times}
+    peaks.store_probe({"compute": [row]}, "cpu", 2, peaks.ProbeLoad(0.0, 0.0, 2, 0.1, 1.0))
+    text = _view([0.01]).limits_text()
+    assert text == f"{PER_STEP / 0.01 / 1e9:.3g} GFLOP/s so far"

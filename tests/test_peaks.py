@@ -73,19 +73,35 @@ def test_a_damaged_cpuinfo_gives_no_estimate_not_a_traceback(tmp_path: Path):
     assert peaks.read_cpu_facts(tmp_path / "missing").model == ""
 
 
+# Thirty calls of a steady matmul, as the probe reports them, and a quiet machine around it.
+STEADY = [0.0430 + 0.0002 * (i % 3) for i in range(30)]
 PROBE = {
     "framework": "torch 2.13",
     "threads": 2,
     "compute": [
-        {"kernel": "matmul", "precision": "float32", "shape": "1024×1024", "tflops": 0.05},
-        {"kernel": "matmul", "precision": "bfloat16", "shape": "1024×1024", "tflops": 0.02},
+        {
+            "kernel": "matmul",
+            "precision": "float32",
+            "shape": "1024×1024",
+            "tflops": 0.05,
+            "times_s": STEADY,
+        },
+        {
+            "kernel": "matmul",
+            "precision": "bfloat16",
+            "shape": "1024×1024",
+            "tflops": 0.02,
+            "times_s": STEADY,
+        },
         {"kernel": "conv2d 3×3", "precision": "float32", "tflops": 0.04},
     ],
 }
+QUIET = peaks.ProbeLoad(other_cores=0.02, steal_cores=0.0, logical_cores=2, loadavg_1m=0.1,
+                        seconds=3.0)  # fmt: skip
 
 
 def test_measured_peaks_are_cached_per_threads_and_precision_with_their_date():
-    peaks.store_probe(PROBE, "cpu", 2)
+    peaks.store_probe(PROBE, "cpu", 2, QUIET)
     fp32 = peaks.cached("cpu", 2, "fp32")
     assert fp32 is not None and fp32.tflops == 0.05 and fp32.kind == "measured"
     assert "torch 2.13 matmul" in fp32.what and fp32.measured_at
@@ -101,7 +117,7 @@ def test_a_damaged_peak_cache_is_a_cold_start(damage: bytes, monkeypatch):
     peaks.cache_path().parent.mkdir(parents=True, exist_ok=True)
     peaks.cache_path().write_bytes(damage)
     assert peaks.cached("cpu", 1, "fp32") is None
-    peaks.store_probe(PROBE, "cpu", 2)  # and it is rewritten whole
+    peaks.store_probe(PROBE, "cpu", 2, QUIET)  # and it is rewritten whole
     assert peaks.cached("cpu", 2, "fp32").tflops == 0.05
 
 
@@ -116,9 +132,9 @@ def test_a_damaged_entry_is_no_peak(monkeypatch):
 def test_a_missing_peak_is_measured_once_with_a_progress_line(monkeypatch):
     calls: list[tuple] = []
 
-    def probe(device, threads, size=0, repeats=0, matmul_only=False, precisions=()):
-        calls.append((device, threads, matmul_only, precisions))
-        peaks.store_probe(PROBE, device, threads)
+    def probe(device, threads, size=0, repeats=0, matmul_only=False, precisions=(), budget_s=None):
+        calls.append((device, threads, matmul_only, precisions, repeats, budget_s))
+        peaks.store_probe(PROBE, device, threads, QUIET)
         return PROBE
 
     monkeypatch.setattr(peaks, "run_probe", probe)
@@ -128,7 +144,8 @@ def test_a_missing_peak_is_measured_once_with_a_progress_line(monkeypatch):
     assert len(lines) == 1 and "measuring" in lines[0] and "float32" in lines[0]
     again, _ = peaks.measured("cpu", 2, "fp32", progress=lines.append)
     assert again == peak and len(calls) == 1 and len(lines) == 1
-    assert calls == [("cpu", 2, True, ("float32",))]  # only the row the run needs
+    # only the row the run needs, enough calls to judge it by a run's rules, in a few seconds
+    assert calls == [("cpu", 2, True, ("float32",), peaks.PEAK_CALLS, peaks.PEAK_BUDGET_S)]
 
 
 def test_a_probe_that_cannot_run_says_why(monkeypatch):
@@ -162,7 +179,7 @@ def test_real_probe_measures_a_peak_once_and_the_mfu_of_it_is_below_one():
 
 
 def test_a_run_is_held_against_both_peaks_each_named():
-    peaks.store_probe(PROBE, "cpu", 2)
+    peaks.store_probe(PROBE, "cpu", 2, QUIET)
     count = 3 * 7_905_280 - 921_600  # cnn on 28×28×1, per sample (tests/test_flops.py)
     figures = peaks.run_figures("cnn", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
     assert figures["flops_per_step"] == 64 * count
@@ -178,7 +195,7 @@ def test_a_run_is_held_against_both_peaks_each_named():
 
 
 def test_a_run_whose_mfu_exceeds_one_says_the_count_or_peak_is_wrong():
-    peaks.store_probe(PROBE, "cpu", 2)  # 0.05 TFLOP/s, and a step 100× too fast for it
+    peaks.store_probe(PROBE, "cpu", 2, QUIET)  # 0.05 TFLOP/s, and a step 100× too fast for it
     figures = peaks.run_figures("cnn", "synthetic-mnist", 64, 1e-5, "cpu", "cpu", 2, "fp32")
     assert figures["mfu"] is None and figures["mfu_error"] == peaks.MFU_ABOVE_ONE
     line = Limits.from_metrics(figures).line()
@@ -190,7 +207,7 @@ def test_no_cached_peak_no_model_count_and_workers():
     assert figures["mfu"] is None and "no measured peak" in figures["mfu_error"]
     unknown = peaks.run_figures("nope", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
     assert unknown["flops_per_step"] is None and "no FLOP count" in unknown["mfu_error"]
-    peaks.store_probe(PROBE, "cpu", 2)
+    peaks.store_probe(PROBE, "cpu", 2, QUIET)
     one = peaks.run_figures("mlp", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32")
     two = peaks.run_figures("mlp", "synthetic-mnist", 64, 0.5, "cpu", "cpu", 2, "fp32", workers=2)
     assert two["mfu"] == pytest.approx(one["mfu"] / 2) and "2 × " in two["mfu_peak"]
@@ -235,3 +252,162 @@ def test_every_view_renders_the_limits_through_one_value():
         == "20 GFLOP/s · MFU 25.0% of nominal peak · 1.5 J/step (CPU) · peak RSS 500 MiB"
     )
     assert Run.from_record({"id": "old", "metrics": {"step_median_s": 0.1}}).limits is None
+
+
+# -- a peak that does not hold (issue 42) ---------------------------------------------------------
+def _peak_entry(times, load, emulated=None):
+    row = {"kernel": "matmul", "precision": "bfloat16" if emulated else "float32"}
+    row.update(shape="1024×1024", tflops=0.05, times_s=times)
+    if emulated:
+        row["emulated"] = emulated
+    peaks.store_probe({"framework": "torch 2.13", "compute": [row]}, "cpu", 2, load)
+
+
+def _run_metrics(resources, precision="fp32"):
+    """A finished 2-thread CNN run's figures as the record gets them (RunResult.metrics)."""
+    from tui_bench.engine.runs.run_result import RunResult
+    from tui_bench.engine.spec import RunSpec
+
+    spec = RunSpec.from_dict(
+        {"model": "cnn", "threads": 2, "batch_size": 64, "precision": precision}
+    )
+    summary = {"step_median_s": 0.5, "global_batch": 64, "samples_per_s": 128.0}
+    return RunResult("r", spec, "finished", summary=summary, resources=resources).metrics()
+
+
+QUIET_RUN = {"steady_other_cores": 0.03, "steady_steal_cores": 0.0, "logical_cores": 2}
+
+
+def test_a_peak_without_its_calls_or_load_is_measured_again():
+    """Entries cached before a peak carried its verdict cannot be judged: not a peak."""
+    key = peaks.cache_key("cpu", 2, "float32")
+    old = {"tflops": 0.05, "what": "torch matmul", "measured_at": "2026-11-01T00:00:00+00:00"}
+    peaks.cache_path().parent.mkdir(parents=True, exist_ok=True)
+    for entry in (old, {**old, "times_s": STEADY}, {**old, "load": {"other_cores": "x"}}):
+        peaks.cache_path().write_text(json.dumps({key: entry}))
+        assert peaks.cached("cpu", 2, "fp32") is None
+    peaks.store_probe(PROBE, "cpu", 2)  # a probe result without its load is not kept either
+    assert peaks.cached("cpu", 2, "fp32") is None
+
+
+def test_a_steady_quiet_peak_is_stable_and_the_run_s_mfu_stands_with_its_verdict():
+    from tui_bench.engine.results import stability
+
+    peaks.store_probe(PROBE, "cpu", 2, QUIET)
+    peak = peaks.cached("cpu", 2, "fp32")
+    assert peak.times == tuple(STEADY) and peak.load == QUIET and peak.emulated is None
+    assert stability.assess_peak(peak, "cpu", 2).verdict == stability.STABLE
+    m = _run_metrics(QUIET_RUN)
+    assert m["mfu"] == pytest.approx(m["achieved_tflops"] / 0.05) and "mfu_error" not in m
+    assert m["peak_measured_verdict"] == "stable" and m["mfu_peak"].endswith(", stable")
+    assert m["peak_measured_other_cores"] == 0.02
+
+
+def test_an_unreliable_peak_gives_no_measured_mfu_and_says_why():
+    """The same rules as a run's: a call ten times the median is a pause, and calls that drift
+    apart are no steady state; the nominal MFU is untouched."""
+    from tui_bench.engine.results import stability
+
+    paused = [*STEADY[:20], 0.6, *STEADY[:9]]
+    _peak_entry(paused, QUIET)
+    verdict = stability.assess_peak(peaks.cached("cpu", 2, "fp32"), "cpu", 2)
+    assert verdict.verdict == stability.UNRELIABLE
+    m = _run_metrics(QUIET_RUN)
+    assert m["mfu"] is None and m["peak_measured_verdict"] == "unreliable"
+    assert m["mfu_error"].startswith("no MFU of the measured peak: the peak is unreliable (")
+    assert "a pause" in m["mfu_error"] and m["achieved_tflops"] > 0
+
+
+@pytest.mark.parametrize(
+    ("peak_other", "run_other", "why"),
+    [
+        (0.02, 0.03, None),  # both quiet
+        (0.15, 0.17, None),  # both a little loaded alike (7.5 % and 8.5 % of 2 cores)
+        (0.02, 0.21, None),  # 9.5 % of 2 cores apart: inside the stated 10 %
+        (0.02, 0.5, "another load"),  # measured quiet, run under load: MFU too low
+        (0.15, 0.5, "another load"),
+        # measured under load: the peak is too low (MFU too high) and by a run's own rules
+        # (cpu_stolen) unreliable, whatever the run's load
+        (1.0, 0.03, "unreliable"),
+        (1.0, 1.05, "unreliable"),
+    ],
+)
+def test_a_peak_measured_under_another_load_than_the_run_gives_no_mfu(peak_other, run_other, why):
+    _peak_entry(STEADY, peaks.ProbeLoad(peak_other, 0.0, 2, 0.1, 3.0))
+    m = _run_metrics({**QUIET_RUN, "steady_other_cores": run_other})
+    if why is None:
+        assert m["mfu"] is not None and "mfu_error" not in m
+    else:
+        assert m["mfu"] is None and m["mfu_nominal"] is not None
+        assert m["mfu_error"].startswith("no MFU of the measured peak") and why in m["mfu_error"]
+
+
+def test_the_load_rule_alone_names_both_loads():
+    from tui_bench.engine.results import stability
+
+    _peak_entry(STEADY, QUIET)
+    peak = peaks.cached("cpu", 2, "fp32")
+    verdict = stability.assess_peak(peak, "cpu", 2)
+    loaded = {**QUIET_RUN, "steady_other_cores": 0.5}
+    why = stability.peak_problem(peak, verdict, "cpu", 2, loaded)
+    assert why == (
+        "no MFU of the measured peak: it was measured under another load (other work took 1.0 % "
+        "of the 2 core(s) then, 25 % during the run; 10 % or more apart do not compare); "
+        "tui-bench hardware measures it again"
+    )
+    assert stability.peak_problem(peak, verdict, "gpu:0", 2, loaded) is None  # host load: n/a
+    assert stability.peak_problem(peak, verdict, "cpu", 2, {}) is None  # run's load unknown
+
+
+def test_an_emulated_bf16_peak_gives_no_measured_mfu():
+    from tui_bench.engine.results import stability
+
+    note = "bf16 emulated: CPU lacks avx512_bf16/amx_bf16"
+    _peak_entry(STEADY, QUIET, emulated=note)
+    peak = peaks.cached("cpu", 2, "bf16")
+    assert peak.emulated == note
+    why = stability.peak_problem(peak, stability.assess_peak(peak, "cpu", 2), "cpu", 2, QUIET_RUN)
+    assert why.startswith("no MFU of the measured peak: it ran emulated (bf16 emulated")
+    m = _run_metrics(QUIET_RUN, precision="bf16")
+    assert m["mfu"] is None and m["mfu_error"] == why
+
+
+def test_run_probe_records_the_load_it_measured_under(monkeypatch):
+    """The window around the probe's process: the wall time and other work's cores, kept with
+    each matmul row (a fake probe that sleeps; the real one is in the slow tier)."""
+    import time as _time
+
+    from tui_bench.engine.machine import runtimes
+
+    class Torch:
+        python = "python"
+
+    def fake(command, env, tag, timeout):
+        _time.sleep(0.3)
+        return {"framework": "torch 2.13", "threads": 2, "compute": PROBE["compute"]}, None
+
+    monkeypatch.setattr(runtimes, "resolve", lambda *a: Torch())
+    monkeypatch.setattr(runtimes, "run_tagged", fake)
+    result = peaks.run_probe("cpu", 2, matmul_only=True)
+    load = result["load"]
+    assert load["seconds"] >= 0.3 and load["other_cores"] >= 0 and load["logical_cores"] >= 1
+    assert peaks.cached("cpu", 2, "fp32").load == peaks.ProbeLoad(**load)
+
+
+def test_the_probe_stops_a_slow_kernel_at_its_budget_but_never_under_five_calls():
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "adapters" / "hardware_probe.py"
+    spec = importlib.util.spec_from_file_location("hardware_probe_under_test", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    clock = iter(range(1000))
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(probe.time, "perf_counter", lambda: float(next(clock)))  # 1 s a call
+    try:
+        times = probe.timed_within(lambda: None, lambda: None, 2, 30, budget_s=3.0)
+        assert len(times) == probe.MIN_CALLS and all(t == 1.0 for t in times)
+        assert len(probe.timed_within(lambda: None, lambda: None, 0, 30, budget_s=None)) == 30
+        assert len(probe.timed_within(lambda: None, lambda: None, 0, 30, budget_s=40.0)) == 30
+    finally:
+        monkey.undo()

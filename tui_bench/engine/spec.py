@@ -13,7 +13,7 @@ from typing import Any
 
 import tomli_w
 
-from tui_bench.engine import catalog, model_manifest
+from tui_bench.engine import catalog, dataset_manifest, model_manifest
 from tui_bench.engine.errors import SpecError, UsageError
 
 MAX_THREADS = 64
@@ -294,6 +294,16 @@ class RunSpec:
                 "heads" if self.heads is not None else "d_model",
                 f"d_model {dims.d_model} does not divide into {dims.heads} heads "
                 "(each head is d_model / heads wide)",
+            )
+        # A real token dataset has its own ids (TinyShakespeare's 256 bytes): the vocabulary
+        # must hold them (synthetic-tokens is drawn below the model's own V).
+        entry = dataset_manifest.manifest().get(self.dataset, {})
+        ids = entry.get("vocab_size") if entry.get("kind") == "tokens" else None
+        if ids and not entry.get("synthetic") and dims.vocab_size < ids:
+            raise SpecError(
+                "vocab_size",
+                f"dataset '{self.dataset}' has {ids} token ids; the gpt's vocabulary of "
+                f"{dims.vocab_size} cannot hold them (--vocab-size {ids})",
             )
 
     def gpt_dims(self) -> model_manifest.GptDims:

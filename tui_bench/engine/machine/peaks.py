@@ -17,21 +17,29 @@ MFU above 1 means the FLOP count or the peak is wrong: it is never shown as a nu
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.limits import MFU_ABOVE_ONE
+from tui_bench.engine.machine.sampler import cpu_snapshot
 from tui_bench.engine.paths import adapters_dir, cache_home
 
 PROBE_TIMEOUT_S = 120.0
 PROBE_SIZE = 1024
 PROBE_REPEATS = 7
+# The peak a run is held against is judged like a run (results/stability.py): enough calls for
+# its spread and steady state to be judged, within a few seconds however slow the kernel is.
+PEAK_CALLS = 30
+PEAK_BUDGET_S = 3.0
 
 # A run's precision setting → the probe's matmul row (and the vendor table's column).
 PROBE_ROW = {"fp32": "float32", "tf32": "tf32", "bf16": "bfloat16", "amp-fp16": "float16"}
@@ -75,14 +83,34 @@ GPU_PEAKS: tuple[tuple[str, str, dict[str, float]], ...] = (
 
 
 @dataclass(frozen=True)
+class ProbeLoad:
+    """The machine's load while a peak was measured, as a run's steady windows record theirs:
+    cores' worth of CPU that other processes (``other_cores``) and the hypervisor
+    (``steal_cores``) took over the probe's wall time (its start-up included), and the 1-minute
+    load average as it started."""
+
+    other_cores: float
+    steal_cores: float
+    logical_cores: int
+    loadavg_1m: float
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Peak:
-    """A peak FLOP/s and what it is: ``kind`` "measured" or "nominal", ``what`` in words."""
+    """A peak FLOP/s and what it is: ``kind`` "measured" or "nominal", ``what`` in words.
+
+    A measured peak also carries what it is judged by: each timed call's seconds (``times``),
+    the load it was measured under and, where its precision ran emulated, the probe's note."""
 
     tflops: float
     kind: str
     what: str
     estimate: bool = False
     measured_at: str | None = None
+    times: tuple[float, ...] = ()
+    load: ProbeLoad | None = None
+    emulated: str | None = None
 
     @property
     def label(self) -> str:
@@ -233,17 +261,49 @@ def cache_key(device: str, threads: int, row: str, runtime: str | None = None) -
     return f"{socket.gethostname()}|{runtime}|{device}|{threads_part}|{row}"
 
 
+def _load_from_entry(entry: Any) -> ProbeLoad | None:
+    if not isinstance(entry, dict):
+        return None
+    try:
+        load = ProbeLoad(
+            float(entry["other_cores"]),
+            float(entry["steal_cores"]),
+            int(entry["logical_cores"]),
+            float(entry["loadavg_1m"]),
+            float(entry["seconds"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    numbers = (load.other_cores, load.steal_cores, load.loadavg_1m, load.seconds)
+    if not all(math.isfinite(x) and x >= 0 for x in numbers) or load.logical_cores < 1:
+        return None
+    return load
+
+
 def _peak_from_entry(entry: Any) -> Peak | None:
+    """The cached peak, or None (measured again) where the entry is damaged or predates the
+    peak's own verdict: without its calls' times and load it cannot be judged like a run."""
     if not isinstance(entry, dict):
         return None
     try:
         tflops = float(entry["tflops"])
         what, when = str(entry["what"]), str(entry["measured_at"])
+        times = tuple(float(t) for t in entry["times_s"])
     except (KeyError, TypeError, ValueError):
         return None
-    if not tflops > 0:
+    load = _load_from_entry(entry.get("load"))
+    if not tflops > 0 or not times or not all(t > 0 for t in times) or load is None:
         return None
-    return Peak(tflops, "measured", f"{what}, {when[:10]}", measured_at=when)
+    emulated = entry.get("emulated")
+    return Peak(
+        tflops,
+        "measured",
+        f"{what}, {when[:10]}",
+        measured_at=when,
+        times=times,
+        load=load,
+        emulated=str(emulated) if emulated else None,
+    )
 
 
 def cached(device: str, threads: int, precision: str) -> Peak | None:
@@ -252,9 +312,13 @@ def cached(device: str, threads: int, precision: str) -> Peak | None:
     return _peak_from_entry(_load().get(cache_key(device, threads, row)))
 
 
-def store_probe(result: dict[str, Any], device: str, threads: int) -> None:
-    """Keep every matmul row of a probe result (``tui-bench hardware`` and ``measure``)."""
-    if "error" in result:
+def store_probe(
+    result: dict[str, Any], device: str, threads: int, load: ProbeLoad | None = None
+) -> None:
+    """Keep every matmul row of a probe result (``tui-bench hardware`` and ``measure``) with
+    its calls' times and the ``load`` it was measured under (a row without them is not kept:
+    it could not be judged)."""
+    if "error" in result or load is None:
         return
     when = datetime.now(UTC).isoformat(timespec="seconds")
     runtime = _runtime_key()
@@ -264,13 +328,47 @@ def store_probe(result: dict[str, Any], device: str, threads: int) -> None:
             continue
         threads_text = f", {result.get('threads')} threads" if device == "cpu" else ""
         best = row.get("best_tflops") or row["tflops"]
+        times = row.get("times_s") or []
         cache[cache_key(device, threads, row["precision"], runtime)] = {
             "tflops": best,
             "what": f"{result.get('framework', 'torch')} matmul {row.get('shape', '')} "
-            f"{row['precision']}{threads_text}, fastest of {result.get('repeats', 'the')} calls",
+            f"{row['precision']}{threads_text}, fastest of {len(times)} calls",
             "measured_at": when,
+            "times_s": times,
+            "load": asdict(load),
+            **({"emulated": row["emulated"]} if row.get("emulated") else {}),
         }
     _save(cache)
+
+
+class _Window:
+    """Other processes' and the hypervisor's CPU over a probe run in a child process: the
+    machine's busy and steal seconds (the sampler's ``cpu_snapshot``) less this process's and
+    its reaped children's own."""
+
+    def __init__(self) -> None:
+        self.loadavg_1m = os.getloadavg()[0]
+        self.begin = cpu_snapshot(psutil.Process())
+        self.children = _children_s()
+
+    def end(self) -> ProbeLoad:
+        end = cpu_snapshot(psutil.Process())
+        wall = max(end["t"] - self.begin["t"], 1e-9)
+        own = max(0.0, end["tree_s"] - self.begin["tree_s"]) + _children_s() - self.children
+        busy = end["busy_s"] - self.begin["busy_s"]
+        steal = max(0.0, end["steal_s"] - self.begin["steal_s"])
+        return ProbeLoad(
+            other_cores=round(max(0.0, busy - own) / wall, 3),
+            steal_cores=round(steal / wall, 3),
+            logical_cores=os.cpu_count() or 1,
+            loadavg_1m=round(self.loadavg_1m, 2),
+            seconds=round(wall, 2),
+        )
+
+
+def _children_s() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 def run_probe(
@@ -280,9 +378,11 @@ def run_probe(
     repeats: int = PROBE_REPEATS,
     matmul_only: bool = False,
     precisions: tuple[str, ...] = (),
+    budget_s: float | None = None,
 ) -> dict[str, Any]:
     """The hardware probe in the torch runtime (a subprocess); ``{"error": ...}`` when it cannot
-    run. Its matmul rows are cached as this machine's measured peaks."""
+    run. Its matmul rows are cached as this machine's measured peaks, with the load they were
+    measured under (``payload["load"]``)."""
     try:
         python = runtimes.resolve("torch", "eager").python
     except runtimes.RuntimeUnavailable as exc:
@@ -297,11 +397,16 @@ def run_probe(
         command.append("--matmul-only")
     if precisions:
         command += ["--precisions", ",".join(precisions)]
+    if budget_s is not None:
+        command += ["--budget-s", str(budget_s)]
+    window = _Window()
     payload, problem = runtimes.run_tagged(command, env, "TUI_BENCH_HARDWARE ", PROBE_TIMEOUT_S)
     if payload is None:
         return {"error": f"hardware probe failed: {problem}"}
+    load = window.end()
+    payload["load"] = asdict(load)
     try:
-        store_probe(payload, device, threads)
+        store_probe(payload, device, threads, load)
     except OSError:
         pass  # an unwritable cache costs a later re-measure, never the figures
     return payload
@@ -322,7 +427,14 @@ def measured(
     if progress is not None:
         where = f"{threads} thread(s)" if device == "cpu" else device
         progress(f"measuring this machine's {row} matmul peak on {device}, {where} (once) …")
-    result = run_probe(device, threads, matmul_only=True, precisions=(row,))
+    result = run_probe(
+        device,
+        threads,
+        repeats=PEAK_CALLS,
+        matmul_only=True,
+        precisions=(row,),
+        budget_s=PEAK_BUDGET_S,
+    )
     if "error" in result:
         return None, result["error"]
     peak = cached(device, threads, precision)
@@ -376,6 +488,8 @@ def run_figures(
     workers: int = 1,
     dims: Any = None,
     mode: str = "train",
+    measured_verdict: str | None = None,
+    measured_problem: str | None = None,
 ) -> dict[str, Any]:
     """A finished run's place against the machine's limits, for its record: FLOPs per step,
     achieved TFLOP/s (steady-state median step), MFU of the measured and of the nominal peak,
@@ -385,7 +499,12 @@ def run_figures(
     ``tui-bench run`` and ``tui-bench hardware`` fill. With ``workers`` > 1 every peak is
     ``workers`` × one worker's (each worker has its own threads or GPU). ``dims``: the size of
     a sized model (the gpt's ``GptDims``), which decides its count. ``mode`` "inference": the
-    FLOPs of one request (forward only, ``flops_per_request``) over ``step_s``, its p50 latency."""
+    FLOPs of one request (forward only, ``flops_per_request``) over ``step_s``, its p50 latency.
+
+    ``measured_verdict``: the measured peak's own stability verdict, recorded beside it;
+    ``measured_problem``: why this run cannot be held against it (``stability.peak_problem``: the
+    peak unreliable, measured under another load, or emulated), which leaves its MFU out with
+    that sentence as ``mfu_error``: a wrong peak must not give a number that looks right."""
     from tui_bench.engine import flops
 
     if mode == "inference":
@@ -404,7 +523,7 @@ def run_figures(
     def scaled(peak: Peak | None) -> Peak | None:
         if peak is None or scale == 1:
             return peak
-        return Peak(peak.tflops * scale, peak.kind, f"{scale} × {peak.what}", peak.estimate)
+        return replace(peak, tflops=peak.tflops * scale, what=f"{scale} × {peak.what}")
 
     measured_peak = scaled(cached(device, threads, precision))
     nominal_peak = scaled(nominal(device, device_name, threads, precision))
@@ -424,4 +543,13 @@ def run_figures(
         out[f"peak{suffix or '_measured'}_tflops"] = peak.tflops if peak is not None else None
         if used.problem:
             out[f"mfu{suffix}_error"] = missing if peak is None else used.problem
+    if measured_peak is not None:
+        if measured_verdict:
+            out["peak_measured_verdict"] = measured_verdict
+            out["mfu_peak"] = f"{measured_peak.label}, {measured_verdict}"
+        if measured_peak.load is not None:  # other work's cores while it was measured
+            load = measured_peak.load
+            out["peak_measured_other_cores"] = round(load.other_cores + load.steal_cores, 3)
+        if measured_problem and out.get("mfu") is not None:
+            out["mfu"], out["mfu_error"] = None, measured_problem
     return out

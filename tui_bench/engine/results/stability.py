@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tui_bench.engine.machine.peaks import Peak
 from tui_bench.engine.results import changepoints
 from tui_bench.engine.results.record import Reason, Run, number
 from tui_bench.engine.results.stats import quantile
@@ -302,24 +303,50 @@ def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
     return reasons, state
 
 
-def _machine_rules(resources: dict[str, Any], threads: int | None) -> list[Reason]:
-    """CPU stolen and GPU clock events, from the sampler's steady-window summary."""
-    reasons: list[Reason] = []
+@dataclass(frozen=True)
+class Stolen:
+    """Cores' worth of CPU other work took from the ``need`` cores a run (or a peak's probe)
+    asked for: other processes and steal beyond the ``spare`` cores it did not need."""
+
+    other: float
+    steal: float
+    need: float
+    spare: float
+
+    @property
+    def cores(self) -> float:
+        return max(0.0, self.other + self.steal - self.spare)
+
+    @property
+    def fraction(self) -> float:
+        return self.cores / self.need if self.need else 0.0
+
+
+def stolen(resources: Mapping[str, Any], threads: int | None) -> Stolen | None:
+    """What other work took, from the sampler's steady-window summary; None where unknown."""
     other = resources.get("steady_other_cores")
     steal = resources.get("steady_steal_cores") or 0.0
     cores = resources.get("logical_cores")
-    if isinstance(other, (int, float)) and isinstance(cores, (int, float)) and threads:
-        need = min(float(threads), float(cores))
-        spare = max(0.0, float(cores) - need)
-        stolen = max(0.0, other + steal - spare)
-        fraction = stolen / need if need else 0.0
+    if not (isinstance(other, (int, float)) and isinstance(cores, (int, float)) and threads):
+        return None
+    need = min(float(threads), float(cores))
+    return Stolen(float(other), float(steal), need, max(0.0, float(cores) - need))
+
+
+def _machine_rules(resources: dict[str, Any], threads: int | None) -> list[Reason]:
+    """CPU stolen and GPU clock events, from the sampler's steady-window summary."""
+    reasons: list[Reason] = []
+    taken = stolen(resources, threads)
+    if taken is not None:
+        other, steal, need, spare = taken.other, taken.steal, taken.need, taken.spare
+        stolen_cores, fraction = taken.cores, taken.fraction
         if fraction >= CPU_STOLEN_FRACTION:
             reasons.append(
                 Reason(
                     "cpu_stolen",
                     fraction,
                     CPU_STOLEN_FRACTION,
-                    f"other work took {stolen:.2f} of the {need:g} core(s) the run needed "
+                    f"other work took {stolen_cores:.2f} of the {need:g} core(s) the run needed "
                     f"({_pct(fraction)}; other processes {other:.2f}, steal {steal:.2f}, "
                     f"spare {spare:g}); 10 % or more is unreliable",
                 )
@@ -425,6 +452,74 @@ def assess(
         )
     verdict = max((r.level for r in reasons), key=_RANK.__getitem__, default=STABLE)
     return Verdict(verdict, reasons, list(RULES), state)
+
+
+# -- a measured peak, judged like a run ---------------------------------------------------------
+# A run is held against a measured peak only where both saw the same load: the share of the cores
+# the run needs that other work took may differ by less than the cpu_stolen rule's 10 %. More, and
+# the peak (lowered by the load, or taken on a quiet machine) would make the MFU too high or low.
+PEAK_LOAD_DIFFERENCE = CPU_STOLEN_FRACTION
+
+
+def _peak_resources(peak: Peak) -> dict[str, Any]:
+    if peak.load is None:
+        return {}
+    return {
+        "steady_other_cores": peak.load.other_cores,
+        "steady_steal_cores": peak.load.steal_cores,
+        "logical_cores": peak.load.logical_cores,
+        "steady_observed_source": "window bounds",  # the probe's whole wall time, read at its edges
+    }
+
+
+def assess_peak(peak: Peak, device: str, threads: int) -> Verdict:
+    """A measured peak's verdict by the rules a run's is: its timed calls as steps, the load
+    it was measured under as a run's steady windows (cpu_stolen at its threads on a CPU; a GPU's
+    matmul does not wait on the host's cores)."""
+    return assess(
+        peak.times,
+        _peak_resources(peak),
+        threads=threads if device == "cpu" else None,
+        timing="synced",
+    )
+
+
+def peak_problem(
+    peak: Peak,
+    verdict: Verdict,
+    device: str,
+    threads: int,
+    run_resources: Mapping[str, Any],
+    workers: int = 1,
+) -> str | None:
+    """Why a run cannot be held against this measured peak, in one line, or None: the peak ran
+    emulated, its own verdict is unreliable, or (on a CPU) other work took a share of the cores
+    the run needs that differs from the run's own by ``PEAK_LOAD_DIFFERENCE`` or more."""
+    if peak.emulated:
+        return (
+            f"no MFU of the measured peak: it ran emulated ({peak.emulated}), so it is not this "
+            "precision's peak; the nominal MFU stands"
+        )
+    if verdict.verdict == UNRELIABLE:
+        why = "; ".join(r.message for r in verdict.reasons if r.level == UNRELIABLE)
+        return (
+            f"no MFU of the measured peak: the peak is unreliable ({why}); "
+            "tui-bench hardware measures it again"
+        )
+    if device != "cpu":
+        return None
+    at_peak = stolen(_peak_resources(peak), threads)
+    at_run = stolen(run_resources, threads * max(1, workers))
+    if at_peak is None or at_run is None:
+        return None
+    if abs(at_peak.fraction - at_run.fraction) >= PEAK_LOAD_DIFFERENCE:
+        return (
+            f"no MFU of the measured peak: it was measured under another load (other work took "
+            f"{_pct(at_peak.fraction)} of the {at_peak.need:g} core(s) then, "
+            f"{_pct(at_run.fraction)} during the run; {_pct(PEAK_LOAD_DIFFERENCE)} or more apart "
+            "do not compare); tui-bench hardware measures it again"
+        )
+    return None
 
 
 # -- the run record ----------------------------------------------------------------------------

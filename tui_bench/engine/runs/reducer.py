@@ -424,6 +424,12 @@ class BatchView:
             )
             per_step = counter(self.spec.model, self.spec.dataset, batch, self.spec.model_dims())
             peak = peaks.cached(self.spec.device, self.spec.threads, self.spec.precision)
+            # A peak that would give no MFU at the end (unreliable, emulated) gives none live
+            # either; the load comparison waits for the run's steady windows.
+            if peak is not None:
+                verdict = stability.assess_peak(peak, self.spec.device, self.spec.threads)
+                if stability.peak_problem(peak, verdict, self.spec.device, 1, {}) is not None:
+                    peak = None
             self._limits = (key, per_step, peak)
             self._limits_text = (-1, 0.0, None)
         _key, per_step, peak = self._limits

@@ -14,7 +14,7 @@ from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.machine import doctor, peaks, procs
 from tui_bench.engine.machine.energy import run_energy
 from tui_bench.engine.machine.sysinfo import machine_fingerprint
-from tui_bench.engine.results import loc
+from tui_bench.engine.results import loc, stability
 from tui_bench.engine.results.history import now_iso
 from tui_bench.engine.spec import RunSpec
 
@@ -70,6 +70,18 @@ class RunResult:
         if dims is not None and isinstance(m.get("samples_per_s"), int | float):
             m["tokens_per_s"] = m["samples_per_s"] * dims.seq_len
         global_batch = self.summary.get("global_batch") or self.spec.batch_size
+        # The measured peak is judged as a run is; one that ran emulated, is unreliable or was
+        # taken under another load than this run's gives no MFU, and says why.
+        spec = self.spec
+        peak = peaks.cached(spec.device, spec.threads, spec.precision)
+        verdict = stability.assess_peak(peak, spec.device, spec.threads) if peak else None
+        problem = (
+            stability.peak_problem(
+                peak, verdict, spec.device, spec.threads, self.resources, spec.workers
+            )
+            if peak is not None and verdict is not None
+            else None
+        )
         # How good the number is: FLOPs, achieved FLOP/s and MFU against the named peaks,
         # joules per step per device (docs/limits.md).
         m.update(
@@ -88,6 +100,8 @@ class RunResult:
                 self.spec.workers,
                 self.spec.model_dims(),
                 mode=self.spec.mode,
+                measured_verdict=verdict.verdict if verdict is not None else None,
+                measured_problem=problem,
             )
         )
         # Energy of the steady-state windows only (NVML counter and RAPL read at their bounds):
