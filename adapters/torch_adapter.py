@@ -211,13 +211,7 @@ def load_gpt_weights(model: _Gpt, weights: dict[str, np.ndarray]) -> None:
             first, second = ("gamma", "beta") if name.startswith("norm") else ("kernel", "bias")
             targets[f"block{b}.{name}.{first}"] = layer.weight
             targets[f"block{b}.{name}.{second}"] = layer.bias
-    trainable = {id(p) for p in model.parameters() if p.requires_grad}
-    if set(targets) != set(weights) or {id(t) for t in targets.values()} != trainable:
-        raise ValueError("the shared weights and torch's gpt parameters do not match")
-    with torch.no_grad():
-        for name, target in targets.items():
-            value = weights[name].T if name.endswith(".kernel") else weights[name]
-            target.copy_(torch.from_numpy(shared_init.checked(name, value, tuple(target.shape))))
+    _copy_shared(model, targets, weights, "gpt")
 
 
 def load_shared_weights(model: _Transformer, weights: dict[str, np.ndarray]) -> None:
@@ -238,9 +232,17 @@ def load_shared_weights(model: _Transformer, weights: dict[str, np.ndarray]) -> 
             first, second = ("gamma", "beta") if name.startswith("norm") else ("kernel", "bias")
             targets[f"block{b}.{name}.{first}"] = layer.weight
             targets[f"block{b}.{name}.{second}"] = layer.bias
+    _copy_shared(model, targets, weights, "transformer")
+
+
+def _copy_shared(
+    model: nn.Module, targets: dict[str, Any], weights: dict[str, np.ndarray], what: str
+) -> None:
+    """Every trainable parameter gets its shared array, and nothing else: torch's Linear holds
+    its weight as (out, in), the transpose of the canonical (in, out) kernel."""
     trainable = {id(p) for p in model.parameters() if p.requires_grad}
     if set(targets) != set(weights) or {id(t) for t in targets.values()} != trainable:
-        raise ValueError("the shared weights and torch's transformer parameters do not match")
+        raise ValueError(f"the shared weights and torch's {what} parameters do not match")
     with torch.no_grad():
         for name, target in targets.items():
             value = weights[name].T if name.endswith(".kernel") else weights[name]
