@@ -180,31 +180,30 @@ def _transformer(shape: tuple[int, ...]) -> list[Layer]:
     d = arch.d_model
     layers: list[Layer] = []
     for block in range(1, arch.blocks + 1):
-        layers += [
-            _dense(f"block {block} q/k/v projections", d, 3 * d, positions=seq),
-            # QKᵀ and AV over all heads: heads · 2·S²·(d/heads) = 2·S²·d each. Both operands are
-            # activations; the backward computes both gradients (2 × forward), as for a weight.
-            Layer(f"block {block} attention QKᵀ", 2 * seq * seq * d),
-            Layer(f"block {block} attention AV", 2 * seq * seq * d),
-            _dense(f"block {block} output projection", d, d, positions=seq),
-            _dense(f"block {block} feed-forward {arch.d_ff}", d, arch.d_ff, positions=seq),
-            _dense(f"block {block} feed-forward {d}", arch.d_ff, d, positions=seq),
-        ]
+        layers += _block(f"block {block}", "q/k/v projections", seq, d, arch.d_ff)
     return [*layers, _dense("dense out", d, 1)]
+
+
+def _block(name: str, qkv: str, seq: int, d: int, d_ff: int) -> list[Layer]:
+    """One attention + feed-forward block over ``seq`` positions (the transformer's and the
+    gpt's: the same matmuls, whatever order their norms take)."""
+    return [
+        _dense(f"{name} {qkv}", d, 3 * d, positions=seq),
+        # QKᵀ and AV over all heads: heads · 2·S²·(d/heads) = 2·S²·d each. Both operands are
+        # activations; the backward computes both gradients (2 × forward), as for a weight.
+        Layer(f"{name} attention QKᵀ", 2 * seq * seq * d),
+        Layer(f"{name} attention AV", 2 * seq * seq * d),
+        _dense(f"{name} output projection", d, d, positions=seq),
+        _dense(f"{name} feed-forward {d_ff}", d, d_ff, positions=seq),
+        _dense(f"{name} feed-forward {d}", d_ff, d, positions=seq),
+    ]
 
 
 def _gpt(dims: GptDims) -> list[Layer]:
     seq, d = dims.seq_len, dims.d_model
     layers: list[Layer] = []
     for block in range(1, dims.layers + 1):
-        layers += [
-            _dense(f"block {block} fused q/k/v", d, 3 * d, positions=seq),
-            Layer(f"block {block} attention QKᵀ", 2 * seq * seq * d),
-            Layer(f"block {block} attention AV", 2 * seq * seq * d),
-            _dense(f"block {block} output projection", d, d, positions=seq),
-            _dense(f"block {block} feed-forward {dims.d_ff}", d, dims.d_ff, positions=seq),
-            _dense(f"block {block} feed-forward {d}", dims.d_ff, d, positions=seq),
-        ]
+        layers += _block(f"block {block}", "fused q/k/v", seq, d, dims.d_ff)
     # The tied head: its weight is the token table, which is trained, so both gradients count.
     return [*layers, _dense(f"head (tied) {dims.vocab_size}", d, dims.vocab_size, positions=seq)]
 
