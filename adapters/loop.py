@@ -20,6 +20,7 @@ What is timed, and how (the run's ``Settings`` choose; docs/gpu.md has the rules
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Callable
@@ -205,6 +206,12 @@ class Backend:
         """One request: the batch from the host into the framework, forward, the outputs (left
         on the device: the loop's ``sync`` waits for them)."""
         raise NotImplementedError
+
+    def served_outputs(self, outputs: Any) -> np.ndarray:
+        """A request's outputs (what ``predict`` returned) as a host numpy array of logits, one
+        row per sample (per position for tokens). Read once per run, untimed, for the equity
+        check (``served_loss``)."""
+        return np.asarray(outputs)
 
     def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A batch as the framework receives it in ``train_step``, converted back to numpy in the
@@ -695,6 +702,33 @@ def request_batches(n: int, batch_size: int, seed: int, count: int) -> list[np.n
     ]
 
 
+def served_loss(
+    backend: Backend,
+    dataset: data_module.Dataset,
+    hyper: Hyper,
+    x: np.ndarray,
+    y: np.ndarray,
+    first: np.ndarray,
+) -> dict[str, Any]:
+    """The first request served once more, untimed, after the timed ones: its outputs' mean
+    cross-entropy against the request's labels (float64 numpy, ``logits_loss_correct``) and the
+    sha256 of its bytes. Same weights, same bytes, same function: the same number in every
+    framework (tests/test_inference_equity.py holds it to the float64 reference for the models
+    with a shared draw), so an API that served a different model (dropout left on, weights
+    mapped wrongly, a different input layout) shows here."""
+    outputs = np.asarray(backend.served_outputs(backend.predict(x[first])), dtype=np.float64)
+    labels = y[first]
+    binary = data_module.binary_head(hyper.model, dataset.shape.num_classes)
+    logits = outputs.reshape(labels.size, -1)
+    loss, _ = logits_loss_correct(logits, labels, binary)
+    return {
+        "served_loss": loss / max(labels.size, 1),
+        "first_request_sha256": hashlib.sha256(
+            np.ascontiguousarray(x[first]).tobytes()
+        ).hexdigest(),
+    }
+
+
 def run_inference(
     backend: Backend,
     dataset: data_module.Dataset,
@@ -713,8 +747,10 @@ def run_inference(
         raise RuntimeError(f"inference is not built for {type(backend).__name__} (no predict)")
     hook = _optional_hooks(backend)
     serving = backend.prepare_inference()
-    x = dataset.x_test if len(dataset.x_test) else dataset.x_train
     split = "test" if len(dataset.x_test) else "train"
+    x, y = (
+        (dataset.x_test, dataset.y_test) if split == "test" else (dataset.x_train, dataset.y_train)
+    )
     total = warmup + requests
     order = request_batches(len(x), hyper.batch_size, hyper.seed, total)
     emit("epoch_started", epoch=1, epochs=1, steps=total)
@@ -745,6 +781,7 @@ def run_inference(
     wall = (clock() - wall0) * 1e-9
     return {
         "mode": "inference",
+        **served_loss(backend, dataset, hyper, x, y, order[0]),
         "serving": serving,
         "weights": weights,
         "request_split": split,

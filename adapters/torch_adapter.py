@@ -673,6 +673,9 @@ class TorchBackend(Backend):
         with torch.inference_mode(), self._autocast():
             return self.forward(xt)
 
+    def served_outputs(self, outputs: torch.Tensor) -> np.ndarray:
+        return outputs.float().cpu().numpy()
+
 
 def make_backend(api: str, device: str, threads: int) -> Backend:
     if api not in APIS:
