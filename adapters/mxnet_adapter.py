@@ -563,10 +563,12 @@ class GluonBackend(Backend):
     def _arrays(self, x: Any, y: Any) -> tuple[nd.NDArray, nd.NDArray]:
         if isinstance(x, nd.NDArray):
             return x, y  # input="device": already there, in NCHW
+        return self._request(x), nd.array(y, ctx=self.ctx, dtype=np.float32)
+
+    def _request(self, x: np.ndarray) -> nd.NDArray:
+        """A host batch as the network takes it: float32 on the context, images NHWC → NCHW."""
         xb = nd.array(x, ctx=self.ctx, dtype=np.float32)
-        if self.images:
-            xb = xb.transpose(axes=(0, 3, 1, 2))  # NHWC (the data's layout) → NCHW
-        return xb, nd.array(y, ctx=self.ctx, dtype=np.float32)
+        return xb.transpose(axes=(0, 3, 1, 2)) if self.images else xb
 
     def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         xb, yb = self._arrays(x, y)
@@ -679,6 +681,28 @@ class GluonBackend(Backend):
     def _logits(self, xb: nd.NDArray) -> np.ndarray:
         return self.net(xb).asnumpy()  # the gpt's: (batch, S, V)
 
+    def prepare_inference(self) -> dict[str, Any]:
+        # The block serves as built. Hybridized, its one CachedOp serves training and
+        # inference alike (Dropout reads is_training at run time); static_alloc keeps a memory
+        # plan per recording state, and build's shape-resolving call, not recording, at the
+        # request batch size, already made the inference one: no retrace at the first request.
+        path = {
+            "gluon": "imperative Gluon block, net(x)",
+            "hybrid": "hybridized Gluon block: net(x) through its CachedOp "
+            "(static_alloc, static_shape), the graph hybridize traced at build",
+        }[self.api]
+        return {
+            "path": path,
+            "mode": "autograd.predict_mode(): not recording, is_training False (Dropout off)",
+        }
+
+    def predict(self, x: np.ndarray) -> nd.NDArray:
+        with autograd.predict_mode():
+            return self.net(self._request(x))  # queued on MXNet's engine: sync() waits (waitall)
+
+    def served_outputs(self, outputs: nd.NDArray) -> np.ndarray:
+        return outputs.asnumpy()
+
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         total_loss, correct = 0.0, 0
         for start in range(0, len(x), batch_size):
@@ -719,6 +743,7 @@ class ModuleBackend(GluonBackend):
         )
         xb, yb = self._arrays(*self.sample)
         self.label_shape = yb.shape
+        self.logits_symbol = logits  # what a serving Module binds (prepare_inference)
         self.module = self._bind(hyper, logits, xb.shape, yb.shape)
         load = self._load_shared
         if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
@@ -787,6 +812,26 @@ class ModuleBackend(GluonBackend):
         labels = nd.zeros((xb.shape[0], *self.label_shape[1:]), ctx=self.ctx)
         self.module.forward(mx.io.DataBatch([xb], [labels]), is_train=False)
         return self.module.get_outputs()[1].asnumpy()
+
+    def prepare_inference(self) -> dict[str, Any]:
+        # MXNet's serving path for a trained Module: a second Module on the logits alone (no
+        # label, no loss head), bound for_training=False (no gradient arrays) at the request's
+        # shape and sharing the training Module's parameter arrays (shared_module): one set
+        # of weights, an inference-only executor.
+        shape = self._request(self.sample[0]).shape
+        self.serving = mx.mod.Module(self.logits_symbol, label_names=None, context=self.ctx)
+        self.serving.bind(
+            data_shapes=[("data", shape)], for_training=False, shared_module=self.module
+        )
+        return {
+            "path": "symbolic Module forward: a logits-only Module bound for_training=False at "
+            f"batch {shape[0]}, sharing the training Module's parameters (shared_module)",
+            "mode": "Module.forward(DataBatch, is_train=False) (Dropout off, no gradients)",
+        }
+
+    def predict(self, x: np.ndarray) -> nd.NDArray:
+        self.serving.forward(mx.io.DataBatch([self._request(x)]), is_train=False)
+        return self.serving.get_outputs()[0]  # queued on MXNet's engine: sync() waits
 
 
 def make_backend(api: str, device: str, threads: int) -> Backend:
