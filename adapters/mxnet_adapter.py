@@ -682,14 +682,17 @@ class GluonBackend(Backend):
         return self.net(xb).asnumpy()  # the gpt's: (batch, S, V)
 
     def prepare_inference(self) -> dict[str, Any]:
-        # The block serves as built. Hybridized, its one CachedOp serves training and
-        # inference alike (Dropout reads is_training at run time); static_alloc keeps a memory
-        # plan per recording state, and build's shape-resolving call, not recording, at the
-        # request batch size, already made the inference one: no retrace at the first request.
+        # Hybridized, one CachedOp serves training and inference alike (Dropout reads
+        # is_training at run time; static_alloc keeps a memory plan per recording state). Build's
+        # shape-resolving call traced it, so hybridizing again drops that graph: the first
+        # request traces and plans it in predict mode, as a serving process's first call does,
+        # and first_request_s carries it.
+        if self.api == "hybrid":
+            self.net.hybridize(static_alloc=True, static_shape=True)
         path = {
             "gluon": "imperative Gluon block, net(x)",
             "hybrid": "hybridized Gluon block: net(x) through its CachedOp "
-            "(static_alloc, static_shape), the graph hybridize traced at build",
+            "(static_alloc, static_shape), traced by the first request",
         }[self.api]
         return {
             "path": path,
@@ -815,22 +818,27 @@ class ModuleBackend(GluonBackend):
 
     def prepare_inference(self) -> dict[str, Any]:
         # MXNet's serving path for a trained Module: a second Module on the logits alone (no
-        # label, no loss head), bound for_training=False (no gradient arrays) at the request's
-        # shape and sharing the training Module's parameter arrays (shared_module): one set
-        # of weights, an inference-only executor.
-        shape = self._request(self.sample[0]).shape
-        self.serving = mx.mod.Module(self.logits_symbol, label_names=None, context=self.ctx)
-        self.serving.bind(
-            data_shapes=[("data", shape)], for_training=False, shared_module=self.module
-        )
+        # label, no loss head), bound for_training=False (no gradient arrays; its Dropout is a
+        # pass-through even when asked is_train=True: tried) at the request's shape, sharing
+        # the training Module's parameter arrays (shared_module): one set of weights. It is
+        # bound by the first request, so first_request_s carries the executor's planning.
+        self.serving: mx.mod.Module | None = None
+        batch = self._request(self.sample[0]).shape[0]
         return {
             "path": "symbolic Module forward: a logits-only Module bound for_training=False at "
-            f"batch {shape[0]}, sharing the training Module's parameters (shared_module)",
+            f"batch {batch} by the first request, sharing the training Module's parameters "
+            "(shared_module)",
             "mode": "Module.forward(DataBatch, is_train=False) (Dropout off, no gradients)",
         }
 
     def predict(self, x: np.ndarray) -> nd.NDArray:
-        self.serving.forward(mx.io.DataBatch([self._request(x)]), is_train=False)
+        xb = self._request(x)
+        if self.serving is None:
+            self.serving = mx.mod.Module(self.logits_symbol, label_names=None, context=self.ctx)
+            self.serving.bind(
+                data_shapes=[("data", xb.shape)], for_training=False, shared_module=self.module
+            )
+        self.serving.forward(mx.io.DataBatch([xb]), is_train=False)
         return self.serving.get_outputs()[0]  # queued on MXNet's engine: sync() waits
 
 
