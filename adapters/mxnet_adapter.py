@@ -563,10 +563,12 @@ class GluonBackend(Backend):
     def _arrays(self, x: Any, y: Any) -> tuple[nd.NDArray, nd.NDArray]:
         if isinstance(x, nd.NDArray):
             return x, y  # input="device": already there, in NCHW
+        return self._request(x), nd.array(y, ctx=self.ctx, dtype=np.float32)
+
+    def _request(self, x: np.ndarray) -> nd.NDArray:
+        """A host batch as the network takes it: float32 on the context, images NHWC → NCHW."""
         xb = nd.array(x, ctx=self.ctx, dtype=np.float32)
-        if self.images:
-            xb = xb.transpose(axes=(0, 3, 1, 2))  # NHWC (the data's layout) → NCHW
-        return xb, nd.array(y, ctx=self.ctx, dtype=np.float32)
+        return xb.transpose(axes=(0, 3, 1, 2)) if self.images else xb
 
     def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         xb, yb = self._arrays(x, y)
@@ -679,6 +681,31 @@ class GluonBackend(Backend):
     def _logits(self, xb: nd.NDArray) -> np.ndarray:
         return self.net(xb).asnumpy()  # the gpt's: (batch, S, V)
 
+    def prepare_inference(self) -> dict[str, Any]:
+        # Hybridized, one CachedOp serves training and inference alike (Dropout reads
+        # is_training at run time; static_alloc keeps a memory plan per recording state). Build's
+        # shape-resolving call traced it, so hybridizing again drops that graph: the first
+        # request traces and plans it in predict mode, as a serving process's first call does,
+        # and first_request_s carries it.
+        if self.api == "hybrid":
+            self.net.hybridize(static_alloc=True, static_shape=True)
+        path = {
+            "gluon": "imperative Gluon block, net(x)",
+            "hybrid": "hybridized Gluon block: net(x) through its CachedOp "
+            "(static_alloc, static_shape), traced by the first request",
+        }[self.api]
+        return {
+            "path": path,
+            "mode": "autograd.predict_mode(): not recording, is_training False (Dropout off)",
+        }
+
+    def predict(self, x: np.ndarray) -> nd.NDArray:
+        with autograd.predict_mode():
+            return self.net(self._request(x))  # queued on MXNet's engine: sync() waits (waitall)
+
+    def served_outputs(self, outputs: nd.NDArray) -> np.ndarray:
+        return outputs.asnumpy()
+
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         total_loss, correct = 0.0, 0
         for start in range(0, len(x), batch_size):
@@ -719,6 +746,7 @@ class ModuleBackend(GluonBackend):
         )
         xb, yb = self._arrays(*self.sample)
         self.label_shape = yb.shape
+        self.logits_symbol = logits  # what a serving Module binds (prepare_inference)
         self.module = self._bind(hyper, logits, xb.shape, yb.shape)
         load = self._load_shared
         if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
@@ -787,6 +815,31 @@ class ModuleBackend(GluonBackend):
         labels = nd.zeros((xb.shape[0], *self.label_shape[1:]), ctx=self.ctx)
         self.module.forward(mx.io.DataBatch([xb], [labels]), is_train=False)
         return self.module.get_outputs()[1].asnumpy()
+
+    def prepare_inference(self) -> dict[str, Any]:
+        # MXNet's serving path for a trained Module: a second Module on the logits alone (no
+        # label, no loss head), bound for_training=False (no gradient arrays; its Dropout is a
+        # pass-through even when asked is_train=True: tried) at the request's shape, sharing
+        # the training Module's parameter arrays (shared_module): one set of weights. It is
+        # bound by the first request, so first_request_s carries the executor's planning.
+        self.serving: mx.mod.Module | None = None
+        batch = self._request(self.sample[0]).shape[0]
+        return {
+            "path": "symbolic Module forward: a logits-only Module bound for_training=False at "
+            f"batch {batch} by the first request, sharing the training Module's parameters "
+            "(shared_module)",
+            "mode": "Module.forward(DataBatch, is_train=False) (Dropout off, no gradients)",
+        }
+
+    def predict(self, x: np.ndarray) -> nd.NDArray:
+        xb = self._request(x)
+        if self.serving is None:
+            self.serving = mx.mod.Module(self.logits_symbol, label_names=None, context=self.ctx)
+            self.serving.bind(
+                data_shapes=[("data", xb.shape)], for_training=False, shared_module=self.module
+            )
+        self.serving.forward(mx.io.DataBatch([xb]), is_train=False)
+        return self.serving.get_outputs()[0]  # queued on MXNet's engine: sync() waits
 
 
 def make_backend(api: str, device: str, threads: int) -> Backend:

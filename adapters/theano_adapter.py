@@ -629,6 +629,18 @@ class TheanoBackend(Backend):
 
         return evaluate_in_batches(predict, x, y, batch_size)
 
+    def prepare_inference(self) -> dict[str, Any]:
+        # The forward pass compiled at build (the evaluation function: logits with train=False,
+        # so no dropout node and no gradient in its graph) serves: its C code exists before the
+        # first request, so build_s, not first_request_s, carries Theano's compilation.
+        return {
+            "path": "compiled theano.function of the forward pass (logits), built at build",
+            "mode": "graph built with train=False: no dropout masks, no gradients",
+        }
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.logits_fn(x)  # synchronous on the CPU: the numpy logits
+
 
 # tui-bench:begin model keras2 transformer gpt
 # Keras 2.3.1 has no attention, LayerNormalization or GELU: written as layers over Theano ops.
@@ -1012,6 +1024,18 @@ class Keras2Backend(TheanoBackend):
             return logits_loss_correct(logits.reshape(-1, logits.shape[-1]), yb, self.binary)
 
         return evaluate_in_batches(predict, x, y, batch_size)
+
+    def prepare_inference(self) -> dict[str, Any]:
+        # Keras 2's own serving call: predict_on_batch feeds learning phase 0 (Dropout off)
+        # to the model's predict function, which Keras compiles (a theano.function) on its
+        # first call: the first request, a warm-up one.
+        return {
+            "path": "Keras 2 model.predict_on_batch (its compiled predict function)",
+            "mode": "learning phase 0 (predict): Dropout off, no gradients",
+        }
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.model.predict_on_batch(x)
 
 
 def make_backend(api: str, device: str, threads: int) -> Backend:

@@ -292,7 +292,119 @@ for idx in requests:
     times.append((time.perf_counter_ns() - t0) * 1e-9)
 """
 
-BARE_INFERENCE = {("torch", "eager"): TORCH_INFER, ("torch", "compile"): TORCH_INFER}
+# The same requests for MXNet and Theano: the test split in tui-bench's order, each request
+# timed alone until its output exists.
+REQUESTS = r"""
+test = data.load("synthetic-mnist", train_samples=args["train_samples"],
+                 test_samples=args["test_samples"]).x_test
+order = data.epoch_order(len(test), 0, 1)
+requests = [np.take(order, np.arange(i * B, (i + 1) * B), mode="wrap") for i in range(T)]
+"""
+
+# Gluon: the block in predict mode (hybridized for ``hybrid``), its output waited for.
+MXNET_GLUON_INFER = (
+    r"""
+import mxnet as mx
+from mxnet import autograd, nd
+from mxnet.gluon import nn
+net = nn.HybridSequential()
+net.add(nn.Conv2D(32, 5, activation="relu"), nn.MaxPool2D(2), nn.Conv2D(64, 3, activation="relu"),
+        nn.MaxPool2D(2), nn.Flatten(), nn.Dense(1024, activation="relu"), nn.Dropout(0.25), nn.Dense(10))
+net.initialize(mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3))
+if args["api"] == "hybrid":
+    net.hybridize(static_alloc=True, static_shape=True)
+"""
+    + REQUESTS
+    + r"""
+for idx in requests:
+    xb = test[idx]
+    t0 = time.perf_counter_ns()
+    with autograd.predict_mode():
+        out = net(nd.array(xb, dtype=np.float32).transpose(axes=(0, 3, 1, 2)))
+    out.wait_to_read()
+    times.append((time.perf_counter_ns() - t0) * 1e-9)
+"""
+)
+
+# The Module as one serves a trained one: the logits bound for_training=False at the request
+# shape, forward(is_train=False), the output waited for.
+MXNET_MODULE_INFER = (
+    r"""
+import mxnet as mx
+from mxnet import nd
+s = mx.sym
+h = s.Pooling(s.relu(s.Convolution(s.Variable("data"), kernel=(5, 5), num_filter=32)), kernel=(2, 2), stride=(2, 2), pool_type="max")
+h = s.Pooling(s.relu(s.Convolution(h, kernel=(3, 3), num_filter=64)), kernel=(2, 2), stride=(2, 2), pool_type="max")
+h = s.Dropout(s.relu(s.FullyConnected(s.flatten(h), num_hidden=1024)), p=0.25)
+mod = mx.mod.Module(s.FullyConnected(h, num_hidden=10), label_names=None)
+mod.bind(data_shapes=[("data", (B, 1, 28, 28))], for_training=False)
+mod.init_params(mx.init.Xavier(rnd_type="uniform", factor_type="avg", magnitude=3))
+"""
+    + REQUESTS
+    + r"""
+for idx in requests:
+    xb = test[idx]
+    t0 = time.perf_counter_ns()
+    mod.forward(mx.io.DataBatch([nd.array(xb, dtype=np.float32).transpose(axes=(0, 3, 1, 2))]),
+                is_train=False)
+    mod.get_outputs()[0].wait_to_read()
+    times.append((time.perf_counter_ns() - t0) * 1e-9)
+"""
+)
+
+# Theano's configuration (the BLAS a convolution links, the compile cache) comes from the
+# adapter's import, as any script on this machine needs it; the model and the loop are Theano's.
+THEANO_INFER = (
+    r"""
+from adapters import theano_adapter  # THEANO_FLAGS, then theano (and Keras 2 for keras2)
+import theano
+import theano.tensor as tt  # T is the request count (HEADER)
+from theano.tensor.nnet import conv2d
+from theano.tensor.signal.pool import pool_2d
+rng = np.random.RandomState(0)
+def glorot(shape):
+    fan_in, fan_out = (shape[1] * np.prod(shape[2:]), shape[0] * np.prod(shape[2:])) if len(shape) == 4 else shape
+    limit = np.sqrt(6.0 / (fan_in + fan_out))
+    return theano.shared(rng.uniform(-limit, limit, shape).astype(np.float32))
+def zeros(n):
+    return theano.shared(np.zeros(n, np.float32))
+if args["api"] == "keras2":
+    keras = theano_adapter.keras
+    L = keras.layers
+    model = keras.models.Sequential([
+        L.InputLayer(input_shape=(28, 28, 1)), L.Conv2D(32, 5, activation="relu"), L.MaxPooling2D(2),
+        L.Conv2D(64, 3, activation="relu"), L.MaxPooling2D(2), L.Flatten(),
+        L.Dense(1024, activation="relu"), L.Dropout(0.25), L.Dense(10)])
+    serve = model.predict_on_batch
+else:
+    x_var = tt.tensor4("x")
+    h = x_var.dimshuffle(0, 3, 1, 2)
+    for cin, cout, k in ((1, 32, 5), (32, 64, 3)):
+        h = tt.nnet.relu(conv2d(h, glorot((cout, cin, k, k)), border_mode="valid", filter_flip=False)
+                        + zeros(cout).dimshuffle("x", 0, "x", "x"))
+        h = pool_2d(h, ws=(2, 2), ignore_border=True, mode="max")
+    h = tt.nnet.relu(tt.dot(h.flatten(2), glorot((1600, 1024))) + zeros(1024))
+    serve = theano.function([x_var], tt.dot(h, glorot((1024, 10))) + zeros(10))  # no dropout: eval
+"""
+    + REQUESTS
+    + r"""
+for idx in requests:
+    xb = test[idx]
+    t0 = time.perf_counter_ns()
+    serve(xb)
+    times.append((time.perf_counter_ns() - t0) * 1e-9)
+"""
+)
+
+BARE_INFERENCE = {
+    ("torch", "eager"): TORCH_INFER,
+    ("torch", "compile"): TORCH_INFER,
+    ("mxnet", "gluon"): MXNET_GLUON_INFER,
+    ("mxnet", "hybrid"): MXNET_GLUON_INFER,
+    ("mxnet", "module"): MXNET_MODULE_INFER,
+    ("theano", "theano"): THEANO_INFER,
+    ("theano", "keras2"): THEANO_INFER,
+}
 
 BARE = {
     ("torch", "eager"): TORCH,

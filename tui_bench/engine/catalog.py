@@ -263,6 +263,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 if api == "module"
                 else ("fp32", "tf32", "amp-fp16"),
                 compiles=compiles,
+                modes=MODES,
                 why_not={
                     "precision": "MXNet 1.9 has AMP float16 for Gluon on a GPU only, no bfloat16"
                     + ("; the Module API has no AMP here" if api == "module" else ""),
@@ -301,6 +302,7 @@ FRAMEWORKS: dict[str, Framework] = {
         capabilities={
             "theano": Capabilities(
                 compiles="graph (theano.function, C code compiled at build)",
+                modes=MODES,
                 why_not={
                     "precision": _THEANO_FP32,
                     "workers": "Theano has no data-parallel engine (one process, one device)",
@@ -308,6 +310,7 @@ FRAMEWORKS: dict[str, Framework] = {
             ),
             "keras2": Capabilities(
                 compiles="graph (Keras 2 builds a theano.function, C code compiled at build)",
+                modes=MODES,
                 why_not={
                     "precision": _THEANO_FP32,
                     "workers": "Keras 2's multi_gpu_model is TensorFlow-only; on Theano it has "
