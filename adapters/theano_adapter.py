@@ -571,9 +571,10 @@ class TheanoBackend(Backend):
         self.x_var = T.tensor4("x") if shape.kind == "image" else T.imatrix("x")
         self.y_var = T.vector("y") if self.binary else T.lvector("y")
         build_only = getattr(self, "build_only", False)  # the worker's build-only mode
-        if not build_only:  # no training function: its compilation costs minutes cold
+        serve_only = getattr(self, "serve_only", False)  # an inference run: never trains
+        if not (build_only or serve_only):  # no training function: it costs minutes cold
             self._compile(hyper)
-        if not build_only or hyper.model in shared_init.SHARED_MODELS:
+        if not build_only or serve_only or hyper.model in shared_init.SHARED_MODELS:
             # Inference only (evaluation, and the worker's initial loss of shared weights).
             self.logits_fn = theano.function([self.x_var], self.net.logits(self.x_var, train=False))
 
@@ -971,7 +972,8 @@ class Keras2Backend(TheanoBackend):
             load = functools.partial(load_keras2_transformer, self.model)
         if init := shared_init.start(hyper.model, hyper.seed, shape, load, hyper.dims):
             self.applied["init"] = init
-        if not getattr(self, "build_only", False):  # the worker's build-only mode: no training
+        # The worker's build-only mode and an inference run train nothing: no training function.
+        if not (getattr(self, "build_only", False) or getattr(self, "serve_only", False)):
             self._compile(hyper)
 
     # tui-bench:begin step keras2

@@ -407,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             if build_only:  # adapters that compile a training function at build skip it (Theano)
                 backend.build_only = True
+            if spec.get("mode") == "inference":  # the same, for a run that only serves
+                backend.serve_only = True
             backend.build(hyper, dataset)
             backend.sync()
             build_s = time.perf_counter() - t0
