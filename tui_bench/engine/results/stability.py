@@ -584,7 +584,7 @@ def repeat_medians_for(run: Run, records: Sequence[Run]) -> list[float]:
     out = []
     for other in records:
         if other.group == group and other.config == config and other.finished:
-            value = other.metric("step_median_s")
+            value = other.figure("step_median_s")  # an inference run's: its p50
             if value is not None:
                 out.append(value)
     return out
