@@ -222,6 +222,14 @@ def test_history_list_and_the_summary_cache_carry_p50_and_samples_per_s(capsys):
     assert "0.812" in out and "12.5" in out  # p50 to 3 decimals, the step to 1
 
 
+def test_the_history_screen_reads_an_inference_run_s_p50_and_samples_served():
+    from tui_bench.tui.screens.history import VALUES
+
+    (run,) = as_runs([served(1, batch=8, p50_ms=0.8)])
+    assert VALUES["step_ms"](run) == pytest.approx(0.8)  # ms, as the column's header says
+    assert VALUES["samples_s"](run) == pytest.approx(8 / (0.8e-3 * 1.05))
+
+
 def test_csv_and_json_exports_carry_the_latency_figures(tmp_path):
     history = fill(sweep_records())
     csv_path = tmp_path / "runs.csv"
