@@ -316,6 +316,15 @@ def _scaling(figure: Any, page: Any) -> tuple[str, Any] | None:
     return "scaling from the scaling tables (dotted: perfect scaling)", fig
 
 
+def _two_and_five(value: float, _pos: object = None) -> str:
+    """A log axis's minor tick labelled at 2 and 5 of its decade (0.2, 5, 2000), else blank:
+    every minor tick labelled overlaps."""
+    if value <= 0:
+        return ""
+    lead = round(value / 10 ** math.floor(math.log10(value)))
+    return f"{value:g}" if lead in (2, 5) else ""
+
+
 def _batch_curves(figure: Any, page: Any) -> tuple[str, Any] | None:
     """From the batch-size table: latency against batch (p50 a line, p90 and p99 dashed and
     dotted in the same colour) and inference samples/s against batch, one colour per family
@@ -349,11 +358,11 @@ def _batch_curves(figure: Any, page: Any) -> tuple[str, Any] | None:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-        for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-            axis(FuncFormatter(lambda v, _pos: f"{v:g}"))  # 6000, not 6×10³
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # not 10³
+        ax.yaxis.set_minor_formatter(FuncFormatter(_two_and_five))
         ax.set_xlabel("batch size (samples per request)", fontsize=8)
         ax.set_ylabel(label, fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(which="both", labelsize=7)
         ax.legend(fontsize=7, frameon=False)  # no white box: the page may be dark
     return (
         "inference over batch sizes from the batch-size table: latency and samples/s per family "
