@@ -120,7 +120,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="words that must all appear in the configuration's label, or its key's start",
     )
     # None: trends.DEFAULT_METRIC, read when the command runs (registering imports no engine)
-    parser.add_argument("--metric", default=None, help="a run metric (default: the step time)")
+    parser.add_argument(
+        "--metric",
+        default=None,
+        help="a run metric (default: the step time; an inference configuration's p50 request)",
+    )
     parser.add_argument(
         "--limit", type=int, default=12, help="newest N runs per configuration shown (0: all)"
     )
