@@ -54,20 +54,20 @@ def cmd_history(args: argparse.Namespace) -> int:
         )
         table.add_column("run", overflow="fold", min_width=30)
         table.add_column("verdict", no_wrap=True)  # a finished run's; else its status
-        for header in ("ms/step", "samp/s", "acc"):
+        for header in ("ms", "samp/s", "acc"):
             table.add_column(header, justify="right", no_wrap=True)
         for r in shown:
             table.add_row(
                 f"{r.id}\n[dim]{r.text_field('label') or ''}[/dim]",
                 r.state,
-                common.fmt(r.metric("step_median_s"), 1000, 1),
-                common.fmt(r.metric("samples_per_s"), digits=0),
+                _ms(r),
+                common.fmt(r.figure("samples_per_s"), digits=0),
                 common.fmt(r.metric("test_accuracy"), digits=3),
             )
         table.caption = (
             "verdict: stable/noisy/unreliable for a finished run (tui-bench history show ID "
-            "says why), else its status; ms/step: median steady-state step; samp/s: steady "
-            "state; acc: test"
+            "says why), else its status; ms: median steady-state step, or an inference run's "
+            "p50 request latency; samp/s: steady state, or samples served; acc: test"
         )
         common.console().print(table)
         return 0
@@ -141,16 +141,25 @@ _PLAIN_ABOVE = 200
 def _print_plain(records: list[Run], shown: list[Run], home: Path) -> None:
     lines = [
         f"{len(records)} run(s) in {home}",
-        "run                       verdict      ms/step   samp/s    acc  label",
+        "run                       verdict           ms   samp/s    acc  label",
     ]
     for r in shown:
         lines.append(
             f"{r.id:<25} {r.state:<11} "
-            f"{common.fmt(r.metric('step_median_s'), 1000, 1):>8} "
-            f"{common.fmt(r.metric('samples_per_s'), digits=0):>8} "
+            f"{_ms(r):>8} "
+            f"{common.fmt(r.figure('samples_per_s'), digits=0):>8} "
             f"{common.fmt(r.metric('test_accuracy'), digits=3):>6}  {r.text_field('label') or ''}"
         )
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def _ms(run: Run) -> str:
+    """The step in ms to 1 decimal; an inference run's p50 request to 3 (its registry digits:
+    a batch-1 request takes a fraction of a millisecond)."""
+    from tui_bench.engine.results import metrics
+
+    shown = metrics.get(metrics.in_mode("step_median_s", run.mode))
+    return common.fmt(run.metric(shown.key), shown.scale, shown.digits)
 
 
 def _warn(history: History) -> None:

@@ -96,7 +96,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.figure:
         from tui_bench.engine.results import figures  # lazy: matplotlib is an optional extra
 
-        figures.compare_figure(records, args.metric, args.figure)
+        figures.compare_figure(records, comparison.metric.key, args.figure)
     if args.html:
         reporting.write_html_report(args.html, records, comparison, history)
     if args.json:
@@ -133,9 +133,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     reporting.add_target_arguments(c)
     c.add_argument(
         "--metric",
-        default=metrics.COMPARED_BY_DEFAULT,
-        help=f"per-run figure to compare (default {metrics.COMPARED_BY_DEFAULT}; "
-        f"{', '.join(metrics.choices())})",
+        default=None,
+        help=f"per-run figure to compare (default {metrics.COMPARED_BY_DEFAULT}, or "
+        f"{metrics.in_mode(metrics.COMPARED_BY_DEFAULT, metrics.INFERENCE)} when every run is "
+        f"an inference run; {', '.join(metrics.choices())})",
     )
     c.add_argument(
         "--study-metric",

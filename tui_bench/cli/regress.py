@@ -119,8 +119,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--metric",
         default=regress.DEFAULT_METRIC,
-        help="any numeric metric of a run (default step_median_s); accuracy, throughput and "
-        "per-second metrics are better higher, the others better lower",
+        help="any numeric metric of a run (default step_median_s; an inference configuration "
+        "reads its own figure for it: latency_p50_s, inference_samples_per_s for "
+        "samples_per_s); accuracy, throughput and per-second metrics are better higher, the "
+        "others better lower",
     )
     parser.add_argument(
         "--threshold",

@@ -30,7 +30,7 @@ def command_words(args: argparse.Namespace) -> list[str]:
     for flag, value in (("--last", args.last), ("--since", args.since)):
         if value is not None:
             words += [flag, str(value)]
-    if args.metric != "step_median_s":
+    if args.metric is not None:
         words += ["--metric", args.metric]
     return [*words, "--html", Path(args.html).name]
 
@@ -44,8 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--html", metavar="FILE", required=True, help="the HTML file to write")
     p.add_argument(
         "--metric",
-        default="step_median_s",
-        help=f"per-run figure to compare (default step_median_s; {', '.join(tables.METRICS)})",
+        default=None,
+        help="per-run figure to compare (default step_median_s, or latency_p50_s when every run "
+        f"is an inference run; {', '.join(tables.METRICS)})",
     )
     p.add_argument(
         "--study-metric",

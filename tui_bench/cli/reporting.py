@@ -53,7 +53,7 @@ def compare_targets(args: argparse.Namespace, history: History) -> tuple[list[Ru
     the HTML page all read (an unknown --metric is one line, before any history is read)."""
     from tui_bench.engine.results import tables
 
-    if args.metric not in tables.METRICS:
+    if args.metric is not None and args.metric not in tables.METRICS:
         raise UsageError(
             f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
         )

@@ -27,8 +27,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from tui_bench.engine.runs import fleet
 
         fleet.require_ray(args.cluster)  # one line, before a sweep is planned or a process started
-    if args.preset or args.resume:
-        return run_preset(args)
+    if args.preset or args.resume or spec_flags.listed(args):
+        return run_preset(args)  # a list (--batch-size 1,8,64) is a sweep, one run per value
     auto = _auto_repeats(args, spec_flags.spec_overrides(args))
     if auto is not None:
         args.repeats = 1  # each run is one repeat; the batch decides how many (a replay too)
@@ -69,6 +69,11 @@ def dry_run(args: argparse.Namespace) -> int:
     if overrides.get("repeats") == AUTO:
         raise UsageError(
             "--dry-run builds one spec here; it cannot be combined with --repeats auto"
+        )
+    for name, values in spec_flags.listed(args).items():
+        raise UsageError(
+            f"--dry-run builds one spec here; --{name.replace('_', '-')} lists {len(values)} "
+            "values (give one)"
         )
     spec = spec_flags.spec_from_args(args)
     from tui_bench.engine.datasets import problem as dataset_problem
@@ -162,12 +167,19 @@ def _sweep_to_run(args: argparse.Namespace, history: History) -> sweep_module.Sw
     """The sweep ``run --preset/--resume`` means: a new one from the preset, or one to finish."""
     overrides = spec_flags.spec_overrides(args)
     auto = _auto_repeats(args, overrides)
-    if args.from_history:
+    listed = {k: v for k, v in overrides.items() if isinstance(v, list)}
+    if args.from_history and (args.preset or args.resume):
         raise UsageError("--from-history replays one run; it cannot be combined with --preset")
     if not args.resume:
-        preset = common.load_preset(args.preset)
         try:
-            return sweep_module.create(preset, overrides, auto_repeats=auto)
+            if args.preset:
+                preset = sweep_module.with_listed(common.load_preset(args.preset), listed)
+            else:  # lists on the command line: the spec (a replayed one's too), swept
+                base = dict(History().get(args.from_history).spec) if args.from_history else {}
+                preset = sweep_module.listed_preset({**base, **overrides}, listed)
+                overrides = {"repeats": overrides["repeats"]} if "repeats" in overrides else {}
+            fixed = {k: v for k, v in overrides.items() if k not in listed}
+            return sweep_module.create(preset, fixed, auto_repeats=auto)
         except PresetError as exc:
             raise UsageError(str(exc)) from None
     if overrides:

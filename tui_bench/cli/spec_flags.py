@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from tui_bench.engine.results.history import History
-from tui_bench.engine.spec import RunSpec, WorkerOptions, declared_fields, flag_parser
+from tui_bench.engine.spec import RunSpec, WorkerOptions, declared_fields, list_flag_parser
 
 
 def add_spec_flags(parser: argparse.ArgumentParser) -> None:
@@ -32,7 +32,11 @@ def add_spec_flags(parser: argparse.ArgumentParser) -> None:
             dest=declared.name,
             # Numbers are parsed and range-checked by their declaration; names are left to
             # RunSpec/preset expansion, where an unknown one in a sweep is a skip, not an error.
-            type=flag_parser(declared) if declared.type in (int, float) else declared.type,
+            # A comma list: values of a field that sweeps, else one line (list_flag_parser); a
+            # name never holds a comma, a path or a device pattern may.
+            type=list_flag_parser(declared)
+            if declared.type in (int, float) or declared.choices is not None
+            else declared.type,
             metavar=metavar,
             help="; ".join(parts),
         )
@@ -45,6 +49,11 @@ def spec_overrides(args: argparse.Namespace) -> dict[str, Any]:
         for d in declared_fields()
         if getattr(args, d.name, None) is not None
     }
+
+
+def listed(args: argparse.Namespace) -> dict[str, list[Any]]:
+    """The spec fields given as comma lists (``--batch-size 1,8,64``): a sweep, one run each."""
+    return {k: v for k, v in spec_overrides(args).items() if isinstance(v, list)}
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:

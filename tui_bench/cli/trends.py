@@ -77,7 +77,11 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
         box=box.SIMPLE_HEAD,
     )
     table.add_column("run (▶ a change point)", no_wrap=True)
-    table.add_column("ms/step" if default else item.metric, justify="right", no_wrap=True)
+    from tui_bench.engine.results import metrics  # the column's name: the registry's
+
+    known = metrics.BY_KEY.get(item.metric)
+    header = "ms/step" if default else known.header if known else item.metric
+    table.add_column(header, justify="right", no_wrap=True)
     if default:
         table.add_column("IQR", justify="right", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
@@ -116,7 +120,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="words that must all appear in the configuration's label, or its key's start",
     )
     # None: trends.DEFAULT_METRIC, read when the command runs (registering imports no engine)
-    parser.add_argument("--metric", default=None, help="a run metric (default: the step time)")
+    parser.add_argument(
+        "--metric",
+        default=None,
+        help="a run metric (default: the step time; an inference configuration's p50 request)",
+    )
     parser.add_argument(
         "--limit", type=int, default=12, help="newest N runs per configuration shown (0: all)"
     )

@@ -42,6 +42,9 @@ DEFAULT_DROPOUT = 0.25
 MODEL_DROPOUT = {SIZED_MODEL: 0.0}
 # The dataset when the spec names none: the model's own (catalog.Model.default_dataset), else this.
 DEFAULT_DATASET = "synthetic-mnist"
+# The fields only training reads: an inference run serves the initial weights (docs/inference.md),
+# so its epochs, learning rate and optimizer decide nothing it measures.
+TRAINING = ("train",)
 
 
 def spec_field(
@@ -56,12 +59,17 @@ def spec_field(
     choices: Iterable[str] | None = None,
     pattern: str | None = None,
     expected: str | None = None,
+    modes: tuple[str, ...] | None = None,
+    sweeps: bool = False,
 ) -> Any:
     """A RunSpec field and its rules, declared once: validation, the CLI flags and forms read them.
 
     ``low``/``high`` bound numbers (``*_open``: the bound itself is refused); ``choices`` lists the
     values a text field takes (the catalog's own collection, so it stays current); ``pattern`` is a
-    regular expression a text field must match, ``expected`` says in words what it accepts."""
+    regular expression a text field must match, ``expected`` says in words what it accepts.
+    ``modes``: the spec modes whose runs use the field (None: every mode); in a run of another
+    mode it decides no number (``results/identity``). ``sweeps``: a flag may give a comma list
+    of values, one run each (``--batch-size 1,8,64``, ``sweep_values``)."""
     metadata = {
         "help": help,
         "low": low,
@@ -71,6 +79,8 @@ def spec_field(
         "choices": choices,
         "pattern": re.compile(pattern) if pattern else None,
         "expected": expected,
+        "modes": modes,
+        "sweeps": sweeps,
     }
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata=metadata)
@@ -109,13 +119,25 @@ class RunSpec:
         low=1,
         high=MAX_THREADS,
     )
-    batch_size: int = spec_field(128, help="samples per step", low=1, high=65536)
-    epochs: int = spec_field(2, help="passes over the training split", low=1, high=10_000)
-    steps_per_epoch: int | None = spec_field(
-        None, help="cap on steps per epoch (quick runs)", low=1, high=10_000_000
+    batch_size: int = spec_field(
+        128,
+        help="samples per step (inference: per request); a comma list sweeps it, one run each",
+        low=1,
+        high=65536,
+        sweeps=True,
     )
-    lr: float = spec_field(1e-3, help="learning rate", low=0.0, high=10.0, low_open=True)
-    optimizer: str = spec_field("adam", help="optimizer", choices=catalog.OPTIMIZERS)
+    epochs: int = spec_field(
+        2, help="passes over the training split", low=1, high=10_000, modes=TRAINING
+    )
+    steps_per_epoch: int | None = spec_field(
+        None, help="cap on steps per epoch (quick runs)", low=1, high=10_000_000, modes=TRAINING
+    )
+    lr: float = spec_field(
+        1e-3, help="learning rate", low=0.0, high=10.0, low_open=True, modes=TRAINING
+    )
+    optimizer: str = spec_field(
+        "adam", help="optimizer", choices=catalog.OPTIMIZERS, modes=TRAINING
+    )
     dropout: float | None = spec_field(
         None,
         help=f"dropout probability (default {DEFAULT_DROPOUT:g}; gpt: 0)",
@@ -132,6 +154,7 @@ class RunSpec:
         help="inference: timed requests after warmup_steps warm-up ones (p99 needs hundreds)",
         low=1,
         high=10_000_000,
+        modes=("inference",),
     )
     repeats: int = spec_field(
         1, help="run the spec N times, each in its own worker", low=1, high=1000
@@ -146,7 +169,12 @@ class RunSpec:
         None, help="use the first N test samples", low=1, high=100_000_000
     )
     target_accuracy: float | None = spec_field(
-        None, help="stop once validation accuracy reaches it", low=0.0, high=1.0, low_open=True
+        None,
+        help="stop once validation accuracy reaches it",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+        modes=TRAINING,
     )
     data_dir: str | None = spec_field(None, help="directory with dataset files", expected="a path")
     # The rules that decide a GPU number (docs/gpu.md), applied in the worker and read back.
@@ -443,6 +471,12 @@ class DeclaredField:
     choices: tuple[str, ...] | None = None
     pattern: re.Pattern[str] | None = None
     expected: str | None = None
+    modes: tuple[str, ...] | None = None  # the spec modes that use it; None: every mode
+    sweeps: bool = False  # a flag may list values, one run each
+
+    def used_in(self, mode: str) -> bool:
+        """Whether a run of spec mode ``mode`` reads this field."""
+        return self.modes is None or mode in self.modes
 
 
 _BASE_TYPES = {"int": int, "float": float, "str": str}
@@ -465,6 +499,8 @@ def _declared(spec_field_: Any, default: Any) -> DeclaredField:
         choices=tuple(meta["choices"]) if meta["choices"] is not None else None,
         pattern=meta["pattern"],
         expected=meta["expected"],
+        modes=meta.get("modes"),
+        sweeps=bool(meta.get("sweeps")),
     )
 
 
@@ -545,6 +581,34 @@ def flag_parser(declared: DeclaredField) -> Callable[[str], Any]:
             return parse_declared(declared, text)
         except SpecError as exc:
             raise UsageError(str(exc)) from None
+
+    parse.__name__ = declared.name
+    return parse
+
+
+def swept_fields() -> tuple[str, ...]:
+    """The fields a flag may list values of (``--batch-size 1,8,64``): one run per value."""
+    return tuple(d.name for d in declared_fields() if d.sweeps)
+
+
+def list_flag_parser(declared: DeclaredField) -> Callable[[str], Any]:
+    """An argparse ``type=`` for a declared number: one value as ``flag_parser`` reads it; a
+    comma list (``1,8,64``) is a list of them, each checked, where the field sweeps; a field that
+    does not is refused in one line naming the fields that do."""
+    one = flag_parser(declared) if declared.type in (int, float) else declared.type
+
+    def parse(text: str) -> Any:
+        if "," not in text:
+            return one(text)
+        if not declared.sweeps:
+            flag = "--" + declared.name.replace("_", "-")
+            listed = ", ".join("--" + n.replace("_", "-") for n in swept_fields())
+            raise UsageError(
+                f"{flag} takes one value, got {text!r}: a comma list sweeps {listed} only "
+                "(a preset's lists sweep any field: presets/README.md)"
+            )
+        values = [one(part.strip()) for part in text.split(",")]
+        return list(dict.fromkeys(values))  # a value listed twice is one run
 
     parse.__name__ = declared.name
     return parse

@@ -15,6 +15,7 @@ from tui_bench.engine.errors import TuiBenchError, UsageError
 from tui_bench.engine.results import metrics, stats, verdict
 from tui_bench.engine.results.identity import group_by_configuration, short_value, varying_fields
 from tui_bench.engine.results.record import Run
+from tui_bench.engine.results.tables import CURVE
 from tui_bench.engine.results.trends import Trend
 
 FORMATS = (".svg", ".png")
@@ -315,6 +316,61 @@ def _scaling(figure: Any, page: Any) -> tuple[str, Any] | None:
     return "scaling from the scaling tables (dotted: perfect scaling)", fig
 
 
+def _two_and_five(value: float, _pos: object = None) -> str:
+    """A log axis's minor tick labelled at 2 and 5 of its decade (0.2, 5, 2000), else blank:
+    every minor tick labelled overlaps."""
+    if value <= 0:
+        return ""
+    lead = round(value / 10 ** math.floor(math.log10(value)))
+    return f"{value:g}" if lead in (2, 5) else ""
+
+
+def _batch_curves(figure: Any, page: Any) -> tuple[str, Any] | None:
+    """From the batch-size table: latency against batch (p50 a line, p90 and p99 dashed and
+    dotted in the same colour) and inference samples/s against batch, one colour per family
+    (framework × API and whatever else differs), both axes logarithmic."""
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for r in _rows(_table(page.tables, "batches")):
+        if _num(r.get("batch")) is not None:
+            lines.setdefault(str(r.get("with") or "—"), []).append(r)
+    if not any(len(points) > 1 for points in lines.values()):
+        return None
+    from matplotlib.ticker import FuncFormatter
+
+    p50, p90, p99, rate = (metrics.get(key) for key in CURVE)
+    fig = figure(figsize=(9, 3.8))
+    latency, throughput = fig.subplots(1, 2)
+    for index, (name, points) in enumerate(lines.items()):
+        colour = f"C{index % 10}"
+
+        def ys(column: str, scale: float, points: list = points) -> tuple[list, list]:
+            kept = [(float(r["batch"]), v * scale) for r in points if (v := _num(r.get(column)))]
+            return [x for x, _ in kept], [y for _, y in kept]
+
+        latency.plot(*ys("p50", p50.scale), marker="o", color=colour, label=f"{name} p50")
+        latency.plot(*ys("p90", p90.scale), linestyle="--", color=colour, linewidth=0.9)
+        latency.plot(*ys("p99", p99.scale), linestyle=":", color=colour, linewidth=0.9)
+        throughput.plot(*ys(rate.short, 1.0), marker="o", color=colour, label=name)
+    for ax, label in (
+        (latency, "latency per request (ms): p50 solid, p90 dashed, p99 dotted"),
+        (throughput, "inference samples/s (higher is better)"),
+    ):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))  # not 10³
+        ax.yaxis.set_minor_formatter(FuncFormatter(_two_and_five))
+        ax.set_xlabel("batch size (samples per request)", fontsize=8)
+        ax.set_ylabel(label, fontsize=8)
+        ax.tick_params(which="both", labelsize=7)
+        ax.legend(fontsize=7, frameon=False)  # no white box: the page may be dark
+    return (
+        "inference over batch sizes from the batch-size table: latency and samples/s per family "
+        "(median over repeats)",
+        fig,
+    )
+
+
 def _trends_panels(figure: Any, page: Any) -> tuple[str, Any] | None:
     shown = sorted(
         (t for t in page.trends if len(t.points) >= MIN_TREND_POINTS),
@@ -335,7 +391,7 @@ def report_svgs(page: Any) -> list[tuple[str, str]]:
     its runs' own values and its trends (``html_report.Page``)."""
     figure = _figure_class()
     out = []
-    for draw in (_distributions, _speedups, _scaling, _trends_panels):
+    for draw in (_distributions, _speedups, _scaling, _batch_curves, _trends_panels):
         drawn = draw(figure, page)
         if drawn is not None:
             title, fig = drawn

@@ -717,6 +717,12 @@ def _compare_sections(page: Page) -> list[str]:
             ["scaling", "workers"],
             "These runs do not vary threads or workers.",
         ),
+        # inference runs over several batch sizes only: a training report has no empty section
+        *(
+            [_section_of(page, "batches", "Inference over batch sizes", ["batches"], "")]
+            if table(page.tables, "batches") is not None
+            else []
+        ),
         _section_of(
             page,
             "published",

@@ -16,6 +16,11 @@ Spec fields that do NOT decide a number (``NOT_DECIDING``), and why:
 - ``data_dir``: where the dataset's files happen to live. The dataset is named by ``dataset``
   (and verified against its manifest), so the same files in another directory train the same.
 
+Nor does a field the run's mode never reads (``spec_field(modes=…)``): a training run's
+``requests``, an inference run's ``epochs``, ``lr``, ``optimizer`` (it serves the initial
+weights). Such a field reads as its declared default in the key, whatever the spec says (so
+a configuration keeps the id it had before the field existed, or before its mode did).
+
 Everything else the spec declares decides a number; a record written before a field existed ran
 with that field's default, which is filled in so it keeps the configuration of newer records.
 
@@ -91,6 +96,12 @@ def _spec_defaults() -> tuple[tuple[str, Any], ...]:
     return tuple((f.name, f.default) for f in declared_fields() if f.name not in NOT_DECIDING)
 
 
+@cache
+def _unused_in(mode: Any) -> frozenset[str]:
+    """The spec fields a run of ``mode`` never reads (a training run's ``requests``)."""
+    return frozenset(f.name for f in declared_fields() if not f.used_in(str(mode)))
+
+
 def deciding_fields() -> tuple[str, ...]:
     """The fields that decide a number, in key order: the spec's, then host and device."""
     return (*(name for name, _ in _spec_defaults()), *HOST_FIELDS)
@@ -128,7 +139,11 @@ class Configuration:
 def configuration_of(run: Run) -> Configuration:
     """The configuration a run belongs to (labelled by its long name until grouped)."""
     spec = run.spec
-    pairs = [(name, _hashable(spec.get(name, default))) for name, default in _spec_defaults()]
+    unused = _unused_in(run.mode)
+    pairs = [
+        (name, default if name in unused else _hashable(spec.get(name, default)))
+        for name, default in _spec_defaults()
+    ]
     pairs += [("host", run.host), ("device_model", run.device_model)]
     name = name_of(run)
     return Configuration(tuple(pairs), name, name)

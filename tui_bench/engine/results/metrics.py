@@ -21,6 +21,7 @@ when it ends in ``_s``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 RUN, CHOICE, MEDIAN, PAGE = "run", "choice", "median", "page"
@@ -41,6 +42,10 @@ class Metric:
     # The key records stored it under before it was renamed: ``record.Run.metric`` reads an old
     # record's figure under the new key (a history is a journal, never rewritten).
     was: str = ""
+    # An inference run's figure that stands where a training run's ``stands_for`` does (p50
+    # latency for the steady step, inference samples/s for training samples/s): what a view
+    # reads of an inference run when it is asked for the training figure (``in_mode``).
+    stands_for: str = ""
 
     @property
     def lower_is_better(self) -> bool:
@@ -84,9 +89,21 @@ def _m(
     places: tuple[str, ...] = (RUN,),
     column: str = "",
     was: str = "",
+    stands_for: str = "",
 ) -> Metric:
     return Metric(
-        key, label, short, unit, higher, scale, digits, note, frozenset(places), column, was
+        key,
+        label,
+        short,
+        unit,
+        higher,
+        scale,
+        digits,
+        note,
+        frozenset(places),
+        column,
+        was,
+        stands_for,
     )
 
 
@@ -95,7 +112,7 @@ REGISTRY: tuple[Metric, ...] = (
     _m("train_wall_s", "training wall time s (warm-up included)", "train s", "s", False,
        note="wall time of all training steps, warm-up included", places=(RUN, CHOICE)),
     _m("warmup_s", "warm-up time s", "warm-up s", "s", False,
-       note="warm-up steps (tracing, compilation), kept out of steady state",
+       note="warm-up steps or requests (tracing, compilation), kept out of steady state",
        places=(RUN, CHOICE, MEDIAN)),
     _m("first_step_s", "first step time s", "first step s", "s", False, digits=3),
     _m("step_median_s", "median step time s (steady state, device-synchronised)",
@@ -111,7 +128,7 @@ REGISTRY: tuple[Metric, ...] = (
     # median columns of every comparison: a training comparison's CSV would carry empty ones.
     _m("latency_p50_s", "inference latency p50 s (one request, device-synchronised)",
        "p50 ms", "s", False, 1000, 3, "median request, each timed alone, device-synchronised",
-       (RUN, CHOICE, PAGE)),
+       (RUN, CHOICE, PAGE), stands_for="step_median_s"),
     _m("latency_p90_s", "inference latency p90 s", "p90 ms", "s", False, 1000, 3,
        "a run's latency note says when its requests are too few to bound it", (RUN, CHOICE, PAGE)),
     _m("latency_p99_s", "inference latency p99 s", "p99 ms", "s", False, 1000, 3,
@@ -122,7 +139,7 @@ REGISTRY: tuple[Metric, ...] = (
        digits=0, note="after the warm-up requests"),
     _m("inference_samples_per_s", "inference samples/s (timed requests)", "infer samples/s",
        "samples/s", True, digits=0, note="batch × requests / their summed latency",
-       places=(RUN, CHOICE, PAGE)),
+       places=(RUN, CHOICE, PAGE), stands_for="samples_per_s"),
     _m("first_request_s", "first request time s (tracing, compilation)", "first request s",
        "s", False, digits=3, note="the first warm-up request"),
     _m("flops_per_request", "GFLOP per inference request", "GFLOP/request", "FLOP", None,
@@ -163,7 +180,7 @@ REGISTRY: tuple[Metric, ...] = (
     _m("flops_per_step", "GFLOP per training step", "GFLOP/step", "FLOP", None, 1e-9, 3,
        "model FLOPs of a training step (engine/flops.py)"),
     _m("achieved_tflops", "achieved GFLOP/s", "GFLOP/s", "TFLOP/s", True, 1000, 2,
-       "steady-state median step"),
+       "steady-state median step (an inference run's: its p50 request)"),
     _m("mfu", "MFU", "MFU %", "", True, 100, 1, "of the measured matmul peak", (RUN, PAGE)),
     _m("mfu_nominal", "MFU of the nominal peak", "MFU % nominal", "", True, 100, 1,
        "of the vendor / ISA peak"),
@@ -206,8 +223,30 @@ def placed(place: str) -> tuple[Metric, ...]:
     return tuple(m for m in REGISTRY if place in m.places)
 
 
-# What a comparison is about unless asked otherwise: the steady step, device-synchronised.
+# What a comparison is about unless asked otherwise: the steady step, device-synchronised (an
+# inference run's: its median request, ``in_mode``).
 COMPARED_BY_DEFAULT = "step_median_s"
+
+INFERENCE = "inference"  # spec mode of a run that serves requests (docs/inference.md)
+
+
+def in_mode(key: str, mode: str | None) -> str:
+    """The key a run of ``mode`` carries for the figure ``key`` names: an inference run's
+    ``latency_p50_s`` for ``step_median_s``, its ``inference_samples_per_s`` for
+    ``samples_per_s`` (each entry's ``stands_for``); any other key as it is."""
+    if mode == INFERENCE:
+        for m in REGISTRY:
+            if m.stands_for == key:
+                return m.key
+    return key
+
+
+def compared_for(modes: Iterable[str | None]) -> str:
+    """What a comparison of runs of these modes is about unless asked otherwise: the steady
+    step, or the median request where every run is an inference run."""
+    seen = set(modes)
+    only = seen.pop() if len(seen) == 1 else None
+    return in_mode(COMPARED_BY_DEFAULT, only)
 
 
 def choices() -> dict[str, Metric]:

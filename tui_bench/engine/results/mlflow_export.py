@@ -77,9 +77,11 @@ def _tag_key(name: str) -> str:
 
 def series_points(events: Sequence[dict[str, Any]]) -> Iterator[tuple[str, float, int]]:
     """(metric, value, step) from a run's series: the loss at each global step, the median step
-    time of each epoch."""
+    time of each epoch; an inference run's latency of each timed request (``requests`` events,
+    step = the request's index among the timed ones)."""
     offset = 0  # global index of the current epoch's first step
     steps_in_epoch = 0
+    timed = 0  # timed requests seen so far
     for event in events:
         kind = event.get("type")
         if kind == "epoch_started":
@@ -91,6 +93,12 @@ def series_points(events: Sequence[dict[str, Any]]) -> Iterator[tuple[str, float
                 value = number(loss)
                 if value is not None:
                     yield "loss", value, offset + first + i
+        elif kind == "requests":
+            for latency in event.get("latencies") or []:
+                value = number(latency)
+                if value is not None:
+                    yield "request_latency_s", value, timed
+                timed += 1
         elif kind == "epoch_finished":
             value = number(event.get("step_median_s"))
             if value is not None:

@@ -146,6 +146,12 @@ class Run(NamedTuple):
         return self.spec.get(name, default)
 
     @property
+    def mode(self) -> str:
+        """'train' or 'inference' (the spec's mode; a record from before modes trained)."""
+        mode = self.spec.get("mode")
+        return mode if isinstance(mode, str) else "train"
+
+    @property
     def label(self) -> str:
         """'torch/eager cnn synthetic-mnist cpu×2': the spec's label as recorded."""
         label = _text(self.raw.get("label"))
@@ -260,6 +266,12 @@ class Run(NamedTuple):
         if value is None and name in METRIC_ALIASES:
             return number(self.metrics.get(METRIC_ALIASES[name]))
         return value
+
+    def figure(self, name: str) -> float | None:
+        """The run's figure for ``name`` in its own mode: an inference run answers
+        ``step_median_s`` with its p50 latency, ``samples_per_s`` with its inference samples/s
+        (``metrics.in_mode``); what a list of runs, trends and regress read."""
+        return self.metric(metrics.in_mode(name, self.mode))
 
     def metric_names(self) -> list[str]:
         """The names of the metrics this run has a usable number for (a renamed metric under

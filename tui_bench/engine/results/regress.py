@@ -362,7 +362,10 @@ def compare(
     threshold: float = DEFAULT_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
 ) -> Report:
-    """One row per configuration found on either side, worst first."""
+    """One row per configuration found on either side, worst first. An inference
+    configuration is read by its own figure for ``metric`` (``metrics.in_mode``: its median
+    request for the steady step, its inference samples/s for samples/s), which is better the
+    same way; the report names the figure its rows read when they all read one."""
     if threshold < 0:
         raise UsageError(f"--threshold must be ≥ 0, got {threshold:g}")
     if not 0 < alpha < 1:
@@ -375,10 +378,13 @@ def compare(
     if len(configs) > 1:  # short labels among every configuration on either side, as compare's
         configs = labelled(configs)
     rows = []
+    read = set()
     for config in configs:
-        b = _side(base_groups.get(config, []), metric)
-        c = _side(cand_groups.get(config, []), metric)
-        rows.append(_row(config, b, c, up, threshold, alpha, metric))
+        key = metrics.in_mode(metric, config.get("mode"))
+        read.add(key)
+        b = _side(base_groups.get(config, []), key)
+        c = _side(cand_groups.get(config, []), key)
+        rows.append(_row(config, b, c, up, threshold, alpha, key))
     if rows and not any(r.baseline.n or r.candidate.n for r in rows):
         # a misspelt --metric must not pass a CI gate by finding nothing to compare
         known = sorted({k for r in [*base_runs, *cand_runs] for k in r.metric_names()})
@@ -389,7 +395,7 @@ def compare(
             )
     order = {WORSE: 0, FAILED: 1, UNSTABLE: 2, BETTER: 3, MISSING: 4, SAME: 5}
     rows.sort(key=lambda r: (order[r.mark], r.configuration.name))
-    return Report(metric, up, threshold, alpha, rows)
+    return Report(read.pop() if len(read) == 1 else metric, up, threshold, alpha, rows)
 
 
 def _row(

@@ -194,7 +194,13 @@ def block_means(times: Sequence[float]) -> tuple[list[float], int]:
     return [sum(times[i : i + k]) / k for i in range(0, len(times) - k + 1, k)], k
 
 
-def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
+# An inference run's timing as its worker records it (adapters/loop.py, run_inference): each
+# timed value is a request, and the verdict's sentences say so.
+INFERENCE_TIMING = "per request"
+
+
+def _step_rules(times: Sequence[float], unit: str = "step") -> tuple[list[Reason], str | None]:
+    # ``unit``: what one timed value is, "step" or (an inference run's) "request"
     reasons: list[Reason] = []
     n = len(times)
     mean, std = _mean_std(times)
@@ -207,7 +213,7 @@ def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
     values, k = block_means(times)
     v_mean, v_std = _mean_std(values)
     v_cv = v_std / v_mean if v_mean > 0 else 0.0
-    of = "step times" if k == 1 else f"{k}-step blocks"
+    of = f"{unit} times" if k == 1 else f"{k}-{unit} blocks"
     if v_cv >= CV_UNRELIABLE:
         reasons.append(
             Reason(
@@ -221,7 +227,7 @@ def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
     far = max(v_mean - low, high - v_mean) / v_mean if v_mean > 0 else 0.0
     if far >= RANGE_UNRELIABLE:
         which = "max" if high - v_mean >= v_mean - low else "min"
-        what = "step" if k == 1 else f"{k}-step block"
+        what = unit if k == 1 else f"{k}-{unit} block"
         reasons.append(
             Reason(
                 "range",
@@ -238,20 +244,20 @@ def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
                     "multimodal",
                     m,
                     MVALUE_MULTIMODAL,
-                    f"step times have several modes (mValue {m:.1f}); above 3.2 is unreliable",
+                    f"{unit} times have several modes (mValue {m:.1f}); above 3.2 is unreliable",
                 )
             )
     state, points = classify_steady_state(times)
     if state in ("slowdown", "no steady state"):
-        at = f" (level changes at step {', '.join(map(str, points[:3]))})" if points else ""
+        at = f" (level changes at {unit} {', '.join(map(str, points[:3]))})" if points else ""
         reasons.append(
             Reason(
                 "steady_state",
                 float(len(points)),
                 None,
-                f"{state}: the step time never settles{at}"
+                f"{state}: the {unit} time never settles{at}"
                 if state == "no steady state"
-                else f"slowdown: steps got slower during the run{at}",
+                else f"slowdown: {unit}s got slower during the run{at}",
             )
         )
     elif state == "warm-up":
@@ -260,7 +266,8 @@ def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
                 "steady_state",
                 float(points[-1]),
                 None,
-                f"still warming up: steps settle only at steady step {points[-1]}; raise --warmup",
+                f"still warming up: {unit}s settle only at steady {unit} {points[-1]}; "
+                "raise --warmup-steps",
                 NOISY,
             )
         )
@@ -271,7 +278,7 @@ def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
                 "pause",
                 ratio,
                 PAUSE_FACTOR,
-                f"one step took {ratio:.0f}x the median (a pause); 10x or more is unreliable",
+                f"one {unit} took {ratio:.0f}x the median (a pause); 10x or more is unreliable",
             )
         )
     if n >= 4:
@@ -284,7 +291,7 @@ def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
                     "outliers",
                     float(len(outliers)),
                     TUKEY_K,
-                    f"{len(outliers)} step(s) beyond Tukey's 3xIQR fences (outliers)",
+                    f"{len(outliers)} {unit}(s) beyond Tukey's 3xIQR fences (outliers)",
                     NOISY,
                 )
             )
@@ -295,7 +302,7 @@ def _step_rules(times: Sequence[float]) -> tuple[list[Reason], str | None]:
                 "sample_size",
                 float(n),
                 float(need),
-                f"{n} steady steps at {_pct(cv)} spread resolve less than +-1 % at 95 %; "
+                f"{n} steady {unit}s at {_pct(cv)} spread resolve less than +-1 % at 95 %; "
                 f"{need} needed",
                 NOISY,
             )
@@ -409,6 +416,7 @@ def assess(
     the run was configured to use; ``timing`` how steps were timed; ``repeat_medians`` the
     medians of this configuration's repeats, where there are several."""
     resources = resources or {}
+    unit = "request" if timing == INFERENCE_TIMING else "step"
     times = [float(t) for t in (step_times or []) if isinstance(t, (int, float)) and t > 0]
     reasons: list[Reason] = []
     state = None
@@ -418,12 +426,12 @@ def assess(
                 "sample_size",
                 float(len(times)),
                 2.0,
-                f"{len(times)} steady step(s): nothing to judge a spread by",
+                f"{len(times)} steady {unit}(s): nothing to judge a spread by",
                 UNRELIABLE,
             )
         )
     else:
-        step_reasons, state = _step_rules(times)
+        step_reasons, state = _step_rules(times, unit)
         reasons += step_reasons
         if timing == "synced" and quantile(times, 0.5) < SHORT_STEP_S:
             med = quantile(times, 0.5)
@@ -584,7 +592,7 @@ def repeat_medians_for(run: Run, records: Sequence[Run]) -> list[float]:
     out = []
     for other in records:
         if other.group == group and other.config == config and other.finished:
-            value = other.metric("step_median_s")
+            value = other.figure("step_median_s")  # an inference run's: its p50
             if value is not None:
                 out.append(value)
     return out

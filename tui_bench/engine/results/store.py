@@ -68,6 +68,7 @@ SUMMARY_KEYS = (
 SUMMARY_SPEC = (
     "framework",
     "api",
+    "mode",
     "model",
     "dataset",
     "device",
@@ -82,6 +83,8 @@ SUMMARY_METRICS = (
     "step_median_s",
     "step_iqr_s",
     "samples_per_s",
+    "latency_p50_s",  # an inference run's figures where a training run's are the two above
+    "inference_samples_per_s",
     "test_accuracy",
     "val_accuracy",
     "mfu",
@@ -89,7 +92,9 @@ SUMMARY_METRICS = (
 )
 # A cache is rewritten once a reader replayed this many bytes past it.
 _CACHE_REFRESH_BYTES = 256 * 1024
-_CACHE_VERSION = 6  # 4: summaries carry the stability verdict; 5: a head, then them; 6: and the MFU
+# 4: summaries carry the stability verdict; 5: a head, then them; 6: and the MFU; 7: the mode
+# and an inference run's p50 and samples/s
+_CACHE_VERSION = 7
 
 
 def header_line() -> bytes:

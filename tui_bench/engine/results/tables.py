@@ -12,7 +12,7 @@ finished runs give figures; failed ones are counted and their reasons kept.
 The API (all a front end or a renderer needs)::
 
     records, skipped, published = sweep.collect(ids, History())    # run, group or sweep ids
-    comparison = tables.compute(records, metric="step_median_s", study_metric="train_wall_s",
+    comparison = tables.compute(records, metric=None, study_metric="train_wall_s",
                                 skipped=skipped, published=published)
     comparison.tables()             # the tables with rows, in order: summary first
     comparison.summary              # a Table; and .comparisons, .scaling, .workers, .study,
@@ -704,6 +704,66 @@ def worker_scaling_table(configs: list[Group], varying: list[str]) -> Table | No
     return table
 
 
+# -- inference over batch sizes -------------------------------------------------------------------
+# The serving figures of a batch-size curve, as the registry names them: latency (p50, with the
+# tail beside it) and samples/s, each a median over the configuration's finished repeats.
+CURVE = ("latency_p50_s", "latency_p90_s", "latency_p99_s", "inference_samples_per_s")
+
+
+def _inference(configs: list[Group]) -> list[Group]:
+    return [c for c in configs if c.spec.get("mode") == metrics.INFERENCE]
+
+
+def batch_curve_table(configs: list[Group]) -> Table | None:
+    """Latency and throughput against the batch size, one curve per family (framework × API and
+    whatever else the inference configurations differ in beside the batch), for the inference
+    configurations when they span two or more batch sizes. A family's rows go up in batch."""
+    served = _inference(configs)
+    if len({repr(c.spec.get("batch_size")) for c in served}) < 2:
+        return None
+    shown = [metrics.get(key) for key in CURVE]
+    table = Table(
+        "batches",
+        "inference over batch sizes: "
+        + ", ".join(m.what.removeprefix("inference ") for m in shown)
+        + " per family",
+        (
+            Column("with"),
+            Column("batch", COUNT),
+            Column("n", COUNT),
+            *(
+                Column(m.short.split()[0] if m.unit == "s" else m.short, NUMBER, m.unit)
+                for m in shown
+            ),
+            Column("requests", COUNT, terminal=False),
+        ),
+        note="cells: median over the finished repeats of each run's own figure; a run's p90 and "
+        "p99 rest on its requests (too few for the tail: its latency note, tui-bench history "
+        "show); samples/s = batch × requests / their summed latency.",
+    )
+    contexts = _contexts(served, "batch_size")
+    families: dict[Any, list[Group]] = {}
+    for c in served:
+        family = tuple(p for p in c.config.key if p[0] != "batch_size")
+        families.setdefault(family, []).append(c)
+    for members in families.values():
+        ordered = sorted(members, key=lambda c: _count(c.spec.get("batch_size")) or 0)
+        for c in ordered:
+            values = {key: c.values(key) for key in CURVE}
+            table.add(
+                [
+                    contexts[id(c)],
+                    _count(c.spec.get("batch_size")),
+                    len(values[CURVE[0]]),
+                    *(_median(values[key]) for key in CURVE),
+                    # the fewest any run's figures rest on
+                    int(min(n)) if (n := c.values("latency_requests")) else None,
+                ],
+                [(c.label, c.verdicts())],
+            )
+    return table
+
+
 def _stack_headers(stacks: list[str]) -> list[str]:
     """The study's column headers: the framework alone where it tells the stacks apart (the
     API alone where that does), as the configurations' names do; the columns keep 'fw/api'."""
@@ -717,29 +777,47 @@ def _stack_headers(stacks: list[str]) -> list[str]:
 # -- the study's table -----------------------------------------------------------------------------
 def study_table(configs: list[Group], metric: str = "train_wall_s") -> Table | None:
     """The processing-time table of a thread/framework study: rows model × dataset × device ×
-    threads, a column per framework/api with the median and, beside it, its n."""
+    threads, a column per framework/api with the median and, beside it, its n. Inference runs
+    among them add rows of their own, a row per batch size, of their median request (p50) where
+    the study's figure is a time: the serving figure beside the study's, which stays as it is
+    (Kabakus's test time is the training runs' ``test_s``)."""
     if len(configs) < 2:
         return None
     m = metric_info(metric)
+    served = metrics.in_mode(metric, metrics.INFERENCE)
+    if served == metric:  # no inference figure stands for it: a time's is the median request
+        served = metrics.in_mode(metrics.COMPARED_BY_DEFAULT, metrics.INFERENCE)
+    if metrics.get(served).unit != m.unit:
+        served = ""  # the columns hold the study's unit: no inference row in another one
+    inference = bool(served) and bool(_inference(configs))
     stacks = list(dict.fromkeys(f"{c.spec.get('framework')}/{c.spec.get('api')}" for c in configs))
     rows: dict[tuple[Any, ...], dict[str, Group]] = {}
     for c in configs:
         device = c.spec.get("device")
-        key = (
+        key: tuple[Any, ...] = (
             c.spec.get("model"),
             c.spec.get("dataset"),
             device,
             c.spec.get("threads") if device == "cpu" else None,
         )
+        if c.spec.get("mode") == metrics.INFERENCE:
+            if not inference:
+                continue
+            key += (_figure_name(served), _count(c.spec.get("batch_size")))
+        elif inference:
+            key += (_figure_name(metric), None)
         rows.setdefault(key, {})[f"{c.spec.get('framework')}/{c.spec.get('api')}"] = c
     columns = [Column("model"), Column("dataset"), Column("device"), Column("threads", COUNT)]
+    if inference:
+        columns += [Column("figure"), Column("batch", COUNT)]
     layout = [Shown(c.name, (c.name,)) for c in columns]
     for stack, header in zip(stacks, _stack_headers(stacks), strict=True):
         columns += [Column(stack, NUMBER, m.unit), Column(f"{stack} n", COUNT)]
         layout.append(Shown(header, (stack, f"{stack} n"), WITH_N))
     table = Table(
         "study",
-        f"median {m.what}: model × dataset × device × threads by framework",
+        f"median {m.what}: model × dataset × device × threads by framework"
+        + (f"; inference runs: {metrics.get(served).what} per batch size" if inference else ""),
         tuple(columns),
         note="cells: median over finished repeats (n); — where no run finished or was skipped.",
         layout=tuple(layout),
@@ -749,12 +827,22 @@ def study_table(configs: list[Group], metric: str = "train_wall_s") -> Table | N
         sides = []
         for stack in stacks:
             found = by_stack.get(stack)
-            values = found.values(metric) if found is not None else []
+            read = (
+                served
+                if found is not None and found.spec.get("mode") == metrics.INFERENCE
+                else metric
+            )
+            values = found.values(read) if found is not None else []
             cells += [_median(values), len(values) if values else None]
             if found is not None:
                 sides.append((found.label, found.verdicts()))
         table.add(cells, sides)
     return table
+
+
+def _figure_name(key: str) -> str:
+    """'inference latency p50', 'training wall time': a study row's figure, in a few words."""
+    return metrics.get(key).what.split(" (")[0]
 
 
 # -- published figures beside ours -----------------------------------------------------------------
@@ -1214,6 +1302,7 @@ class Comparison:
     comparisons: Table | None = None
     scaling: Table | None = None
     workers: Table | None = None
+    batches: Table | None = None
     study: Table | None = None
     published: Table | None = None
     fairness: Table | None = None
@@ -1225,6 +1314,7 @@ class Comparison:
             self.comparisons,
             self.scaling,
             self.workers,
+            self.batches,
             self.study,
             self.published,
             self.fairness,
@@ -1254,13 +1344,17 @@ class Comparison:
 
 def compute(
     records: Sequence[Run],
-    metric: str = "step_median_s",
+    metric: str | None = None,
     study_metric: str = "train_wall_s",
     skipped: Sequence[tuple[str, str]] = (),
     published: Sequence[published_module.Figure] = (),
 ) -> Comparison:
     """Every table for a set of runs (a sweep, a group, or runs picked by id); ``published``:
-    the figures their study published, computed from these runs beside them."""
+    the figures their study published, computed from these runs beside them. ``metric``
+    unnamed: the steady step, or the median request where every run is an inference run
+    (``metrics.compared_for``)."""
+    if metric is None:
+        metric = metrics.compared_for(r.mode for r in records)
     configs, varying = group(records)
     return Comparison(
         metric=metric_info(metric),
@@ -1270,6 +1364,7 @@ def compute(
         comparisons=comparison_table(configs, varying, metric),
         scaling=scaling_table(configs, varying, metric),
         workers=worker_scaling_table(configs, varying),
+        batches=batch_curve_table(configs),
         study=study_table(configs, study_metric),
         published=published_table(configs, varying, published, skipped),
         fairness=fairness_card(configs),

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui_bench.engine.results import changepoints, stats
+from tui_bench.engine.results import changepoints, metrics, stats
 from tui_bench.engine.results.identity import (
     Configuration,
     changes,
@@ -213,7 +213,10 @@ def what_changed(before: Run, after: Run) -> list[str]:
 
 
 def trend(configuration: Configuration, runs: Sequence[Run], metric: str) -> Trend:
-    """One configuration's series (runs in time order) and its change points."""
+    """One configuration's series (runs in time order) and its change points. An inference
+    configuration's series is of its own figure for ``metric`` (``metrics.in_mode``: its
+    median request where a training one's is its steady step)."""
+    metric = metrics.in_mode(metric, configuration.get("mode"))
     points = []
     failed = 0
     for run in runs:

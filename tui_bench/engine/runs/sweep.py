@@ -212,6 +212,43 @@ def create(
     return sweep
 
 
+# -- lists on the command line (``--batch-size 1,8,64``) ------------------------------------------
+COMMAND_LINE = Path("<command line>")
+
+
+def listed_preset(fields_: dict[str, Any], listed: dict[str, list[Any]]) -> Preset:
+    """The preset a command line's flags make when some list values (``tui-bench run --mode
+    inference --batch-size 1,8,64``): ``fields_`` fixed, each list an axis, checked like a
+    preset file's (``PresetError``, one line). Its sweep is named after what it sweeps."""
+    data = {k: v for k, v in fields_.items() if v is not None and k not in listed}
+    data.update(listed)
+    data["name"] = "-".join(name.replace("_", "-") for name in listed) + "-sweep"
+    data.setdefault("description", "from the command line: " + _listed_text(listed))
+    return presets_module.parse(data, COMMAND_LINE)
+
+
+def with_listed(preset: Preset, listed: dict[str, list[Any]]) -> Preset:
+    """A preset whose field a command-line list replaces: the list is the field's axis, wherever
+    the preset set it (fixed, a list of its own, a matrix entry)."""
+    if not listed:
+        return preset
+    matrices = [
+        [{k: v for k, v in entry.items() if k not in listed} for entry in matrix]
+        for matrix in preset.matrices
+    ]
+    return replace(
+        preset,
+        fixed={k: v for k, v in preset.fixed.items() if k not in listed},
+        axes={**{k: v for k, v in preset.axes.items() if k not in listed}, **listed},
+        # a matrix left with only empty entries varies nothing: it goes
+        matrices=[m for m in matrices if any(m)],
+    )
+
+
+def _listed_text(listed: dict[str, list[Any]]) -> str:
+    return "; ".join(f"{k} {', '.join(str(v) for v in values)}" for k, values in listed.items())
+
+
 def all_sweeps() -> list[Sweep]:
     directory = sweeps_dir()
     if not directory.is_dir():
@@ -285,7 +322,7 @@ def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str |
     medians = [
         median
         for run in mine
-        if run.finished and (median := run.metric("step_median_s")) is not None
+        if run.finished and (median := run.figure("step_median_s")) is not None
     ]
     stop, why = stability.enough_repeats(
         medians,

@@ -30,6 +30,7 @@ TAB_NAMES = {  # table name -> tab label
     "comparisons": "ratios",
     "scaling": "threads",
     "workers": "workers",  # tables.worker_scaling_table: data-parallel throughput
+    "batches": "batch sizes",  # tables.batch_curve_table: inference latency, samples/s
     "study": "study",
     "published": "published",  # tables.published_table: the study's figures beside ours
     "fairness": "fairness",  # tables.fairness_card: only the settings that differ
@@ -59,17 +60,18 @@ def _numeric(value: Any) -> bool:
 
 
 def scaling_line(
-    table: tables.Table, x_column: str = "threads"
+    table: tables.Table, x_column: str = "threads", y_column: str = "speed-up", scale: float = 1
 ) -> tuple[str, list[float], list[float]] | None:
-    """(context, threads or workers, speed-ups) of a scaling table's first family."""
+    """(context, threads or workers, speed-ups) of a scaling table's first family; (context,
+    batch sizes, p50 latencies × ``scale``) of the batch-size table's."""
     if not table.rows:
         return None
     rows = table.records()
     context = rows[0]["with"]
     points = [
-        (float(row[x_column]), float(row["speed-up"]))  # type: ignore[arg-type]
+        (float(row[x_column]), float(row[y_column]) * scale)  # type: ignore[arg-type]
         for row in rows
-        if row["with"] == context and _numeric(row["speed-up"]) and _numeric(row[x_column])
+        if row["with"] == context and _numeric(row[y_column]) and _numeric(row[x_column])
     ]
     if len(points) < 2:
         return None
@@ -88,6 +90,7 @@ class CompareScreen(Screen):
         # What to compare, handed down by the app (no ids: the latest sweep).
         self.run_ids: list[str] = list(run_ids)
         self.metric = metrics.COMPARED_BY_DEFAULT
+        self.metric_chosen = False  # m pressed: the metric no longer follows the runs' mode
         self.records: list[Run] = []
         self.skipped: list[tuple[str, str]] = []
         self.published: list[Figure] = []
@@ -173,6 +176,8 @@ class CompareScreen(Screen):
     ) -> None:
         self.records, self.skipped, self.source = list(records), list(skipped or []), source
         self.published = list(published)
+        if not self.metric_chosen:  # inference runs alone: their median request
+            self.metric = metrics.compared_for(r.mode for r in self.records)
         self._rebuild()
 
     def action_next_table(self) -> None:
@@ -183,6 +188,7 @@ class CompareScreen(Screen):
             tabs.active = shown[(index + 1) % len(shown)]
 
     def action_next_metric(self) -> None:
+        self.metric_chosen = True
         self.metric = METRIC_ORDER[(METRIC_ORDER.index(self.metric) + 1) % len(METRIC_ORDER)]
         if self.records:
             self._rebuild()
@@ -285,6 +291,13 @@ class CompareScreen(Screen):
             title=f"median {self.metric}" + (f" ({unit})" if unit else ""),
         )
         plot = self.query_one(LinePlot)
+        batches = next((t for t in self.tables if t.name == "batches"), None)
+        curve = scaling_line(batches, "batch", "p50", 1000) if batches is not None else None
+        if curve is not None:  # inference over batch sizes: the first family's p50 curve
+            context, xs, ys = curve
+            plot.title = "inference: p50 latency ms against batch"
+            plot.set_line(xs, ys, "batch" + (f" ({context})" if context != "—" else ""), "ms")
+            return
         scaling = next((t for t in self.tables if t.name == "scaling"), None)
         line = scaling_line(scaling) if scaling is not None else None
         workers = next((t for t in self.tables if t.name == "workers"), None)

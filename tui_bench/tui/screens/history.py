@@ -111,8 +111,9 @@ VALUES: dict[str, Callable[[Run], Any]] = {
     "device": lambda run: run.spec.get("device"),
     "threads": lambda run: run.spec.get("threads"),
     "train_s": lambda run: _shown("train_s", run.metric("train_wall_s")),
-    "step_ms": lambda run: _shown("step_ms", run.metric("step_median_s")),
-    "samples_s": lambda run: _shown("samples_s", run.metric("samples_per_s")),
+    # an inference run's own figures here: its p50 request (ms too), its samples served
+    "step_ms": lambda run: _shown("step_ms", run.figure("step_median_s")),
+    "samples_s": lambda run: _shown("samples_s", run.figure("samples_per_s")),
     # of the measured peak; above 1 the count or the peak is wrong: said, never a number
     "mfu": lambda run: (
         "error"
