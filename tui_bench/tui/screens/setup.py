@@ -22,7 +22,14 @@ from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.sampler import Nvml
 from tui_bench.engine.results import stability
-from tui_bench.engine.spec import DeclaredField, RunSpec, SpecError, declared_fields
+from tui_bench.engine.spec import (
+    GPT_FIELDS,
+    SIZED_MODEL,
+    DeclaredField,
+    RunSpec,
+    SpecError,
+    declared_fields,
+)
 from tui_bench.tui.keys import key_labels
 from tui_bench.tui.messages import PresetRequested, StartRequested, SweepRequested
 from tui_bench.tui.presets_io import default_preset_path, save_preset, threads_sweep
@@ -38,7 +45,13 @@ DECLARED = {d.name: d for d in declared_fields()}
 NUMBER_FIELDS = {
     name: d for name, d in DECLARED.items() if d.type in (int, float) and name != "threads"
 }
-CHOICE_FIELDS = {name: DECLARED[name] for name in ("scaling", "size")}
+CHOICE_FIELDS = {name: DECLARED[name] for name in ("mode", "scaling", "size")}
+# Fields that mean something for one choice of another field only: shown for it alone, and
+# left at their declared default otherwise (a hidden field never decides a spec).
+SHOWN_ONLY_FOR = {
+    "requests": ("mode", "inference"),
+    **{name: ("model", SIZED_MODEL) for name in GPT_FIELDS},
+}
 # Names longer than the form's label column, abbreviated; every other label is the field's name.
 SHORT_LABELS = {"steps_per_epoch": "steps/epoch", "target_accuracy": "target acc."}
 UNSET = "unset"  # what an optional number's empty input shows
@@ -116,6 +129,14 @@ FORM_FIELDS = {
 }
 
 
+def field_applies(name: str, values: dict[str, Any]) -> bool:
+    """Whether the form shows (and reads) field ``name`` with these values (``SHOWN_ONLY_FOR``)."""
+    if name not in SHOWN_ONLY_FOR:
+        return True
+    other, value = SHOWN_ONLY_FOR[name]
+    return values.get(other) == value
+
+
 def fields_beyond_form(spec: RunSpec) -> dict[str, Any]:
     """The fields of a loaded spec that the form does not show and that differ from the defaults
     (a preset's warm-up steps, optimizer, target accuracy…): kept, and listed under the form."""
@@ -153,12 +174,16 @@ def parse_form(
     else:
         data["threads"] = int(threads)
     for name, declared in NUMBER_FIELDS.items():
+        if not field_applies(name, values):
+            continue
         value = parse_number(declared, str(values.get(name, "")))
         if value is not None:
             data[name] = value
     if form_auto_repeats(values) is not None:
         data["repeats"] = 1  # each run is one repeat; the batch decides how many
     for name, declared in CHOICE_FIELDS.items():
+        if not field_applies(name, values):
+            continue
         value = values.get(name)
         if value is None or value is Select.BLANK or value is Select.NULL:
             if declared.optional:
@@ -289,6 +314,8 @@ class SetupScreen(Screen):
                     yield Select(
                         options, value=value, allow_blank=False, compact=True, id=select_id
                     )
+                # Train or serve: beside what runs, before the numbers it decides between.
+                yield from self._choice("mode")
                 for name, declared in NUMBER_FIELDS.items():
                     tooltip = field_tooltip(declared)
                     yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
@@ -299,19 +326,9 @@ class SetupScreen(Screen):
                         tooltip=tooltip,
                         id=name,
                     )
-                for name, declared in CHOICE_FIELDS.items():
-                    tooltip = field_tooltip(declared)
-                    yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
-                    select = Select(
-                        [(choice, choice) for choice in declared.choices or ()],
-                        value=Select.NULL if declared.default is None else declared.default,
-                        allow_blank=declared.optional,
-                        prompt=UNSET,
-                        compact=True,
-                        id=name,
-                    )
-                    select.tooltip = tooltip
-                    yield select
+                for name in CHOICE_FIELDS:
+                    if name != "mode":
+                        yield from self._choice(name)
             yield Static("", id="option-notes", markup=False)
         with Vertical(id="setup-bottom"):
             # what `doctor` finds, before a run: a loaded box makes every number noisy
@@ -329,6 +346,29 @@ class SetupScreen(Screen):
                 yield Button(f"Save ({keys.label('save_preset')})", id="save")
         yield Footer(compact=True, show_command_palette=False)
 
+    def _choice(self, name: str) -> ComposeResult:
+        declared = CHOICE_FIELDS[name]
+        tooltip = field_tooltip(declared)
+        yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
+        select = Select(
+            [(choice, choice) for choice in declared.choices or ()],
+            value=Select.NULL if declared.default is None else declared.default,
+            allow_blank=declared.optional,
+            prompt=UNSET,
+            compact=True,
+            id=name,
+        )
+        select.tooltip = tooltip
+        yield select
+
+    def _show_applicable(self, values: dict[str, Any]) -> None:
+        """Hide the fields the chosen model and mode have no use for (``SHOWN_ONLY_FOR``): the
+        gpt's size for other models, the request count for training."""
+        for name in SHOWN_ONLY_FOR:
+            shown = field_applies(name, values)
+            for widget in self.query(f"#label-{name}, #{name}"):
+                widget.display = shown
+
     def _thread_options(self) -> list[tuple[str, str]]:
         counts = sweep_thread_counts(self.logical)
         options = [(str(n), str(n)) for n in range(1, self.logical + 1)]
@@ -336,6 +376,7 @@ class SetupScreen(Screen):
         return options
 
     def on_mount(self) -> None:
+        self._show_applicable(self.form_values())
         self._show_problem()
         disable_unavailable(self.query_one("#framework", Select))
         self.call_after_refresh(self.probe)
@@ -500,6 +541,7 @@ class SetupScreen(Screen):
         except SpecError as exc:
             spec, sweep, problem = None, None, f"{exc.field}: {exc}"
         values = self.form_values()
+        self._show_applicable(values)
         fw_name, api = str(values.get("framework")), str(values.get("api"))
         if self.available is None:
             problem = problem or "checking what this installation can run…"
