@@ -201,10 +201,16 @@ async def test_setup_offers_the_mode_and_shows_requests_and_gpt_sizes_only_where
         await pilot.pause()
         await pilot.pause()
         assert all(_shown(setup, name) for name in GPT_FIELDS)
+        setup.query_one("#size", Select).value = "gpt2-small"
+        await _type(pilot, setup, "layers", "4")
         setup.query_one("#model", Select).value = "cnn"
         await pilot.pause()
         await pilot.pause()
         assert not any(_shown(setup, name) for name in GPT_FIELDS)
+        # The gpt's settings, now hidden, went back to unset: nothing unseen blocks Start.
+        assert setup.query_one("#layers", Input).value == ""
+        assert setup.query_one("#size", Select).value is Select.NULL
+        assert "✓ ready to start" in _problem(setup), _problem(setup)
 
         mode.value = "inference"
         await pilot.pause()
@@ -226,5 +232,6 @@ async def test_setup_offers_the_mode_and_shows_requests_and_gpt_sizes_only_where
         await pilot.pause()
         await pilot.pause()
         assert not _shown(setup, "requests")
+        assert setup.query_one("#requests", Input).value == str(RunSpec().requests)
         spec, _sweep = setup.current()
         assert spec.mode == "train" and spec.requests == RunSpec().requests

@@ -47,7 +47,7 @@ NUMBER_FIELDS = {
 }
 CHOICE_FIELDS = {name: DECLARED[name] for name in ("mode", "scaling", "size")}
 # Fields that mean something for one choice of another field only: shown for it alone, and
-# left at their declared default otherwise (a hidden field never decides a spec).
+# put back to their declared default when hidden (a hidden field never decides a spec).
 SHOWN_ONLY_FOR = {
     "requests": ("mode", "inference"),
     **{name: ("model", SIZED_MODEL) for name in GPT_FIELDS},
@@ -174,16 +174,14 @@ def parse_form(
     else:
         data["threads"] = int(threads)
     for name, declared in NUMBER_FIELDS.items():
-        if not field_applies(name, values):
-            continue
         value = parse_number(declared, str(values.get(name, "")))
         if value is not None:
             data[name] = value
     if form_auto_repeats(values) is not None:
         data["repeats"] = 1  # each run is one repeat; the batch decides how many
     for name, declared in CHOICE_FIELDS.items():
-        if not field_applies(name, values):
-            continue
+        if name not in values:
+            continue  # a choice the values do not carry: the spec's default
         value = values.get(name)
         if value is None or value is Select.BLANK or value is Select.NULL:
             if declared.optional:
@@ -363,11 +361,26 @@ class SetupScreen(Screen):
 
     def _show_applicable(self, values: dict[str, Any]) -> None:
         """Hide the fields the chosen model and mode have no use for (``SHOWN_ONLY_FOR``): the
-        gpt's size for other models, the request count for training."""
+        gpt's size for other models, the request count for training. A hidden field goes back
+        to its default, so nothing unseen can decide the spec or block Start."""
         for name in SHOWN_ONLY_FOR:
             shown = field_applies(name, values)
             for widget in self.query(f"#label-{name}, #{name}"):
                 widget.display = shown
+            if shown:
+                continue
+            declared = DECLARED[name]
+            with self.prevent(Input.Changed, Select.Changed):
+                if name in CHOICE_FIELDS:
+                    select = self.query_one(f"#{name}", Select)
+                    default = Select.NULL if declared.default is None else declared.default
+                    if select.value != default:
+                        select.value = default
+                else:
+                    field = self.query_one(f"#{name}", Input)
+                    default = "" if declared.default is None else str(declared.default)
+                    if field.value != default:
+                        field.value = default
 
     def _thread_options(self) -> list[tuple[str, str]]:
         counts = sweep_thread_counts(self.logical)
@@ -534,6 +547,7 @@ class SetupScreen(Screen):
     def _revalidate_now(self) -> None:
         """Field errors and impossible combinations (spec) and missing runtimes, on screen."""
         self._revalidate_pending = False
+        self._show_applicable(self.form_values())
         notes = []
         try:
             spec, sweep = self.current()
@@ -541,7 +555,6 @@ class SetupScreen(Screen):
         except SpecError as exc:
             spec, sweep, problem = None, None, f"{exc.field}: {exc}"
         values = self.form_values()
-        self._show_applicable(values)
         fw_name, api = str(values.get("framework")), str(values.get("api"))
         if self.available is None:
             problem = problem or "checking what this installation can run…"
@@ -581,7 +594,12 @@ class SetupScreen(Screen):
                 "also from the loaded preset/run: "
                 + ", ".join(f"{k} = {v}" for k, v in beyond.items())
             )
-        if spec is not None and spec.steps_per_epoch is None and spec.train_samples is None:
+        if (
+            spec is not None
+            and spec.mode == "train"  # an inference run's length is its requests
+            and spec.steps_per_epoch is None
+            and spec.train_samples is None
+        ):
             notes.append("tip: set steps/epoch or train samples for a quick run")
         self.query_one("#option-notes", Static).update("\n".join(notes))
         self.problem = problem
