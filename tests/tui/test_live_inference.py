@@ -132,3 +132,32 @@ async def test_live_shows_the_histogram_and_rate_for_inference_and_the_loss_for_
         assert screen.query_one(LossPlot).display and screen.query_one(BarPlot).display
         assert not latency.display and not rate.display
         assert "epoch" in str(screen.query_one("#epoch-label", Label).render())
+
+
+async def test_a_stored_inference_run_shows_its_histogram_in_history(tui_home):
+    """A finished inference run opened from History draws the same view from its series file."""
+    import json
+
+    from tui_bench.engine.results.history import History
+    from tui_bench.tui.screens.run_detail import RunDetailScreen
+
+    events = fake_inference_events(SPEC, RUN_ID)
+    record = {**events[-1]["record"], "spec": SPEC.to_dict(), "label": SPEC.label()}
+    history = History(tui_home)
+    history.add(record)
+    with open(history.series_path(RUN_ID), "w", encoding="utf-8") as handle:
+        for event in events:
+            handle.write(json.dumps(event) + "\n")
+    app = TuiBenchApp(machine=MACHINE)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.push_screen(RunDetailScreen(RUN_ID))
+        await pilot.pause()
+        latency = app.screen.query_one(LatencyPlot)
+        for _ in range(50):
+            if latency.binned is not None:
+                break
+            await pilot.pause(0.1)
+        assert latency.display and not app.screen.query_one(LossPlot).display
+        assert latency.binned is not None and latency.binned.n == 600
+        figures = str(app.screen.query_one("#figures", Static).render())
+        assert "latency p50" in figures and "over 600 requests of batch 1" in figures
