@@ -70,13 +70,30 @@ class Config:
     input: str = "host"
     shows: str = ""
     size: str | None = None  # a sized model's size (the gpt)
+    mode: str = "train"  # or "inference": timed forward requests at ``batch`` (issue 43)
+    batch: int | None = None  # an inference row's batch size
 
     @property
     def name(self) -> str:
         parts = [f"{self.framework}/{self.api}", self.model, *filter(None, [self.size])]
         parts.append(self.precision)
         parts += [v for v in (self.timing, self.input) if v not in ("synced", "host")]
+        if self.mode == "inference":
+            parts.append(f"inference b{self.batch}")
         return " ".join(parts)
+
+
+# The inference rows: torch's two serving paths and Keras through jax.jit.
+INFERENCE_APIS = (
+    ("torch", "eager", "serving, eager"),
+    ("torch", "compile", "serving, torch.compile"),
+    ("keras", "jax", "serving, Keras/JAX"),
+)
+# A large batch for throughput; batch 1 serves 1,000 requests and the large batch 600, both past
+# the 563 that bound p99 (docs/inference.md). Dry run: batch 1 and 8, 20 requests (wiring only).
+INFERENCE_BATCH = 256
+INFERENCE_REQUESTS = {1: 1000, INFERENCE_BATCH: 600}
+DRY_INFERENCE_BATCH, DRY_REQUESTS = 8, 20
 
 
 def planned_configs() -> list[Config]:
@@ -101,6 +118,15 @@ def planned_configs() -> list[Config]:
         Config("torch", "eager", model="transformer", precision="bf16", shows="transformer, bf16"),
         Config("torch", "compile", model="transformer", precision="bf16", shows="compiled, bf16"),
         Config("keras", "jax", model="transformer", precision="bf16", shows="Keras/JAX, bf16"),
+        # Issue 43: serving speed. Each request timed alone (synchronised on the device), p50/p99
+        # and samples/s, at batch 1 (latency) and a large batch (throughput), bf16 beside fp32
+        # at the large batch; Keras on JAX is skipped with the catalog's reason until its
+        # adapter serves inference. `--mode inference` runs these rows alone.
+        *(
+            Config(fw, api, precision=p, mode="inference", batch=b, shows=shows)
+            for fw, api, shows in INFERENCE_APIS
+            for p, b in (("fp32", 1), ("fp32", INFERENCE_BATCH), ("bf16", INFERENCE_BATCH))
+        ),
         # Issue 42: a model big enough for the device to be measured, MFU beside nanoGPT's. Last,
         # so the figures above keep their order; `--model gpt` runs these two alone.
         *(
@@ -163,7 +189,11 @@ def render_markdown(data: dict[str, Any]) -> str:
         if step.get("reason"):
             lines += [step["reason"], ""]
         if step["step"] == "figures":
-            lines += _figures_table(step.get("figures", []))
+            figures = step.get("figures", [])
+            lines += _figures_table([f for f in figures if f.get("mode") != "inference"])
+            serving = [f for f in figures if f.get("mode") == "inference"]
+            if serving:
+                lines += _inference_table(serving)
         elif step.get("details") is not None:
             lines += ["```", json.dumps(step["details"], indent=2, default=str), "```", ""]
     return "\n".join(lines) + "\n"
@@ -200,6 +230,35 @@ def _figures_table(figures: list[dict[str, Any]]) -> list[str]:
     )
     notes = [f"MFU counts model FLOPs (engine/flops.py) against the {p}" for p in peaks]
     return [*rows, "", *(f"- {n}" for n in notes), *([""] if notes else [])]
+
+
+def _inference_table(figures: list[dict[str, Any]]) -> list[str]:
+    """The serving rows: each request timed alone, synchronised on the device; samples/s is
+    batch × requests ÷ their summed latency; the first request (compilation) apart."""
+    rows = [
+        "Inference (each request timed alone, synchronised; warm-up requests apart):",
+        "",
+        "| configuration | shows | status | batch | requests | p50 ms | p90 ms | p99 ms "
+        "| samples/s | first request ms | reason |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def ms(value: Any) -> str:
+        return "" if value is None else f"{value * 1e3:.3f}"
+
+    for f in figures:
+        m = f.get("metrics") or {}
+        rate = m.get("inference_samples_per_s")
+        n = m.get("latency_requests")
+        why = f.get("reason") or m.get("latency_note") or ""  # a tail too few requests bound
+        rows.append(
+            f"| {f['name']} | {f['shows']} | {f['status']} | {f.get('batch') or ''} "
+            f"| {'' if n is None else f'{n:.0f}'} | {ms(m.get('latency_p50_s'))} "
+            f"| {ms(m.get('latency_p90_s'))} | {ms(m.get('latency_p99_s'))} "
+            f"| {'' if rate is None else f'{rate:.1f}'} | {ms(m.get('first_request_s'))} "
+            f"| {why.replace('|', '/')[:200]} |"
+        )
+    return [*rows, ""]
 
 
 class Budget:
@@ -425,6 +484,11 @@ def plan_figure(config: Config, device: str, dry_run: bool) -> str | None:
         return f"runtime: {available.problem}" + (f" ({fix})" if fix else "")
     if not dry_run and (why := gpu_problem(str(available.python), config.api)):
         return why
+    refused = catalog.setting_problem(
+        config.framework, config.api, device, "fp32", "host", "synced", mode=config.mode
+    )
+    if refused and refused[0] == "mode":  # an API that does not serve: its reason, GPU or not
+        return refused[1]
     if dry_run and (config.precision not in ("fp32",) or config.timing != "synced"):
         return "a GPU mode: the dry run keeps to fp32, synced, on the CPU"
     if dry_run and config.input != "host":
@@ -434,12 +498,33 @@ def plan_figure(config: Config, device: str, dry_run: bool) -> str | None:
         # VGG16 trains on the CPU in tests/test_cli_presets.py (kabakus-2020-quick).
         return "the dry run trains one image model (the CNN): VGG16 runs on the GPU"
     problem = catalog.setting_problem(
-        config.framework, config.api, device, config.precision, config.input, config.timing
-    )
+        config.framework, config.api, device, config.precision, config.input, config.timing,
+        mode=config.mode,
+    )  # fmt: skip
     return problem[1] if problem else None
 
 
+def inference_args(config: Config, device: str, dry_run: bool) -> list[str]:
+    """An inference row: warm-up requests apart, then requests each timed alone."""
+    batch = config.batch or 1
+    if dry_run:
+        batch, requests, warmup = min(batch, DRY_INFERENCE_BATCH), DRY_REQUESTS, 2
+    else:
+        requests, warmup = INFERENCE_REQUESTS.get(batch, 600), 10
+    dataset = "synthetic-imdb" if config.model == "transformer" else "synthetic-mnist"
+    return [
+        *("--framework", config.framework, "--api", config.api, "--model", config.model),
+        *("--mode", "inference", "--dataset", dataset, "--device", device),
+        *("--precision", config.precision, "--batch-size", str(batch)),
+        *("--requests", str(requests), "--warmup-steps", str(warmup)),
+        *("--threads", "1" if dry_run else "4", "--test-samples", str(max(64, batch))),
+        *("--sample-interval", "0.2", "--json", "--quiet"),
+    ]
+
+
 def figure_args(config: Config, device: str, dry_run: bool) -> list[str]:
+    if config.mode == "inference":
+        return inference_args(config, device, dry_run)
     vgg, sequence = config.model == "vgg16", config.model == "transformer"
     gpt = config.model == "gpt"
     # Enough steps for steady windows of about a second on an H200 (the CNN's 2 ms steps): the
@@ -513,6 +598,15 @@ def run_figure(
             "setting_input",
             "setting_compile",
             "setting_attention",
+            # an inference row's figures (docs/inference.md)
+            "latency_requests",
+            "latency_p50_s",
+            "latency_p90_s",
+            "latency_p99_s",
+            "latency_max_s",
+            "inference_samples_per_s",
+            "first_request_s",
+            "latency_note",
         )
     }
     energy, steps, batch = (
@@ -531,18 +625,22 @@ def run_figure(
 
 def step_figures(
     report: Report, env: dict[str, str], device: str, dry_run: bool, only: str | None,
-    budget: Budget, per_run_s: float, model: str | None = None,
+    budget: Budget, per_run_s: float, model: str | None = None, mode: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     step: dict[str, Any] = {"step": "figures", "status": "running", "figures": []}
     report.add(step)
     configs = [
         c
         for c in planned_configs()
-        if (not only or f"{c.framework}/{c.api}" == only) and (not model or c.model == model)
+        if (not only or f"{c.framework}/{c.api}" == only)
+        and (not model or c.model == model)
+        and (not mode or c.mode == mode)
     ]
     started = time.monotonic()
     for config in configs:
         entry: dict[str, Any] = {"name": config.name, "shows": config.shows}
+        if config.mode == "inference":
+            entry.update(mode="inference", batch=config.batch)
         if budget.left() < 20:
             entry.update(status="skipped", reason="out of time budget")
         elif why := plan_figure(config, device, dry_run):
@@ -604,6 +702,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=sorted({c.model for c in planned_configs()}),
         help="figures for one model only (gpt: the gpt2-small MFU rows)",
     )
+    parser.add_argument(
+        "--mode",
+        choices=("train", "inference"),
+        help="figures of one mode only (inference: the serving rows, p50/p99 and samples/s)",
+    )
     parser.add_argument("--skip-pytest", action="store_true", help="no `pytest -m gpu` step")
     args = parser.parse_args(argv)
     if args.make_bundle:
@@ -661,8 +764,9 @@ def main(argv: list[str] | None = None) -> int:
     device = "cpu" if args.cpu_dry_run else "gpu"
     try:
         step_figures(
-            report, env, device, args.cpu_dry_run, args.only, budget, args.per_run_s, args.model
-        )
+            report, env, device, args.cpu_dry_run, args.only, budget, args.per_run_s,
+            args.model, args.mode,
+        )  # fmt: skip
     except Exception as exc:
         report.add(
             {"step": "figures", "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}

@@ -63,9 +63,24 @@ def test_cpu_dry_run_runs_every_step_and_skips_the_gpu_parts_with_reasons(tmp_pa
             figures[gpu_only]["status"] == "skipped" and "GPU mode" in figures[gpu_only]["reason"]
         )
     assert figures["torch/eager vgg16 fp32"]["status"] == "skipped"  # the CNN proves the wiring
+    # The serving rows (issue 43): batch 1 and the large batch (8 on the CPU) served on the CPU,
+    # each request timed alone; bf16 skipped as a GPU mode; their own table in the report.
+    for name, batch in (
+        ("torch/eager cnn fp32 inference b1", 1),
+        ("torch/eager cnn fp32 inference b256", 256),
+    ):
+        served = figures[name]
+        assert served["status"] == "ok", served
+        m = served["metrics"]
+        assert m["latency_requests"] == 20 and 0 < m["latency_p50_s"] <= m["latency_p99_s"]
+        assert m["inference_samples_per_s"] > 0 and served["batch"] == batch
+        assert "p99 rests on 20 requests" in m["latency_note"]  # 20 cannot bound it: said so
+    bf16 = figures["torch/eager cnn bf16 inference b256"]
+    assert bf16["status"] == "skipped" and "GPU mode" in bf16["reason"]
     assert all(name.startswith("torch/eager") for name in figures)  # --only
     markdown = (out / "report.md").read_text()
     assert "| torch/eager cnn fp32 | precision | ok |" in markdown
+    assert "| torch/eager cnn fp32 inference b1 | serving, eager | ok | 1 | 20 |" in markdown
     # The runs went to the check's own history, not the test's data home.
     assert (out / "home").is_dir()
 
@@ -229,3 +244,86 @@ def test_a_gpt_figure_reports_tokens_per_s_and_mfu_with_its_peak_named(tmp_path,
     )
     assert f"| {config.name} | {config.shows} | ok | 40.00 | 400.0 | 409600 | 35.4 |" in markdown
     assert "nominal peak 989.4 TFLOP/s (H100 SXM dense bfloat16" in markdown
+
+
+INFERENCE_ROWS = {
+    f"{api} cnn {precision} inference b{batch}"
+    for api in ("torch/eager", "torch/compile", "keras/jax")
+    for precision, batch in (("fp32", 1), ("fp32", 256), ("bf16", 256))
+}
+
+
+def test_the_inference_rows_are_runs_tui_bench_accepts_with_requests_for_p99():
+    """The serving rows (issue 43), checked without a GPU: torch eager, torch.compile and
+    Keras on JAX at batch 1 and 256 in fp32, and 256 in bf16; their arguments go through
+    tui-bench's own parser to a valid inference spec on the GPU with enough requests to bound
+    p99; the CPU dry run takes them at batch 1 and 8 with 20 requests; an API the catalog does
+    not let serve is skipped with the catalog's reason, on the GPU and in the dry run."""
+    from adapters.loop import tail_bounded
+    from tui_bench.cli import build_parser, spec_flags
+    from tui_bench.engine import catalog
+    from tui_bench.engine.spec import SpecError
+
+    check = _load_check()
+    rows = {c.name: c for c in check.planned_configs() if c.mode == "inference"}
+    assert set(rows) == INFERENCE_ROWS
+    for config in rows.values():
+        refused = catalog.setting_problem(
+            config.framework, config.api, "gpu", "fp32", "host", "synced", mode="inference"
+        )
+        why = check.plan_figure(config, "cpu", dry_run=True)
+        args = build_parser().parse_args(["run", *check.figure_args(config, "gpu", False)])
+        if refused:  # Keras on JAX until its adapter serves: skipped, with the catalog's reason
+            with pytest.raises(SpecError, match="not offered"):
+                spec_flags.spec_from_args(args)
+            if not (why or "").startswith("runtime:"):  # no runtime here says that first
+                assert why == refused[1]  # before any GPU-mode reason
+            continue
+        spec = spec_flags.spec_from_args(args)
+        assert (spec.mode, spec.device, spec.model) == ("inference", "gpu", "cnn")
+        assert (spec.batch_size, spec.precision) == (config.batch, config.precision)
+        assert tail_bounded(spec.requests, 0.99), spec.requests
+        assert spec.test_samples >= spec.batch_size
+        dry = spec_flags.spec_from_args(
+            build_parser().parse_args(["run", *check.figure_args(config, "cpu", True)])
+        )
+        assert dry.batch_size == min(config.batch, 8) and dry.requests == 20
+    assert any(c.framework == "torch" for c in rows.values())
+
+
+def test_an_inference_figure_reports_p50_p99_and_samples_per_s_in_its_own_table(monkeypatch):
+    """A served row's record read back by the check: the percentiles, the requests behind them
+    and samples/s land in report.md's inference table; the training table keeps its rows."""
+    check = _load_check()
+    config = next(
+        c for c in check.planned_configs() if c.name == "torch/eager cnn fp32 inference b1"
+    )
+    metrics = {
+        "latency_requests": 1000,
+        "latency_p50_s": 0.000212,
+        "latency_p90_s": 0.000254,
+        "latency_p99_s": 0.000464,
+        "latency_max_s": 0.004328,
+        "inference_samples_per_s": 4073.0,
+        "first_request_s": 0.009,
+        "latency_note": None,
+    }
+    record = {"id": "r2", "status": "finished", "metrics": metrics}
+    monkeypatch.setattr(
+        check, "_run", lambda cmd, timeout, env=None: (0, json.dumps([record], indent=2))
+    )
+    entry = check.run_figure(config, "gpu", False, {}, 60)
+    assert entry["status"] == "ok" and entry["metrics"]["latency_p99_s"] == 0.000464
+    figure = {"name": config.name, "shows": config.shows, "mode": "inference", "batch": 1, **entry}
+    trained = {"name": "torch/eager cnn fp32", "shows": "precision", "status": "ok", "metrics": {}}
+    markdown = check.render_markdown(
+        {"steps": [{"step": "figures", "status": "ok", "figures": [trained, figure]}]}
+    )
+    assert (
+        "| torch/eager cnn fp32 inference b1 | serving, eager | ok | 1 | 1000 | 0.212 | 0.254 "
+        "| 0.464 | 4073.0 | 9.000 |  |" in markdown
+    )
+    assert "| torch/eager cnn fp32 | precision | ok |" in markdown
+    # the serving row is not in the training table (its step median column means nothing)
+    training = markdown.split("Inference (each request")[0]
+    assert "inference b1" not in training

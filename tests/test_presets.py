@@ -224,7 +224,13 @@ def test_shipped_presets_load_and_say_what_they_replicate(name):
     assert len(configs) >= 2
     if name.endswith("-quick"):
         assert all(c.spec.dataset.startswith("synthetic-") for c in configs)
-        assert all(c.spec.steps_per_epoch and c.spec.epochs == 1 for c in configs)
+        # quick: a few training steps, or a few dozen timed requests for an inference preset
+        assert all(
+            c.spec.requests <= 100
+            if c.spec.mode == "inference"
+            else c.spec.steps_per_epoch and c.spec.epochs == 1
+            for c in configs
+        )
 
 
 def test_study_settings_are_the_studies():
@@ -322,6 +328,68 @@ def test_scaling_preset_sweeps_workers_for_torch_and_tensorflow():
         for workers in (1, 2)
     }
     assert all(c.spec.threads * c.spec.workers <= 2 for c in configs)
+
+
+def _every_framework_api() -> set[tuple[str, str]]:
+    from tui_bench.engine import catalog
+
+    return {
+        (fw.name, api)
+        for fw in catalog.FRAMEWORKS.values()
+        if not fw.unavailable  # CNTK: no Python here can run it
+        for api in fw.apis
+    }
+
+
+def test_inference_quick_serves_both_models_at_batch_1_and_64_in_every_framework_api():
+    """Every framework × API (15), the CNN and the transformer, batch 1 and 64, fp32 on the
+    CPU, inference mode; each configuration valid. Those whose API does not serve inference yet
+    are skipped with the catalog's one-line reason, never refused as a whole."""
+    from tui_bench.engine import catalog
+
+    configs = presets.expand(presets.load(REPO / "presets" / "inference-quick.toml"), probe=None)
+    specs = [c.spec for c in configs]
+    assert len(_every_framework_api()) == 15
+    assert {(s.framework, s.api) for s in specs} == _every_framework_api()
+    assert {(s.model, s.dataset) for s in specs} == {
+        ("cnn", "synthetic-mnist"),
+        ("transformer", "synthetic-imdb"),
+    }
+    assert {s.batch_size for s in specs} == {1, 64}
+    assert len(configs) == 15 * 2 * 2
+    assert all(s.mode == "inference" and s.device == "cpu" and s.precision == "fp32" for s in specs)
+    # p50 and p90 bounded by the worker's tail rule, p99 not: the description says which
+    from adapters.loop import tail_bounded
+
+    assert all(s.requests <= 100 and s.warmup_steps >= 1 for s in specs)
+    for s in specs:  # batch 1 bounds p90 (not p99); batch 64's few requests bound p50 alone
+        bounded = [q for q in (0.5, 0.9, 0.99) if tail_bounded(s.requests, q)]
+        assert bounded == ([0.5, 0.9] if s.batch_size == 1 else [0.5]), (s.batch_size, bounded)
+    for c in configs:
+        offered = (
+            "inference" in catalog.framework(c.spec.framework).capabilities_for(c.spec.api).modes
+        )
+        assert (c.skip_reason is None) == offered, (c.key, c.skip_reason)
+        if not offered:
+            assert c.skip_reason and "inference" in c.skip_reason
+    assert any(c.skip_reason is None for c in configs)  # torch serves it today
+
+
+def test_inference_preset_sweeps_batch_1_to_1024_with_requests_for_p99():
+    """Batch 1 … 1024, CPU and GPU, fp32 and bf16, both models on real data, every
+    framework × API; every batch size serves enough requests to bound p99 (563); without a GPU
+    the GPU configurations are skipped with the reason."""
+    configs = presets.expand(presets.load(REPO / "presets" / "inference.toml"), probe=None)
+    specs = [c.spec for c in configs]
+    assert {(s.framework, s.api) for s in specs} == _every_framework_api()
+    assert {s.batch_size for s in specs} == {1, 8, 64, 256, 1024}
+    assert {s.device for s in specs} == {"cpu", "gpu"}
+    assert {s.precision for s in specs} == {"fp32", "bf16"}
+    assert {(s.model, s.dataset) for s in specs} == {("cnn", "mnist"), ("transformer", "imdb")}
+    from adapters.loop import tail_bounded
+
+    assert all(s.mode == "inference" and tail_bounded(s.requests, 0.99) for s in specs)
+    assert all(s.requests >= 1000 for s in specs if s.batch_size == 1)
 
 
 def test_gpt2_small_preset_fills_an_h100_by_the_estimate_and_says_so(monkeypatch):

@@ -235,3 +235,98 @@ def write_batch_in_progress(
     log.write({"type": "run", "run_id": run_id})
     log.close()
     return batch_id, run_id
+
+
+def fake_inference_events(
+    spec: RunSpec,
+    run_id: str,
+    seed: int = 7,
+    requests: int = 600,
+    warmup: int = 5,
+    request_s: float = 0.00025,
+    finish: bool = True,
+    stop_after: int | None = None,
+) -> list[dict[str, Any]]:
+    """An inference run's events, shaped like ``adapters/loop.py``'s ``run_inference``: one
+    epoch of warm-up + timed requests, ``requests`` events of latencies (a lognormal body and a
+    few slow requests, as a CPU serves), the finished summary and the result."""
+    rng = random.Random(seed)
+    t = 1.5
+    total = warmup + requests
+    ev: list[dict[str, Any]] = [
+        {"type": "record", "record": {"id": run_id, "spec": spec.to_dict()}},
+        {
+            "v": 1,
+            "type": "run_started",
+            "t": t,
+            "framework": spec.framework,
+            "framework_version": "9.9.9",
+            "api": spec.api,
+            "device": "cpu",
+            "device_name": "Fake CPU",
+            "threads_requested": spec.threads,
+            "threads_effective": spec.threads,
+            "param_count": 1_669_002,
+            "import_s": 0.9,
+            "data_s": 0.3,
+            "build_s": 0.1,
+            "settings": {"precision": "fp32"},
+        },
+        {"v": 1, "type": "epoch_started", "t": t, "epoch": 1, "epochs": 1, "steps": total},
+    ]
+    timed: list[float] = []
+    served = requests if stop_after is None else min(stop_after, requests)
+    for first in range(0, served, 100):
+        chunk = []
+        for _ in range(first, min(first + 100, served)):
+            slow = rng.random() < 0.005  # a preempted request: slower than p99
+            value = request_s * (rng.uniform(4, 10) if slow else rng.lognormvariate(0, 0.12))
+            chunk.append(float(f"{value:.4g}"))
+        timed += chunk
+        t += sum(chunk) + 0.01
+        done = warmup + first + len(chunk)
+        ev.append({"v": 1, "type": "requests", "t": round(t, 4), "done": done, "latencies": chunk})
+        ev.append({"type": "sample", "t": t, "cpu_pct": 98.0, "rss_mib": 410.0, "threads": 2})
+    if not finish:
+        return ev
+    ordered = sorted(timed)
+    n = len(ordered)
+
+    def pct(q: float) -> float:
+        h = (n - 1) * q
+        low = int(h)
+        high = min(low + 1, n - 1)
+        return ordered[low] + (h - low) * (ordered[high] - ordered[low])
+
+    summary = {
+        "mode": "inference",
+        "latency_requests": n,
+        "latency_p50_s": pct(0.5),
+        "latency_p90_s": pct(0.9),
+        "latency_p99_s": pct(0.99),
+        "latency_max_s": ordered[-1],
+        "latency_mean_s": sum(ordered) / n,
+        "inference_samples_per_s": spec.batch_size * n / sum(ordered),
+        "first_request_s": 0.004,
+        "warmup_s": 0.006,
+        "latency_note": (
+            None
+            if n >= 563
+            else f"p99 rests on {n} requests, fewer than the 563 that bound it "
+            "(95 % interval of the quantile)"
+        ),
+    }
+    ev.append({"v": 1, "type": "finished", "t": round(t + 0.01, 4), "summary": summary})
+    ev.append(
+        {
+            "type": "result",
+            "record": {
+                "id": run_id,
+                "status": "finished",
+                "reason": None,
+                "metrics": {**summary, "threads_effective": spec.threads},
+                "stability": stability.assess(timed).as_dict(),
+            },
+        }
+    )
+    return ev

@@ -167,3 +167,71 @@ async def test_repeats_auto_starts_a_batch_that_repeats_until_the_median_is_know
         (request,) = handed
         assert request.auto_repeats == {"max": 20, "target_ci": 0.02}
         assert request.spec["repeats"] == 1
+
+
+def _shown(setup: SetupScreen, name: str) -> bool:
+    return setup.query_one(f"#{name}").display and setup.query_one(f"#label-{name}").display
+
+
+@pytest.mark.needs_runtime("torch")
+async def test_setup_offers_the_mode_and_shows_requests_and_gpt_sizes_only_where_they_apply(
+    tui_home, monkeypatch
+):
+    from tui_bench.engine.errors import SupervisorError
+    from tui_bench.engine.runs import supervisor
+    from tui_bench.engine.spec import GPT_FIELDS
+
+    def refuse(request):  # the spec is what this test is about: no worker is started
+        raise SupervisorError("not started by this test")
+
+    monkeypatch.setattr(supervisor, "launch", refuse)
+    seen: list[Message] = []
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24), message_hook=seen.append) as pilot:
+        setup = await _ready_setup(pilot, app)
+        mode = setup.query_one("#mode", Select)
+        assert mode.value == "train"
+        assert not _shown(setup, "requests")
+        assert not any(_shown(setup, name) for name in GPT_FIELDS)
+        # The cnn's training form fits 80×24 without scrolling (the gpt's six fields hidden).
+        form = setup.query_one("#setup-form")
+        assert form.virtual_size.height <= form.size.height, (form.virtual_size, form.size)
+
+        setup.query_one("#model", Select).value = "gpt"
+        await pilot.pause()
+        await pilot.pause()
+        assert all(_shown(setup, name) for name in GPT_FIELDS)
+        setup.query_one("#size", Select).value = "gpt2-small"
+        await _type(pilot, setup, "layers", "4")
+        setup.query_one("#model", Select).value = "cnn"
+        await pilot.pause()
+        await pilot.pause()
+        assert not any(_shown(setup, name) for name in GPT_FIELDS)
+        # The gpt's settings, now hidden, went back to unset: nothing unseen blocks Start.
+        assert setup.query_one("#layers", Input).value == ""
+        assert setup.query_one("#size", Select).value is Select.NULL
+        assert "✓ ready to start" in _problem(setup), _problem(setup)
+
+        mode.value = "inference"
+        await pilot.pause()
+        await pilot.pause()
+        assert _shown(setup, "requests")
+        await _type(pilot, setup, "requests", "700")
+        await _type(pilot, setup, "batch_size", "1")
+        assert not setup.query_one("#start").disabled, _problem(setup)
+        await pilot.press("ctrl+r")
+        await wait_for(
+            pilot, lambda: any(isinstance(m, StartRequested) for m in seen), 5, "StartRequested"
+        )
+        (request,) = {id(m): m for m in seen if isinstance(m, StartRequested)}.values()
+        assert request.spec.mode == "inference"
+        assert (request.spec.requests, request.spec.batch_size) == (700, 1)
+
+        # Back to training: the hidden request count no longer decides the spec.
+        mode.value = "train"
+        await pilot.pause()
+        await pilot.pause()
+        assert not _shown(setup, "requests")
+        assert setup.query_one("#requests", Input).value == str(RunSpec().requests)
+        spec, _sweep = setup.current()
+        assert spec.mode == "train" and spec.requests == RunSpec().requests

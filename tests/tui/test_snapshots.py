@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tui.fakes import fake_events, write_fake_history
+from tests.tui.fakes import fake_events, fake_inference_events, write_fake_history
 from tests.tui.helpers import wait_for
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
@@ -50,6 +50,26 @@ def test_live_running(snap_compare, tui_home, size):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_live_inference_running(snap_compare, tui_home):
+    """An inference run half way: the latency histogram (p50/p90/p99 marked) and requests/s
+    where a training run has its loss and epoch bars."""
+    app = make_app()
+    spec = RunSpec(mode="inference", batch_size=1, threads=1, requests=600)
+
+    async def run_before(pilot):
+        app.live = view = BatchView(spec=spec)
+        for event in fake_inference_events(
+            spec, "20260102-030405-1f0d", finish=False, stop_after=400
+        ):
+            view.push(event)
+        app.switch_mode("live")
+        await pilot.pause()
+        app.redraw_live(force=True)
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
 def test_live_finished_gpu(snap_compare, tui_home):

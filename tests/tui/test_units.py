@@ -129,7 +129,7 @@ def test_parse_form_one_line_errors_and_sweep():
 def test_repeats_auto_in_the_form_is_a_batch_that_repeats_until_the_median_is_known():
     values = {
         "framework": "torch", "api": "eager", "model": "cnn", "dataset": "synthetic-mnist",
-        "device": "cpu", "threads": "2", "scaling": "weak", "repeats": " Auto ",
+        "device": "cpu", "threads": "2", "mode": "train", "scaling": "weak", "repeats": " Auto ",
         **{
             n: "" if d.default is None else str(d.default)
             for n, d in NUMBER_FIELDS.items()

@@ -22,7 +22,14 @@ from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.sampler import Nvml
 from tui_bench.engine.results import stability
-from tui_bench.engine.spec import DeclaredField, RunSpec, SpecError, declared_fields
+from tui_bench.engine.spec import (
+    GPT_FIELDS,
+    SIZED_MODEL,
+    DeclaredField,
+    RunSpec,
+    SpecError,
+    declared_fields,
+)
 from tui_bench.tui.keys import key_labels
 from tui_bench.tui.messages import PresetRequested, StartRequested, SweepRequested
 from tui_bench.tui.presets_io import default_preset_path, save_preset, threads_sweep
@@ -38,7 +45,13 @@ DECLARED = {d.name: d for d in declared_fields()}
 NUMBER_FIELDS = {
     name: d for name, d in DECLARED.items() if d.type in (int, float) and name != "threads"
 }
-CHOICE_FIELDS = {name: DECLARED[name] for name in ("scaling", "size")}
+CHOICE_FIELDS = {name: DECLARED[name] for name in ("mode", "scaling", "size")}
+# Fields that mean something for one choice of another field only: shown for it alone, and
+# put back to their declared default when hidden (a hidden field never decides a spec).
+SHOWN_ONLY_FOR = {
+    "requests": ("mode", "inference"),
+    **{name: ("model", SIZED_MODEL) for name in GPT_FIELDS},
+}
 # Names longer than the form's label column, abbreviated; every other label is the field's name.
 SHORT_LABELS = {"steps_per_epoch": "steps/epoch", "target_accuracy": "target acc."}
 UNSET = "unset"  # what an optional number's empty input shows
@@ -116,6 +129,14 @@ FORM_FIELDS = {
 }
 
 
+def field_applies(name: str, values: dict[str, Any]) -> bool:
+    """Whether the form shows (and reads) field ``name`` with these values (``SHOWN_ONLY_FOR``)."""
+    if name not in SHOWN_ONLY_FOR:
+        return True
+    other, value = SHOWN_ONLY_FOR[name]
+    return values.get(other) == value
+
+
 def fields_beyond_form(spec: RunSpec) -> dict[str, Any]:
     """The fields of a loaded spec that the form does not show and that differ from the defaults
     (a preset's warm-up steps, optimizer, target accuracy…): kept, and listed under the form."""
@@ -159,6 +180,8 @@ def parse_form(
     if form_auto_repeats(values) is not None:
         data["repeats"] = 1  # each run is one repeat; the batch decides how many
     for name, declared in CHOICE_FIELDS.items():
+        if name not in values:
+            continue  # a choice the values do not carry: the spec's default
         value = values.get(name)
         if value is None or value is Select.BLANK or value is Select.NULL:
             if declared.optional:
@@ -289,6 +312,8 @@ class SetupScreen(Screen):
                     yield Select(
                         options, value=value, allow_blank=False, compact=True, id=select_id
                     )
+                # Train or serve: beside what runs, before the numbers it decides between.
+                yield from self._choice("mode")
                 for name, declared in NUMBER_FIELDS.items():
                     tooltip = field_tooltip(declared)
                     yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
@@ -299,19 +324,9 @@ class SetupScreen(Screen):
                         tooltip=tooltip,
                         id=name,
                     )
-                for name, declared in CHOICE_FIELDS.items():
-                    tooltip = field_tooltip(declared)
-                    yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
-                    select = Select(
-                        [(choice, choice) for choice in declared.choices or ()],
-                        value=Select.NULL if declared.default is None else declared.default,
-                        allow_blank=declared.optional,
-                        prompt=UNSET,
-                        compact=True,
-                        id=name,
-                    )
-                    select.tooltip = tooltip
-                    yield select
+                for name in CHOICE_FIELDS:
+                    if name != "mode":
+                        yield from self._choice(name)
             yield Static("", id="option-notes", markup=False)
         with Vertical(id="setup-bottom"):
             # what `doctor` finds, before a run: a loaded box makes every number noisy
@@ -329,6 +344,44 @@ class SetupScreen(Screen):
                 yield Button(f"Save ({keys.label('save_preset')})", id="save")
         yield Footer(compact=True, show_command_palette=False)
 
+    def _choice(self, name: str) -> ComposeResult:
+        declared = CHOICE_FIELDS[name]
+        tooltip = field_tooltip(declared)
+        yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
+        select = Select(
+            [(choice, choice) for choice in declared.choices or ()],
+            value=Select.NULL if declared.default is None else declared.default,
+            allow_blank=declared.optional,
+            prompt=UNSET,
+            compact=True,
+            id=name,
+        )
+        select.tooltip = tooltip
+        yield select
+
+    def _show_applicable(self, values: dict[str, Any]) -> None:
+        """Hide the fields the chosen model and mode have no use for (``SHOWN_ONLY_FOR``): the
+        gpt's size for other models, the request count for training. A hidden field goes back
+        to its default, so nothing unseen can decide the spec or block Start."""
+        for name in SHOWN_ONLY_FOR:
+            shown = field_applies(name, values)
+            for widget in self.query(f"#label-{name}, #{name}"):
+                widget.display = shown
+            if shown:
+                continue
+            declared = DECLARED[name]
+            with self.prevent(Input.Changed, Select.Changed):
+                if name in CHOICE_FIELDS:
+                    select = self.query_one(f"#{name}", Select)
+                    default = Select.NULL if declared.default is None else declared.default
+                    if select.value != default:
+                        select.value = default
+                else:
+                    field = self.query_one(f"#{name}", Input)
+                    default = "" if declared.default is None else str(declared.default)
+                    if field.value != default:
+                        field.value = default
+
     def _thread_options(self) -> list[tuple[str, str]]:
         counts = sweep_thread_counts(self.logical)
         options = [(str(n), str(n)) for n in range(1, self.logical + 1)]
@@ -336,6 +389,7 @@ class SetupScreen(Screen):
         return options
 
     def on_mount(self) -> None:
+        self._show_applicable(self.form_values())
         self._show_problem()
         disable_unavailable(self.query_one("#framework", Select))
         self.call_after_refresh(self.probe)
@@ -493,6 +547,7 @@ class SetupScreen(Screen):
     def _revalidate_now(self) -> None:
         """Field errors and impossible combinations (spec) and missing runtimes, on screen."""
         self._revalidate_pending = False
+        self._show_applicable(self.form_values())
         notes = []
         try:
             spec, sweep = self.current()
@@ -539,7 +594,12 @@ class SetupScreen(Screen):
                 "also from the loaded preset/run: "
                 + ", ".join(f"{k} = {v}" for k, v in beyond.items())
             )
-        if spec is not None and spec.steps_per_epoch is None and spec.train_samples is None:
+        if (
+            spec is not None
+            and spec.mode == "train"  # an inference run's length is its requests
+            and spec.steps_per_epoch is None
+            and spec.train_samples is None
+        ):
             notes.append("tip: set steps/epoch or train samples for a quick run")
         self.query_one("#option-notes", Static).update("\n".join(notes))
         self.problem = problem

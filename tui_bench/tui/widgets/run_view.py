@@ -9,9 +9,10 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Collapsible, Label, Log, ProgressBar, Static
 
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.results.stats import quantile
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.tui.widgets.graphs import FixedRangeGraph
-from tui_bench.tui.widgets.plots import BarPlot, LossPlot
+from tui_bench.tui.widgets.plots import PERCENTILES, BarPlot, LatencyPlot, LossPlot, RatePlot
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -23,8 +24,42 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def latency_text(run: BatchView) -> str | None:
+    """An inference run's percentiles and rate as they form (the timed requests so far, each
+    timed alone), then the worker's own figures once the run has them; None before the first
+    timed request. The rate is the summary's: requests ÷ their summed latency, × batch for
+    samples/s."""
+    done = run.summary or run.metrics
+    times = run.latencies
+    if done.get("latency_p50_s") is not None:
+        n = int(done.get("latency_requests") or len(times))
+        marks = [(name, done.get(f"latency_{name}_s")) for name, _q, _c in PERCENTILES]
+        rate = done.get("inference_samples_per_s")
+        so_far = ""
+    elif times:
+        n = len(times)
+        ordered = sorted(times)
+        marks = [(name, quantile(ordered, q)) for name, q, _c in PERCENTILES]
+        total = sum(ordered)
+        rate = run.spec.batch_size * n / total if total > 0 else None
+        so_far = " so far"
+    else:
+        return None
+    shown = " · ".join(f"{name} {v * 1000:.3g}" for name, v in marks if v is not None)
+    text = f"latency{so_far} {shown} ms over {n:,} requests of batch {run.spec.batch_size}"
+    if rate:
+        text += f" · {rate / run.spec.batch_size:,.0f} requests/s · {rate:,.0f} samples/s"
+    if done.get("first_request_s") is not None:
+        text += f" · first request {done['first_request_s'] * 1000:.3g} ms (apart)"
+    if done.get("latency_note"):
+        text += f" · too few requests: {done['latency_note']}"
+    return text
+
+
 def figures_text(run: BatchView) -> str:
     """Each figure says what was timed."""
+    if run.spec.mode == "inference":
+        return inference_figures_text(run)
     f = run.latest_figures()
     parts = []
     verdict = run.verdict_line()  # can the numbers beside it be trusted, and why not
@@ -52,15 +87,38 @@ def figures_text(run: BatchView) -> str:
         parts.append(f"warm-up {f['warmup_s']:.2f} s (apart)")
     if f.get("train_wall_s") is not None:
         parts.append(f"train {f['train_wall_s']:.2f} s (wall, all steps)")
-    st = run.started
-    if st and st.get("import_s") is not None:
-        parts.append(
-            f"setup: import {st['import_s']:.1f} s, data {st.get('data_s', 0):.1f} s, "
-            f"build {st.get('build_s', 0):.1f} s"
-        )
+    parts += setup_parts(run)
     if not parts:
         return "figures appear after the first epoch (steady-state steps only)"
     return " · ".join(parts)
+
+
+def inference_figures_text(run: BatchView) -> str:
+    """An inference run's figures: its verdict, latency and rate, settings, limits, setup."""
+    parts = [
+        part
+        for part in (
+            run.verdict_line(),
+            latency_text(run),
+            settings_text((run.started or {}).get("settings")),
+            run.limits_text(),
+        )
+        if part
+    ]
+    parts += setup_parts(run)
+    if not parts:
+        return "figures appear with the first timed requests (warm-up requests apart)"
+    return " · ".join(parts)
+
+
+def setup_parts(run: BatchView) -> list[str]:
+    st = run.started
+    if st and st.get("import_s") is not None:
+        return [
+            f"setup: import {st['import_s']:.1f} s, data {st.get('data_s', 0):.1f} s, "
+            f"build {st.get('build_s', 0):.1f} s"
+        ]
+    return []
 
 
 def settings_text(settings: object) -> str | None:
@@ -146,6 +204,9 @@ class RunView(Vertical):
         with Horizontal(id="plots"):
             yield LossPlot(id="loss-plot")
             yield BarPlot("epoch time (s, wall)", id="epoch-bars")
+            # An inference run has no loss or epochs: its latency histogram and request rate.
+            yield LatencyPlot(id="latency-plot")
+            yield RatePlot(id="rate-plot")
         with Vertical(id="graphs"):
             yield FixedRangeGraph("CPU %", maximum=100.0 * machine["logical_cores"], id="g-cpu")
             yield FixedRangeGraph("RSS MiB", maximum=machine["ram_mib"], unit="", id="g-rss")
@@ -179,7 +240,14 @@ class RunView(Vertical):
             epoch_fraction = 0.0
         overall = run.overall_fraction()
         eta = None if run.done else run.eta_s()
-        progress = (round(epoch_fraction * 1000), round(overall * 1000), run.epoch, run.epochs)
+        inference = run.spec.mode == "inference"
+        progress = (
+            round(epoch_fraction * 1000),
+            round(overall * 1000),
+            run.epoch,
+            run.epochs,
+            run.step if inference else None,
+        )
         if self._changed("progress", progress):
             self.query_one("#epoch-progress", ProgressBar).update(total=1000, progress=progress[0])
             self.query_one("#overall-progress", ProgressBar).update(
@@ -187,7 +255,9 @@ class RunView(Vertical):
             )
             # Percentages in fixed-width labels: the bars never change width.
             self.query_one("#epoch-label", Label).update(
-                f"epoch {run.epoch or '—'}/{run.epochs} {epoch_fraction:4.0%}"
+                f"req {run.step}/{run.epoch_steps or run.steps_per_epoch}"
+                if inference
+                else f"epoch {run.epoch or '—'}/{run.epochs} {epoch_fraction:4.0%}"
             )
             self.query_one("#overall-label", Label).update(f"all {overall:4.0%}")
         eta_text = f"ETA {fmt_duration(eta)}"
@@ -196,10 +266,19 @@ class RunView(Vertical):
         figures = figures_text(run)
         if self._changed("figures", figures):
             self.query_one("#figures", Static).update(figures)
-        if self._changed("losses", (run.run_id, len(run.losses))):
+        if self._changed("mode", inference):
+            for plot in (LossPlot, BarPlot):
+                self.query_one(plot).display = not inference
+            for plot in (LatencyPlot, RatePlot):
+                self.query_one(plot).display = inference
+        if inference:
+            if self._changed("latencies", (run.run_id, len(run.latencies))):
+                self.query_one(LatencyPlot).set_latencies(run.latencies)
+                self.query_one(RatePlot).set_latencies(run.latencies)
+        elif self._changed("losses", (run.run_id, len(run.losses))):
             self.query_one(LossPlot).set_losses(run.losses)
         records = run.epoch_records
-        if self._changed("epochs", (run.run_id, len(records))):
+        if not inference and self._changed("epochs", (run.run_id, len(records))):
             self.query_one(BarPlot).set_bars(
                 [str(r.get("epoch")) for r in records],
                 [float(r.get("wall_s") or 0) for r in records],
