@@ -363,6 +363,7 @@ class KerasBackend(Backend):
 
             # JAX dispatches asynchronously (CPU too). Inside fit the model's variables are
             # not the live state; the last step's loss is an output of the same jitted step.
+            # (An inference request needs no wait here: predict_on_batch hands back numpy.)
             jax.block_until_ready(self.last_output)
 
     def to_device(self, x: np.ndarray, y: np.ndarray) -> tuple[Any, Any]:
@@ -463,6 +464,39 @@ class KerasBackend(Backend):
                 total_loss, correct = total_loss + loss, correct + right
         n = max(y.size, 1)  # per target: one per sample, or one per position (the gpt)
         return total_loss / n, correct / n
+
+    # -- inference (docs/inference.md) -----------------------------------------------------
+    def prepare_inference(self) -> dict[str, Any]:
+        # Serving: Keras's own one-batch predict path, predict_on_batch, through the model's
+        # predict function as compile() resolved jit_compile for training: TF → tf.function
+        # (XLA off), torch → eager under torch.no_grad(), JAX → jax.jit'd stateless predict_step.
+        # predict_step calls the model with training=False (dropout off). Built here; its first
+        # call (a warm-up request) traces or compiles, later requests reuse it.
+        self.model.make_predict_function()
+        jit = bool(self.model.jit_compile)
+        path = {
+            "tensorflow": "tf.function (XLA on)" if jit else "tf.function (XLA off)",
+            "torch": "torch.compile" if jit else "eager torch",
+            "jax": "jax.jit (XLA)" if jit else "eager jax",
+        }[self.api]
+        grads = {
+            "tensorflow": "no gradient tape",
+            "torch": "torch.no_grad()",
+            "jax": "stateless_call, no grad transform",
+        }[self.api]
+        return {
+            "path": f"Keras predict_on_batch → make_predict_function: {path}, "
+            f"jit_compile={self.model.jit_compile}",
+            "mode": f"predict_step: model(x, training=False), {grads}",
+            # predict_on_batch returns numpy: the outputs' copy to the host (and, on JAX, the
+            # wait for its asynchronous dispatch) is inside each request.
+            "outputs": "host numpy, copied inside the request",
+            "policy": keras.mixed_precision.dtype_policy().name,
+        }
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        with self._place():
+            return self.model.predict_on_batch(x)
 
     def _place(self) -> Any:
         """Under a distribution its layouts place the work; otherwise the run's device."""

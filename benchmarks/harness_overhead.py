@@ -138,8 +138,7 @@ model.fit(fit_input(), epochs=1, verbose=0, callbacks=[Timer()])
 
 TF_KERAS = TF_SETUP + "keras = tf.keras\n" + FIT_LOOP
 
-KERAS3 = (
-    r"""
+KERAS3_SETUP = r"""
 import keras
 backend = keras.backend.backend()
 if backend == "tensorflow":
@@ -150,8 +149,8 @@ elif backend == "torch":
     import torch
     torch.set_num_threads(args["threads"])
 """
-    + FIT_LOOP
-)
+
+KERAS3 = KERAS3_SETUP + FIT_LOOP
 
 ESTIMATOR = (
     TF_SETUP
@@ -396,6 +395,28 @@ for idx in requests:
 """
 )
 
+# Keras 3 (any backend): the model compiled as fit trains it (jit_compile on for JAX only), then
+# served as a user would serve one batch: predict_on_batch (training=False, numpy out: on JAX the
+# copy to the host waits for the asynchronous dispatch), each request timed alone.
+KERAS3_INFER = (
+    KERAS3_SETUP
+    + KERAS_MODEL
+    + r"""
+model = cnn(keras)
+model.compile(optimizer=keras.optimizers.Adam(1e-3, epsilon=1e-7),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              jit_compile=backend == "jax")
+"""
+    + REQUESTS
+    + r"""
+for idx in requests:
+    xb = test[idx]
+    t0 = time.perf_counter_ns()
+    model.predict_on_batch(xb)
+    times.append((time.perf_counter_ns() - t0) * 1e-9)
+"""
+)
+
 BARE_INFERENCE = {
     ("torch", "eager"): TORCH_INFER,
     ("torch", "compile"): TORCH_INFER,
@@ -404,6 +425,9 @@ BARE_INFERENCE = {
     ("mxnet", "module"): MXNET_MODULE_INFER,
     ("theano", "theano"): THEANO_INFER,
     ("theano", "keras2"): THEANO_INFER,
+    ("keras", "tensorflow"): KERAS3_INFER,
+    ("keras", "torch"): KERAS3_INFER,
+    ("keras", "jax"): KERAS3_INFER,
 }
 
 BARE = {

@@ -225,6 +225,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_gpu=PRECISIONS,
                 compiles="graph (tf.function), XLA off (jit_compile=False)",
                 why_not={"input": _TF_DATA_ON_HOST, "workers": _KERAS_DISTRIBUTION_JAX_ONLY},
+                modes=MODES,
             ),
             "torch": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
@@ -232,6 +233,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="no (eager torch, jit_compile=False)",
                 why_not={"workers": _KERAS_DISTRIBUTION_JAX_ONLY},
+                modes=MODES,
             ),
             "jax": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
@@ -239,6 +241,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="XLA (jax.jit, jit_compile=True)",
                 data_parallel="keras.distribution.DataParallel, one process over N JAX devices",
+                modes=MODES,
             ),
         },
     ),
