@@ -43,6 +43,20 @@ from adapters.precision import bf16_settings
 
 APIS = ("keras", "eager", "graph", "xla", "estimator")
 
+# How each API serves (spec mode "inference"): the named path, and how eval mode is ensured.
+SERVING = {
+    "keras": (
+        "Keras predict_on_batch (the model's compiled predict_function, tf.function)",
+        "predict_step: model(x, training=False); no GradientTape",
+    ),
+    "eager": ("eager model call", "model(x, training=False); no GradientTape"),
+    "graph": ("tf.function forward", "model(x, training=False) traced; no GradientTape"),
+    "xla": (
+        "tf.function(jit_compile=True) forward (XLA)",
+        "model(x, training=False) traced; no GradientTape",
+    ),
+}
+
 
 def _apply_threads(threads: int) -> None:
     """TF reads its pools' sizes at the first op; afterwards the setters raise RuntimeError."""
@@ -463,21 +477,6 @@ class TensorFlowBackend(Backend):
                 total_loss, correct = total_loss + loss, correct + right
         n = max(y.size, 1)  # per target: one per sample, or one per position (the gpt)
         return total_loss / n, correct / n
-
-
-# How each API serves (spec mode "inference"): the named path, and how eval mode is ensured.
-SERVING = {
-    "keras": (
-        "Keras predict_on_batch (the model's compiled predict_function, tf.function)",
-        "predict_step: model(x, training=False); no GradientTape",
-    ),
-    "eager": ("eager model call", "model(x, training=False); no GradientTape"),
-    "graph": ("tf.function forward", "model(x, training=False) traced; no GradientTape"),
-    "xla": (
-        "tf.function(jit_compile=True) forward (XLA)",
-        "model(x, training=False) traced; no GradientTape",
-    ),
-}
 
 
 class _EstimatorClockHook(tf.estimator.SessionRunHook if hasattr(tf, "estimator") else object):
