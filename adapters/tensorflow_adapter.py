@@ -16,6 +16,7 @@ import functools
 import json
 import math
 import os
+import queue
 import shutil
 import tempfile
 import time
@@ -41,6 +42,20 @@ from adapters.loop import (
 from adapters.precision import bf16_settings
 
 APIS = ("keras", "eager", "graph", "xla", "estimator")
+
+# How each API serves (spec mode "inference"): the named path, and how eval mode is ensured.
+SERVING = {
+    "keras": (
+        "Keras predict_on_batch (the model's compiled predict_function, tf.function)",
+        "predict_step: model(x, training=False); no GradientTape",
+    ),
+    "eager": ("eager model call", "model(x, training=False); no GradientTape"),
+    "graph": ("tf.function forward", "model(x, training=False) traced; no GradientTape"),
+    "xla": (
+        "tf.function(jit_compile=True) forward (XLA)",
+        "model(x, training=False) traced; no GradientTape",
+    ),
+}
 
 
 def _apply_threads(threads: int) -> None:
@@ -423,6 +438,33 @@ class TensorFlowBackend(Backend):
 
     # tui-bench:end step
 
+    def prepare_inference(self) -> dict[str, Any]:
+        # Serving: no tape anywhere, training=False at every call (dropout off). keras goes
+        # through Keras's own predict path (its predict_function, a tf.function built here, traced
+        # at the first request, a warm-up one); graph/xla trace their forward at the first request.
+        path, mode = SERVING[self.api]
+        if self.api == "keras":
+            self.model.make_predict_function()
+            self.serve = self.model.predict_on_batch
+        elif self.api == "eager":
+            self.serve = functools.partial(self.model, training=False)
+        else:
+            self.serve = tf.function(
+                functools.partial(self.model, training=False), jit_compile=self.api == "xla"
+            )
+        return {"path": path, "mode": mode, "policy": self.applied.get("policy")}
+
+    def predict(self, x: np.ndarray) -> Any:
+        with tf.device(self.device):
+            if self.api == "keras":
+                return self.serve(x)  # predict_on_batch: numpy in, numpy out (copied back)
+            return self.serve(tf.convert_to_tensor(x))
+
+    def served_outputs(self, outputs: Any) -> np.ndarray:
+        if isinstance(outputs, tf.Tensor):
+            outputs = tf.cast(outputs, tf.float32).numpy()
+        return np.asarray(outputs, dtype=np.float32)  # bf16 numpy (ml_dtypes) too
+
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         total_loss, correct = 0.0, 0
         with tf.device(self.device):
@@ -472,6 +514,8 @@ class EstimatorBackend(Backend):
         self.session_overhead_s = 0.0
         self.sessions = 0
         self.applied: dict[str, Any] = {}
+        self.served: Any = None  # the one open Estimator.predict generator (inference)
+        self.requests: queue.Queue = queue.Queue()
 
     def apply_settings(self, settings: Settings) -> dict[str, Any]:
         self.applied = {
@@ -493,6 +537,10 @@ class EstimatorBackend(Backend):
         }
 
     def close(self) -> None:
+        if self.served is not None:
+            self.requests.put(None)  # ends the request generator, should anything still pull
+            self.served.close()  # GeneratorExit in Estimator.predict: its session closes
+            self.served = None
         if self.model_dir:
             shutil.rmtree(self.model_dir, ignore_errors=True)
             self.model_dir = None
@@ -513,6 +561,7 @@ class EstimatorBackend(Backend):
         self.hyper = hyper
         self.shape = shape
         self.binary = binary_head(hyper.model, shape.num_classes)
+        self.x_dtype = dataset.x_train.dtype
         self.model_dir = tempfile.mkdtemp(prefix="tui-bench-estimator-")
         config = tf.estimator.RunConfig(
             model_dir=self.model_dir,
@@ -623,6 +672,43 @@ class EstimatorBackend(Backend):
         self.clock = None
 
     # tui-bench:end step
+
+    def prepare_inference(self) -> dict[str, Any]:
+        """One Estimator.predict kept open for the whole run, fed one request at a time: its
+        input_fn's dataset is a generator whose next element is the next request (a queue the
+        request fills). A predict() per request would rebuild the graph and restore the
+        checkpoint each time, which is not serving. The graph build, checkpoint restore and
+        session start happen at the first next(): the first request, a warm-up one."""
+
+        def requests():
+            while (batch := self.requests.get()) is not None:
+                yield batch
+
+        def input_fn():
+            dataset = tf.data.Dataset.from_generator(
+                requests,
+                output_signature=tf.TensorSpec(
+                    (None, *self.shape.input_shape), tf.as_dtype(self.x_dtype)
+                ),
+            )
+            options = tf.data.Options()  # as host_batches: nothing fetched ahead of a request
+            options.autotune.enabled = False
+            options.experimental_optimization.inject_prefetch = False
+            options.threading.private_threadpool_size = self.threads
+            options.threading.max_intra_op_parallelism = 1
+            return dataset.with_options(options)
+
+        self.served = self.estimator.predict(input_fn, yield_single_examples=False)
+        return {
+            "path": "Estimator.predict, one session kept open, a request per next()",
+            "mode": "ModeKeys.PREDICT: model(x, training=False), no train_op",
+        }
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        # The request enters the dataset, one session.run (the dataset's next element, the
+        # forward) returns its logits to the host.
+        self.requests.put(x)
+        return next(self.served)
 
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         spans = [np.arange(s, min(s + batch_size, len(x))) for s in range(0, len(x), batch_size)]

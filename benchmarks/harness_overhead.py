@@ -291,8 +291,8 @@ for idx in requests:
     times.append((time.perf_counter_ns() - t0) * 1e-9)
 """
 
-# The same requests for MXNet and Theano: the test split in tui-bench's order, each request
-# timed alone until its output exists.
+# The same requests for MXNet, Theano, Keras and TensorFlow: the test split in tui-bench's
+# order, each request timed alone until its output exists.
 REQUESTS = r"""
 test = data.load("synthetic-mnist", train_samples=args["train_samples"],
                  test_samples=args["test_samples"]).x_test
@@ -417,6 +417,70 @@ for idx in requests:
 """
 )
 
+# TensorFlow's serving paths as a user's script writes them: keras through predict_on_batch
+# (numpy in, numpy out), eager calls the model, graph/xla call its forward in tf.function; all
+# with training=False.
+TF_INFER = (
+    TF_SETUP
+    + KERAS_MODEL
+    + REQUESTS
+    + r"""
+model = cnn(tf.keras)
+if args["api"] == "keras":
+    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True), jit_compile=False)
+    serve = model.predict_on_batch
+elif args["api"] == "eager":
+    serve = lambda xb: model(tf.convert_to_tensor(xb), training=False)
+else:
+    forward = tf.function(lambda t: model(t, training=False), jit_compile=args["api"] == "xla")
+    serve = lambda xb: forward(tf.convert_to_tensor(xb))
+for idx in requests:
+    xb = test[idx]
+    t0 = time.perf_counter_ns()
+    serve(xb)
+    times.append((time.perf_counter_ns() - t0) * 1e-9)
+"""
+)
+
+# The Estimator served as one open predict() fed a request per next() (a generator dataset over
+# a queue): a predict() per request would rebuild the graph and reload the checkpoint each time.
+ESTIMATOR_INFER = (
+    TF_SETUP
+    + KERAS_MODEL
+    + REQUESTS
+    + r"""
+import queue, tempfile
+def model_fn(features, labels, mode):
+    return tf.estimator.EstimatorSpec(mode, predictions=cnn(tf.keras)(features, training=False))
+pending = queue.Queue()
+def gen():
+    while (xb := pending.get()) is not None:
+        yield xb
+def input_fn():
+    ds = tf.data.Dataset.from_generator(
+        gen, output_signature=tf.TensorSpec((None, 28, 28, 1), tf.float32))
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    options.experimental_optimization.inject_prefetch = False
+    options.threading.private_threadpool_size = args["threads"]
+    options.threading.max_intra_op_parallelism = 1
+    return ds.with_options(options)
+threads = args["threads"]
+config = tf.estimator.RunConfig(model_dir=tempfile.mkdtemp(), session_config=tf.compat.v1.ConfigProto(
+    intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads))
+served = tf.estimator.Estimator(model_fn, config=config).predict(input_fn, yield_single_examples=False)
+for idx in requests:
+    xb = test[idx]
+    t0 = time.perf_counter_ns()
+    pending.put(xb)
+    next(served)
+    times.append((time.perf_counter_ns() - t0) * 1e-9)
+pending.put(None)
+served.close()
+"""
+)
+
 BARE_INFERENCE = {
     ("torch", "eager"): TORCH_INFER,
     ("torch", "compile"): TORCH_INFER,
@@ -428,6 +492,11 @@ BARE_INFERENCE = {
     ("keras", "tensorflow"): KERAS3_INFER,
     ("keras", "torch"): KERAS3_INFER,
     ("keras", "jax"): KERAS3_INFER,
+    ("tensorflow", "keras"): TF_INFER,
+    ("tensorflow", "eager"): TF_INFER,
+    ("tensorflow", "graph"): TF_INFER,
+    ("tensorflow", "xla"): TF_INFER,
+    ("tensorflow", "estimator"): ESTIMATOR_INFER,
 }
 
 BARE = {

@@ -152,6 +152,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 compiles="graph (tf.function), XLA off (jit_compile=False)",
+                modes=MODES,
                 why_not={
                     "input": _TF_DATA_ON_HOST,
                     "workers": "Keras fit shards its own tf.data input under a strategy; tui-bench "
@@ -164,6 +165,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="no (eager)",
                 data_parallel=_TF_MULTI_WORKER,
+                modes=MODES,
             ),
             "graph": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
@@ -171,12 +173,14 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="graph (tf.function), XLA off",
                 data_parallel=_TF_MULTI_WORKER,
+                modes=MODES,
             ),
             "xla": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="XLA (tf.function(jit_compile=True))",
+                modes=MODES,
                 why_not={
                     "workers": "tui-bench has no multi-worker path for the XLA-compiled step yet "
                     "(use eager or graph)"
@@ -188,6 +192,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=("host",),
                 timings=("synced",),
                 compiles="graph (TF1 session), XLA off",
+                modes=MODES,
                 why_not={
                     "precision": "the Estimator's TF1 graph has no mixed-precision policy here",
                     "input": "the Estimator reads batches through its input_fn, on the host",
