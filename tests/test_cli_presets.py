@@ -31,6 +31,10 @@ TRAINED_ELSEWHERE = {
     "scaling-quick": "tests/test_data_parallel.py::test_two_workers_train_the_same_global_batches",
     "shatnawi-2018-quick": "tests/test_frameworks.py::test_reference_cnn_trains_identically_everywhere"
     " (1 thread; test_two_threads_take_effect_and_mlp_counts_match reads 2 back)",
+    # Serves, not trains: 60 runs, 3 min 23 s warm here (27 Nov 2026, load ~1). Every framework ×
+    # API serves both of its models there (batch 1; batch 64 is the same path with more bytes).
+    "inference-quick": "tests/test_inference_equity.py::test_every_api_serves_the_shared_transformer"
+    " and ::test_every_api_serves_the_reference_cnn_on_the_same_bytes",
 }
 
 
@@ -203,6 +207,17 @@ def test_presets_trained_elsewhere_are_trained(name):
         from tests.test_frameworks import COMBOS
 
         assert {(s.framework, s.api) for s in on_cpu} == set(COMBOS)
+    if (
+        name == "inference-quick"
+    ):  # served, not trained: by the serving tests, every API, both models
+        from tests.test_inference_equity import SERVING
+
+        assert {s.mode for s in on_cpu} == {"inference"}
+        assert {(s.framework, s.api) for s in on_cpu} == set(SERVING)
+        assert {(s.model, s.dataset) for s in on_cpu} == {
+            ("cnn", "synthetic-mnist"),
+            ("transformer", "synthetic-imdb"),
+        }
 
 
 @pytest.mark.slow

@@ -74,6 +74,40 @@ def test_every_api_serves_the_shared_transformer(
     assert summary["serving"]["path"]  # each API names the path it served through
 
 
+# The reference CNN at batch 1 (inference-quick's other model): no shared draw (each framework
+# draws its own weights), so its served loss is only held near ln 10, what ten near-equal logits
+# give; the request bytes are the same everywhere. This serves the image path (NHWC bytes into
+# each framework's layout) that the transformer's token ids never take.
+SERVE_CNN = {
+    "model": "cnn",
+    "mode": "inference",
+    "batch_size": 1,
+    "requests": 6,
+    "warmup_steps": 1,
+    "epochs": 1,
+    "train_samples": 40,
+    "test_samples": 16,
+}
+
+
+@pytest.mark.parametrize(("framework", "api"), SERVING)
+def test_every_api_serves_the_reference_cnn_on_the_same_bytes(
+    bench_env,  # noqa: F811 (the fixture imported above)
+    adapters_on_path,
+    framework: str,
+    api: str,
+) -> None:
+    import math
+
+    result = run(bench_env, framework, api, **SERVE_CNN)
+    summary = result.summary
+    reference = run(bench_env, "torch", "eager", **SERVE_CNN).summary
+    assert summary["first_request_sha256"] == reference["first_request_sha256"]
+    assert summary["served_loss"] == pytest.approx(math.log(10), abs=0.5)
+    assert result.started["param_count"] == 1_669_002
+    assert summary["requests"] == 6 and summary["latency_p50_s"] > 0
+
+
 def test_the_apis_without_inference_say_why() -> None:
     from tui_bench.engine.errors import SpecError
     from tui_bench.engine.spec import RunSpec
