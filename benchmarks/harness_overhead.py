@@ -611,7 +611,7 @@ def main() -> None:
         default="train",
         choices=("train", "inference"),
         help="inference: p50 latency of requests (--steps of them, --batch-size each) vs a bare "
-        "eval-mode loop; torch only so far",
+        "serving loop of the same framework (every framework × API)",
     )
     parser.add_argument(
         "--test-samples", type=int, default=1000, help="inference: the split requests draw from"
