@@ -91,8 +91,12 @@ def test_the_reducer_folds_requests_like_steps_and_judges_the_latencies():
     assert view.step == 42 and view.steps_done == 42
     assert view.timed is view.latencies
     line = view.verdict_line(now=lambda: 100.0)
-    # the step rules judge the latencies (no step times here: without them, no verdict at all)
-    assert line is not None and line.startswith("so far unreliable: 8-step blocks vary")
+    # the step rules judge the latencies (no step times here: without them, no verdict at all),
+    # and speak of requests
+    assert line is not None and line.startswith("so far unreliable: 8-request blocks vary")
+    steady = BatchView(spec=RunSpec(mode="inference"))
+    steady.apply({"type": "requests", "t": 1.0, "done": 20, "latencies": [1e-3] * 20})
+    assert steady.verdict_line(now=lambda: 100.0) == "so far stable (request times)"
     view.apply({"type": "record", "record": {"id": "next"}})
     view.apply({"type": "record", "record": {"id": "again"}})
     assert view.latencies == []  # a new run starts empty

@@ -570,12 +570,15 @@ def assess_record(run: Run, repeat_medians: Sequence[float] | None = None) -> Ve
     )
 
 
-def forming(step_times: Sequence[float], warmed_up: bool = True) -> Verdict | None:
+def forming(
+    step_times: Sequence[float], warmed_up: bool = True, timing: str | None = "synced"
+) -> Verdict | None:
     """The verdict so far, for a live view: None until warm-up is over and there are steps to
-    judge. Only the step-time rules: the sampler's steady summary exists when the run ends."""
+    judge. Only the step-time rules: the sampler's steady summary exists when the run ends.
+    ``timing`` as ``assess`` reads it (an inference run's says "request", not "step")."""
     if not warmed_up or len(step_times) < 5:
         return None
-    return assess(step_times)
+    return assess(step_times, timing=timing)
 
 
 def reasons_text(run: Run) -> str:

@@ -390,12 +390,16 @@ class BatchView:
         if run_id != self.run_id or (
             changed and (verdict is None or now() - at >= FORMING_EVERY_S)
         ):
-            verdict = stability.forming(timed)
+            inference = self.spec.mode == "inference"
+            verdict = stability.forming(
+                timed, timing=stability.INFERENCE_TIMING if inference else "synced"
+            )
             self._forming = (self.run_id, len(timed), now(), verdict)
         if verdict is None:
             return None
         first = stability.stored_line(verdict.as_dict()) or verdict.verdict
-        return f"so far {first}" if verdict.reasons else f"so far {verdict.verdict} (step times)"
+        unit = "request" if self.spec.mode == "inference" else "step"
+        return f"so far {first}" if verdict.reasons else f"so far {verdict.verdict} ({unit} times)"
 
     def limits_text(self, now: Callable[[], float] = time.monotonic) -> str | None:
         """Achieved FLOP/s and MFU as they form (the steady steps' median so far, against the

@@ -11,6 +11,7 @@ from textual.widgets import Collapsible, Label, Log, ProgressBar, Static
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.results.stats import quantile
 from tui_bench.engine.runs.reducer import BatchView
+from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.widgets.graphs import FixedRangeGraph
 from tui_bench.tui.widgets.plots import PERCENTILES, BarPlot, LatencyPlot, LossPlot, RatePlot
 
@@ -144,11 +145,18 @@ def header_text(run: BatchView) -> str:
         for _key, reason in run.skipped:
             counts[reason] = counts.get(reason, 0) + 1
         lines += [f"skipped {n}× {reason}" for reason, n in counts.items()]
-        lines.append(f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}")
+        lines.append(_settings_text(s))
         return "\n".join(lines)
     most = "≤" if (run.plan or {}).get("auto_repeats") else ""  # --repeats auto: at most
     batch = f" · run {run.run_index + 1}/{most}{run.runs_total}" if run.runs_total > 1 else ""
-    return f"{s.label()} · batch {s.batch_size} · lr {s.lr:g} · seed {s.seed}{batch}"
+    return f"{_settings_text(s)}{batch}"
+
+
+def _settings_text(s: RunSpec) -> str:
+    """The run's label, batch and seed, and its learning rate where it trains (an inference run
+    serves the initial weights: no lr decides it)."""
+    lr = "" if s.mode == "inference" else f" · lr {s.lr:g}"
+    return f"{s.label()} · batch {s.batch_size}{lr} · seed {s.seed}"
 
 
 def status_text(run: BatchView) -> str:
