@@ -153,6 +153,16 @@ def test_the_batch_size_table_gives_each_family_its_curve():
     assert [r["batch"] for r in rows if r["with"] == "compile"] == [1, 8, 64]
 
 
+def test_a_curve_holds_its_points_whatever_requests_each_batch_served():
+    # inference-quick serves 60 requests at batch 1 and 10 at batch 64: one curve, not two points
+    records = [served(i, "eager", b, requests=n) for i, (b, n) in enumerate(((1, 60), (64, 10)))]
+    rows = tables.compute(as_runs(records)).table("batches").records()
+    assert [(r["with"], r["batch"], r["requests"]) for r in rows] == [
+        ("—", 1, 200),
+        ("—", 64, 200),
+    ]
+
+
 def test_no_batch_size_table_without_two_batch_sizes_of_inference_runs():
     one_batch = [served(1, "eager", 8), served(2, "compile", 8)]
     assert tables.compute(as_runs(one_batch)).table("batches") is None

@@ -325,6 +325,24 @@ def _two_and_five(value: float, _pos: object = None) -> str:
     return f"{value:g}" if lead in (2, 5) else ""
 
 
+_TAB20 = [
+    f"tab:{c}"
+    for c in ("blue", "orange", "green", "red", "purple", "brown", "pink", "gray", "olive", "cyan")
+] + [
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#c7c7c7",
+    "#dbdb8d",
+    "#9edae5",
+]  # matplotlib's tab20 in two rounds of ten: the strong ten, then their light partners
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
 def _batch_curves(figure: Any, page: Any) -> tuple[str, Any] | None:
     """From the batch-size table: latency against batch (p50 a line, p90 and p99 dashed and
     dotted in the same colour) and inference samples/s against batch, one colour per family
@@ -338,21 +356,29 @@ def _batch_curves(figure: Any, page: Any) -> tuple[str, Any] | None:
     from matplotlib.ticker import FuncFormatter
 
     p50, p90, p99, rate = (metrics.get(key) for key in CURVE)
-    fig = figure(figsize=(9, 3.8))
-    latency, throughput = fig.subplots(1, 2)
+    # One legend under both panels, three names a row: a sweep of every framework × API and two
+    # models is 30 curves, which a legend inside a panel would cover. Twenty colours, then a
+    # marker per round of them, so no two curves look alike.
+    rows = math.ceil(len(lines) / 3)
+    fig = figure(figsize=(9, 3.4 + 0.17 * rows))
+    grid = fig.add_gridspec(2, 2, height_ratios=[3.2, 0.17 * rows + 0.1])
+    latency, throughput = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+    key = fig.add_subplot(grid[1, :])  # the legend's own room, which tight_layout keeps clear
+    palette = [f"C{i}" for i in range(10)] if len(lines) <= 10 else _TAB20
     for index, (name, points) in enumerate(lines.items()):
-        colour = f"C{index % 10}"
+        colour = palette[index % len(palette)]
+        marker = _MARKERS[(index // len(palette)) % len(_MARKERS)]
 
         def ys(column: str, scale: float, points: list = points) -> tuple[list, list]:
             kept = [(float(r["batch"]), v * scale) for r in points if (v := _num(r.get(column)))]
             return [x for x, _ in kept], [y for _, y in kept]
 
-        latency.plot(*ys("p50", p50.scale), marker="o", color=colour, label=f"{name} p50")
+        latency.plot(*ys("p50", p50.scale), marker=marker, color=colour, label=name)
         latency.plot(*ys("p90", p90.scale), linestyle="--", color=colour, linewidth=0.9)
         latency.plot(*ys("p99", p99.scale), linestyle=":", color=colour, linewidth=0.9)
-        throughput.plot(*ys(rate.short, 1.0), marker="o", color=colour, label=name)
+        throughput.plot(*ys(rate.short, 1.0), marker=marker, color=colour)
     for ax, label in (
-        (latency, "latency per request (ms): p50 solid, p90 dashed, p99 dotted"),
+        (latency, "latency per request (ms)"),
         (throughput, "inference samples/s (higher is better)"),
     ):
         ax.set_xscale("log", base=2)
@@ -363,7 +389,16 @@ def _batch_curves(figure: Any, page: Any) -> tuple[str, Any] | None:
         ax.set_xlabel("batch size (samples per request)", fontsize=8)
         ax.set_ylabel(label, fontsize=8)
         ax.tick_params(which="both", labelsize=7)
-        ax.legend(fontsize=7, frameon=False)  # no white box: the page may be dark
+    latency.set_title("p50 solid, p90 dashed, p99 dotted", fontsize=8)
+    throughput.set_title("samples/s at each batch", fontsize=8)
+    key.axis("off")
+    key.legend(
+        *latency.get_legend_handles_labels(),
+        loc="upper center",
+        ncol=3,
+        fontsize=7,
+        frameon=False,  # no white box: the page may be dark
+    )
     return (
         "inference over batch sizes from the batch-size table: latency and samples/s per family "
         "(median over repeats)",

@@ -741,10 +741,12 @@ def batch_curve_table(configs: list[Group]) -> Table | None:
         "p99 rest on its requests (too few for the tail: its latency note, tui-bench history "
         "show); samples/s = batch × requests / their summed latency.",
     )
-    contexts = _contexts(served, "batch_size")
+    # The request count moves with the batch (a preset serves fewer, larger requests at a large
+    # batch): it sizes each point's sample, not the curve it belongs to (its own column says it).
+    contexts = _contexts(served, "batch_size", "requests")
     families: dict[Any, list[Group]] = {}
     for c in served:
-        family = tuple(p for p in c.config.key if p[0] != "batch_size")
+        family = tuple(p for p in c.config.key if p[0] not in ("batch_size", "requests"))
         families.setdefault(family, []).append(c)
     for members in families.values():
         ordered = sorted(members, key=lambda c: _count(c.spec.get("batch_size")) or 0)
