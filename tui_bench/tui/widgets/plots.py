@@ -152,16 +152,13 @@ def request_rates(latencies_s: list[float], width: int) -> tuple[list[float], li
     return xs, [1.0 / m if m > 0 else 0.0 for m in means]
 
 
-class LatencyPlot(PlotextPlot):
-    """An inference run's latency histogram as it forms, p50/p90/p99 marked."""
-
-    # Shown instead of the loss plot, in its place (RunView shows it for an inference run).
-    DEFAULT_CSS = "LatencyPlot { width: 2fr; display: none; }"
+class _ServedPlot(PlotextPlot):
+    """A plot of an inference run's timed requests (seconds, in order), drawn again whenever
+    they or the widget's size change."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.latencies: list[float] = []
-        self.binned: LatencyBins | None = None
 
     def set_latencies(self, latencies: list[float]) -> None:
         self.latencies = latencies
@@ -169,6 +166,20 @@ class LatencyPlot(PlotextPlot):
 
     def on_resize(self) -> None:
         self.replot()
+
+    def replot(self) -> None:
+        raise NotImplementedError
+
+
+class LatencyPlot(_ServedPlot):
+    """An inference run's latency histogram as it forms, p50/p90/p99 marked."""
+
+    # Shown instead of the loss plot, in its place (RunView shows it for an inference run).
+    DEFAULT_CSS = "LatencyPlot { width: 2fr; display: none; }"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.binned: LatencyBins | None = None
 
     def replot(self) -> None:
         plt = self.plt
@@ -200,21 +211,10 @@ def _count_ticks(top: int) -> tuple[list[float], list[str]]:
     return [float(t) for t in ticks], [str(t) for t in ticks]
 
 
-class RatePlot(PlotextPlot):
+class RatePlot(_ServedPlot):
     """An inference run's request rate along its timed requests."""
 
     DEFAULT_CSS = "RatePlot { width: 1fr; display: none; }"
-
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes)
-        self.latencies: list[float] = []
-
-    def set_latencies(self, latencies: list[float]) -> None:
-        self.latencies = latencies
-        self.replot()
-
-    def on_resize(self) -> None:
-        self.replot()
 
     def replot(self) -> None:
         plt = self.plt
