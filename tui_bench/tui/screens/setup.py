@@ -48,15 +48,9 @@ NUMBER_FIELDS = {
 CHOICE_FIELDS = {name: DECLARED[name] for name in ("mode", "scaling", "size")}
 # Fields that mean something for one choice of another field only: shown for it alone, and
 # put back to their declared default when hidden (a hidden field never decides a spec).
-# A field of the serving modes alone (its declaration's ``modes`` leave out training: requests,
-# a generation run's prompt_tokens and new_tokens) shows for those modes.
-SHOWN_ONLY_FOR: dict[str, tuple[str, tuple[str, ...]]] = {
-    **{
-        name: ("mode", d.modes)
-        for name, d in DECLARED.items()
-        if d.modes is not None and "train" not in d.modes
-    },
-    **{name: ("model", (SIZED_MODEL,)) for name in GPT_FIELDS},
+SHOWN_ONLY_FOR = {
+    "requests": ("mode", "inference"),
+    **{name: ("model", SIZED_MODEL) for name in GPT_FIELDS},
 }
 # Names longer than the form's label column, abbreviated; every other label is the field's name.
 SHORT_LABELS = {"steps_per_epoch": "steps/epoch", "target_accuracy": "target acc."}
@@ -139,8 +133,8 @@ def field_applies(name: str, values: dict[str, Any]) -> bool:
     """Whether the form shows (and reads) field ``name`` with these values (``SHOWN_ONLY_FOR``)."""
     if name not in SHOWN_ONLY_FOR:
         return True
-    other, shown_for = SHOWN_ONLY_FOR[name]
-    return values.get(other) in shown_for
+    other, value = SHOWN_ONLY_FOR[name]
+    return values.get(other) == value
 
 
 def fields_beyond_form(spec: RunSpec) -> dict[str, Any]:
