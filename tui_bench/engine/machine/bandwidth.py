@@ -163,11 +163,12 @@ def measured(device: str, threads: int) -> Bandwidth | None:
         f"STREAM-like numpy copy, {threads} thread(s), {PROBE_MIB} MiB arrays, best of "
         f"{PROBE_REPEATS}; triad {result['triad_gbps']:.3g} GB/s"
     )
-    entry = {
+    at = datetime.now(UTC).isoformat(timespec="seconds")
+    entry: dict[str, Any] = {
         "gbps": result["copy_gbps"],
         "triad_gbps": result["triad_gbps"],
         "what": what,
-        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "measured_at": at,
         "loadavg_1m": load,
     }
     cache = _load()
@@ -180,9 +181,7 @@ def measured(device: str, threads: int) -> Bandwidth | None:
         os.replace(tmp, path)
     except OSError:
         pass  # an unwritable cache: measured again next time, the figure still stands
-    return cached(device, threads) or Bandwidth(
-        result["copy_gbps"], "measured", what, entry["measured_at"], load
-    )
+    return cached(device, threads) or Bandwidth(result["copy_gbps"], "measured", what, at, load)
 
 
 def utilization(
