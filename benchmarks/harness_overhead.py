@@ -678,71 +678,49 @@ def main() -> None:
 
 
 # -- generation (``--mode generate``, docs/generation.md) ------------------------------------------
-# A bare cached generation loop a user would write (gpt-fast's design, as adapters/torch_generate.py
-# has it, written again from the shared arrays, not imported): the tiny gpt's generation weights,
-# a static KV cache of P + N positions written in place, the decode step attending over the whole
-# cache with a mask; the prompts of tui-bench's order; each token copied to the host as it exists
-# and timed then. No events, no clock object, no history. decode tokens/s = batch × (N − 1) ×
-# requests / summed (E2E − TTFT).
+# A bare generation loop around the same model and the same cache design: the adapter's own gpt
+# module, shared weights and prefill/decode step (``adapters/torch_generate.py``: eager, or
+# compiled as the compile API does), driven by a loop a user would write: the prompts of
+# tui-bench's order, each token copied to the host as it exists and timed then. No events, no
+# clock object, no history, no summary: what differs is the harness alone. decode tokens/s =
+# batch × (N − 1) × requests / summed (E2E − TTFT).
 TORCH_GENERATE = r"""
 import torch
-import torch.nn.functional as F
 from adapters import loop, models, shared_init
+from adapters.torch_adapter import _Gpt, load_gpt_weights
+from adapters.torch_generate import TorchGeneration
 torch.set_num_threads(args["threads"])
 dims = models.gpt_dims({"model": "gpt", "size": "tiny"})
-raw = shared_init.gpt_weights(0, dims, shared_init.GENERATION_SCALE)
-W = {k: torch.from_numpy(v.T.copy() if k.endswith(".kernel") else v) for k, v in raw.items()}
-L, d, H, P, N = dims.layers, dims.d_model, dims.heads, args["prompt_tokens"], args["new_tokens"]
+P, N = args["prompt_tokens"], args["new_tokens"]
+torch.manual_seed(0)
+model = _Gpt(dims, 0.0)
+load_gpt_weights(model, shared_init.gpt_weights(0, dims, shared_init.GENERATION_SCALE))
+gen = TorchGeneration(model, torch.device("cpu"), args["api"], "fp32")
+gen.prepare(B, P, N)
+prefill, decode = gen.prefill_fn, gen.decode_fn
 test = data.load("synthetic-tokens", test_samples=args["test_samples"],
                  tokens=(dims.seq_len, dims.vocab_size)).x_test
 prompts = [test[idx, :P] for idx in loop.request_batches(len(test), B, 0, T)]
-K = [torch.zeros(B, H, P + N, d // H) for _ in range(L)]
-V = [torch.zeros(B, H, P + N, d // H) for _ in range(L)]
-where = torch.arange(P + N)
-position = torch.zeros(1, dtype=torch.long)
-def ln(h, name):
-    return F.layer_norm(h, (d,), W[name + ".gamma"], W[name + ".beta"], 1e-5)
-def run(h, mask):
-    b, t, _ = h.shape
-    for l in range(L):
-        p = f"block{l}."
-        q, k, v = (z.view(b, t, H, d // H).transpose(1, 2)
-                   for z in F.linear(ln(h, p + "norm1"), W[p + "qkv.kernel"], W[p + "qkv.bias"]).split(d, 2))
-        if mask is None:
-            K[l][:, :, :t] = k; V[l][:, :, :t] = v
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            K[l].index_copy_(2, position, k); V[l].index_copy_(2, position, v)
-            a = F.scaled_dot_product_attention(q, K[l], V[l], attn_mask=mask)
-        h = h + F.linear(a.transpose(1, 2).reshape(b, t, d), W[p + "out.kernel"], W[p + "out.bias"])
-        f = F.gelu(F.linear(ln(h, p + "norm2"), W[p + "hidden.kernel"], W[p + "hidden.bias"]), approximate="tanh")
-        h = h + F.linear(f, W[p + "back.kernel"], W[p + "back.bias"])
-    return F.linear(ln(h[:, -1], "final"), W["tokens"]).argmax(-1)
-def prefill(ids):
-    return run(W["tokens"][ids] + W["positions"][:ids.shape[1]], None)
-def decode(token):
-    mask = (where <= position).view(1, 1, 1, -1)
-    return run(W["tokens"][token.view(-1, 1)] + W["positions"][position], mask)
-if args["api"] == "compile":
-    prefill, decode = torch.compile(prefill, fullgraph=True), torch.compile(decode, fullgraph=True)
 ttft, e2e = [], []
 with torch.inference_mode():
     for prompt in prompts:
         stamps = []
         t0 = time.perf_counter_ns()
         token = prefill(torch.from_numpy(prompt.astype(np.int64))).clone()
-        position.fill_(P)
+        gen.position.fill_(P)
         for t in range(N):
             if t:
                 token = decode(token).clone()
-                position += 1
+                gen.position += 1
             token.cpu().numpy()
             stamps.append(time.perf_counter_ns())
-        ttft.append((stamps[0] - t0) * 1e-9); e2e.append((stamps[-1] - t0) * 1e-9)
+        ttft.append((stamps[0] - t0) * 1e-9)
+        e2e.append((stamps[-1] - t0) * 1e-9)
 w = args["warmup"]
 decode_s = sum(e2e[w:]) - sum(ttft[w:])
+tpot = [(e - t) / (N - 1) for t, e in zip(ttft[w:], e2e[w:])]
 print(json.dumps({"decode_tokens_per_s": B * (N - 1) * (T - w) / decode_s,
-                  "tpot_p50_s": float(np.median([(e - t) / (N - 1) for t, e in zip(ttft[w:], e2e[w:])]))}))
+                  "tpot_p50_s": float(np.median(tpot))}))
 """
 
 # The header's loading of the adapters package, without its training batches.
