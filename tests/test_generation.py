@@ -372,3 +372,32 @@ def test_every_generating_api_gives_the_reference_tokens(
 
 
 from test_frameworks import bench_env, run  # noqa: E402, F401 (fixture)
+
+
+# -- a generation record in the views --------------------------------------------------------------
+def _generated(index: int, summary: dict, **spec) -> dict:
+    from tests.histories import record
+
+    made = RunSpec(model="gpt", mode="generate", threads=1, seed=index, **spec)
+    return record(index, 10.0, spec=made.to_dict(), label=made.label(), metrics=summary)
+
+
+def test_a_generation_run_reads_as_one_sentence_and_its_own_figures(adapters_on_path) -> None:
+    from adapters.generate import generation_stats
+    from tests.histories import as_runs
+    from tui_bench.engine.results import identity, latency
+
+    stats = generation_stats([0.002] * 60, [0.065] * 60, [], 1, 64, 64)
+    summary = {**stats, "token_timing": "per-token", "decode_gbps": 1.5, "mbu": 0.3}
+    (run,) = as_runs([_generated(1, summary, batch_size=1)])
+    text = latency.line(run)
+    assert text.startswith("TTFT p50 2.00 · p90 2.00 · p99 2.00 ms; TPOT p50 1.000")
+    assert "over 60 requests of batch 1 (P 64 + N 64 tokens, per-token)" in text
+    assert "1000 decode tokens/s" in text and "MBU % 30.0" in text
+    assert "p99 rests on 60 requests" in text
+    assert run.figure("step_median_s") == pytest.approx(0.001)  # TPOT p50 stands for the step
+    assert run.figure("samples_per_s") == pytest.approx(1000.0)
+    # P and N decide a generation configuration; they split nothing in a training one.
+    other = as_runs([_generated(2, summary, batch_size=1, new_tokens=32)])[0]
+    groups = identity.group_by_configuration([run, other])
+    assert len(groups) == 2
