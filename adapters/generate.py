@@ -81,15 +81,9 @@ import numpy as np
 
 from adapters import data as data_module
 from adapters import protocol
-from adapters.loop import (
-    LATENCY_QUANTILES,
-    Hyper,
-    compact,
-    percentile,
-    request_batches,
-    tail_bounded,
-    tail_requests,
-)
+from adapters.backend import Hyper
+from adapters.clock import compact, percentile
+from adapters.serve import LATENCY_QUANTILES, request_batches, tail_bounded, tail_requests
 
 PER_TOKEN = "per-token"
 WHOLE = "whole"
