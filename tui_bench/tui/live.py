@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import stability
+from tui_bench.engine.results import metrics, stability
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.messages import (
@@ -225,7 +226,7 @@ class RunController:
 def outcome(view: BatchView, title: str, compare_key: str) -> Outcome:
     """What to tell the user about a batch that ended (``compare_key``: the key that opens
     Compare, for a sweep)."""
-    statuses = [r.get("status") for r in view.results]
+    statuses = [r.status for r in view.results]
     if view.lost:
         return Outcome(view.lost, title="run lost", modal=True)
     if view.sweep_id is not None:
@@ -233,8 +234,8 @@ def outcome(view: BatchView, title: str, compare_key: str) -> Outcome:
     if not statuses:
         return Outcome(view.reason or "the run did not start", title=title, severity="error")
     if all(s == RunStatus.FINISHED for s in statuses):
-        step = view.metrics.get("step_median_s")
-        figure = f": step {step * 1000:.1f} ms median" if step else ""
+        figure = finished_figures(view.results[-1])
+        figure = f": {figure}" if figure else ""
         judged = stability.stored_line(view.verdict)  # can the figure be trusted (issue 19)
         figure += f"\n{judged}" if judged else ""
         for why in view.stopped.values():  # --repeats auto: the target, or the maximum
@@ -242,12 +243,30 @@ def outcome(view: BatchView, title: str, compare_key: str) -> Outcome:
         return Outcome(f"{len(statuses)} run(s) finished{figure}", title="done", timeout=8)
     if RunStatus.CANCELLED in statuses:
         return Outcome("run cancelled; recorded as cancelled in History", severity="warning")
-    failed = next(r for r in view.results if r.get("status") != RunStatus.FINISHED)
+    failed = next(r for r in view.results if r.status != RunStatus.FINISHED)
     return Outcome(
-        f"{failed.get('reason') or 'no reason recorded'}\n\n{failed.get('log_tail') or ''}",
-        title=f"run {failed.get('status')}",
+        f"{failed.reason or 'no reason recorded'}\n\n{failed.log_tail or ''}",
+        title=f"run {failed.status}",
         modal=True,
     )
+
+
+def finished_figures(run: Run) -> str:
+    """A finished run's figure and rate in its own mode, through the metric registry: the
+    median step and samples/s (a gpt's tokens/s) of a training run, the p50 request and
+    samples served of an inference run; "" when it has neither."""
+    said = []
+    for key in (
+        metrics.in_mode(metrics.COMPARED_BY_DEFAULT, run.mode),
+        metrics.throughput(run.mode, run.metric("tokens_per_s") is not None),
+    ):
+        value = run.metric(key)
+        if value is not None:
+            shown = metrics.get(key)
+            head = shown.what.split(" (")[0]  # "median step time"; a rate names itself
+            quantity = shown.quantity(value)
+            said.append(quantity if head.endswith(shown.shown_unit) else f"{head} {quantity}")
+    return " · ".join(said)
 
 
 def _sweep_outcome(view: BatchView, statuses: list[Any], compare_key: str) -> Outcome:
