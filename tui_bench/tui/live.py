@@ -152,23 +152,30 @@ class RunController:
                 lambda: self._follow(view, follower), thread=True, group="run", exit_on_error=False
             )
 
-    def attach(self, batch_id: str) -> None:
-        """Follow a batch started elsewhere (another terminal, an earlier session of the app)."""
+    def attach(self, batch_id: str, picked_up: bool = False) -> None:
+        """Follow a batch started elsewhere (another terminal, an earlier session of the app).
+        ``picked_up``: found by the app's watch, not asked for; it gives way to a batch that
+        started here meanwhile, and the user stays on the screen they are on."""
         if self.view is not None and self.view.batch_id == batch_id and not self.view.done:
             return
         self.app.run_worker(
-            lambda: self._attach(batch_id), thread=True, group="run", exit_on_error=False
+            lambda: self._attach(batch_id, picked_up),
+            thread=True,
+            group="run",
+            exit_on_error=False,
         )
 
-    def _attach(self, batch_id: str) -> None:
+    def _attach(self, batch_id: str, picked_up: bool = False) -> None:
         """In a thread: fold the batch's whole backlog (a run attached an hour in has its loss
         curve from step 1) into a fresh view in one pass, so the app only has to draw it."""
         from tui_bench.engine.runs.follow import BatchFollower
 
         follower = BatchFollower(batch_id)
         view = follower.catch_up()
+        if picked_up and self.view is not None and not self.view.done:
+            return  # a run started (or was attached to) meanwhile: it keeps Live
         self.view = view  # from here the previous batch's follower stops
-        self.app.post_message(RunShown(view))
+        self.app.post_message(RunShown(view, switch=not picked_up))
         self._follow(view, follower)
 
     def _follow(self, view: BatchView, follower: Any = None) -> None:
