@@ -76,6 +76,7 @@ class RunController:
         self.app = app
         self.view: BatchView | None = None  # the batch being followed (the app shows it)
         self._adopted: BatchFollower | None = None
+        self._picking: str | None = None  # a batch the watch picked up, its backlog folding
 
     @property
     def running(self) -> bool:
@@ -158,6 +159,10 @@ class RunController:
         started here meanwhile, and the user stays on the screen they are on."""
         if self.view is not None and self.view.batch_id == batch_id and not self.view.done:
             return
+        if picked_up:
+            if self._picking == batch_id:
+                return  # its backlog is still folding: the next look would fold it again
+            self._picking = batch_id
         self.app.run_worker(
             lambda: self._attach(batch_id, picked_up),
             thread=True,
@@ -171,7 +176,11 @@ class RunController:
         from tui_bench.engine.runs.follow import BatchFollower
 
         follower = BatchFollower(batch_id)
-        view = follower.catch_up()
+        try:
+            view = follower.catch_up()
+        finally:
+            if picked_up:
+                self._picking = None
         if picked_up and self.view is not None and not self.view.done:
             return  # a run started (or was attached to) meanwhile: it keeps Live
         self.view = view  # from here the previous batch's follower stops
