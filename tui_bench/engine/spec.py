@@ -162,6 +162,7 @@ class RunSpec:
         low=0.0,
         high=1.0,
         high_open=True,
+        modes=TRAINING,  # a model serves in evaluation mode: no dropout
     )
     seed: int = spec_field(0, help="initialisation and shuffling seed", low=0, high=2**32 - 1)
     warmup_steps: int = spec_field(
