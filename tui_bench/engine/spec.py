@@ -40,6 +40,27 @@ GPT_FIELDS = ("size", *model_manifest.GPT_DIMENSIONS)
 # the spec is made, so the recorded spec holds the number that ran.
 DEFAULT_DROPOUT = 0.25
 MODEL_DROPOUT = {SIZED_MODEL: 0.0}
+# The batch when the spec names none: 128 samples for the fixed-shape models (the 2018 studies'
+# batch); a few sequences for the gpt, as language-model training runs a handful of S-token
+# sequences per step (nanoGPT's gpt2 config: 12), not 128 of them (gpt2-small's logits alone
+# would be 26 GB at 128). Resolved when the spec is made, so the recorded spec holds it.
+DEFAULT_BATCH = 128
+MODEL_BATCH = {SIZED_MODEL: 8}
+
+
+def model_default_text(name: str) -> str | None:
+    """The default of a field that depends on the model, in words for a form ('128, gpt 8'),
+    or None for a field with one default."""
+    per_model = {
+        "batch_size": (DEFAULT_BATCH, MODEL_BATCH),
+        "dropout": (DEFAULT_DROPOUT, MODEL_DROPOUT),
+    }.get(name)
+    if per_model is None:
+        return None
+    default, by_model = per_model
+    return ", ".join([f"{default:g}", *(f"{model} {value:g}" for model, value in by_model.items())])
+
+
 # The dataset when the spec names none: the model's own (catalog.Model.default_dataset), else this.
 DEFAULT_DATASET = "synthetic-mnist"
 # The fields only training reads: an inference run serves the initial weights (docs/inference.md),
@@ -119,9 +140,10 @@ class RunSpec:
         low=1,
         high=MAX_THREADS,
     )
-    batch_size: int = spec_field(
-        128,
-        help="samples per step (inference: per request); a comma list sweeps it, one run each",
+    batch_size: int | None = spec_field(
+        None,
+        help=f"samples per step (inference: per request; default {DEFAULT_BATCH}; gpt: "
+        f"{MODEL_BATCH[SIZED_MODEL]} sequences); a comma list sweeps it, one run each",
         low=1,
         high=65536,
         sweeps=True,
@@ -236,6 +258,8 @@ class RunSpec:
             model = catalog.MODELS.get(self.model)
             dataset = model.default_dataset if model is not None else None
             object.__setattr__(self, "dataset", dataset or DEFAULT_DATASET)
+        if self.batch_size is None:
+            object.__setattr__(self, "batch_size", MODEL_BATCH.get(self.model, DEFAULT_BATCH))
         if self.dropout is None:
             object.__setattr__(self, "dropout", MODEL_DROPOUT.get(self.model, DEFAULT_DROPOUT))
         if self.model == SIZED_MODEL and self.size is None:
