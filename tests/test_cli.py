@@ -99,7 +99,7 @@ def test_run_json_then_history_list_show_and_export(tmp_path):
     # a finished run's line shows its stability verdict
     assert run_id in listing.stdout
     assert any(v in listing.stdout for v in ("stable", "noisy", "unreliable")), listing.stdout
-    shown = json.loads(cli("history", "show", run_id[:-1]).stdout)
+    shown = json.loads(cli("history", "show", run_id[:-1], "--json").stdout)
     assert shown["id"] == run_id
     csv_path = tmp_path / "out.csv"
     exported = cli("history", "export", "--csv", str(csv_path))
