@@ -106,7 +106,11 @@ def _measure_peak(device: str, threads: int, precision: str, err: Any, quiet: bo
     from tui_bench.engine.machine import peaks
 
     say = (lambda line: None) if quiet else (lambda line: err.print(line, markup=False))
-    _peak, why = peaks.measured(device, threads, precision, progress=say)
+    try:
+        _peak, why = peaks.measured(device, threads, precision, progress=say)
+    except KeyboardInterrupt:  # the probe's process is killed with it; nothing has started
+        err.print("cancelled while measuring the peak: no run started", markup=False)
+        raise SystemExit(130) from None
     if why:
         say(f"no measured peak ({why}): MFU is given against the nominal peak only")
 

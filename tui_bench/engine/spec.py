@@ -51,13 +51,13 @@ MODEL_BATCH = {SIZED_MODEL: 8}
 def model_default_text(name: str) -> str | None:
     """The default of a field that depends on the model, in words for a form ('128, gpt 8'),
     or None for a field with one default."""
-    per_model = {
-        "batch_size": (DEFAULT_BATCH, MODEL_BATCH),
-        "dropout": (DEFAULT_DROPOUT, MODEL_DROPOUT),
-    }.get(name)
-    if per_model is None:
+    per_model: dict[str, tuple[float, dict[str, float]]] = {
+        "batch_size": (DEFAULT_BATCH, dict(MODEL_BATCH)),
+        "dropout": (DEFAULT_DROPOUT, dict(MODEL_DROPOUT)),
+    }
+    if name not in per_model:
         return None
-    default, by_model = per_model
+    default, by_model = per_model[name]
     return ", ".join([f"{default:g}", *(f"{model} {value:g}" for model, value in by_model.items())])
 
 
@@ -82,6 +82,7 @@ def spec_field(
     expected: str | None = None,
     modes: tuple[str, ...] | None = None,
     sweeps: bool = False,
+    unset: bool = False,
 ) -> Any:
     """A RunSpec field and its rules, declared once: validation, the CLI flags and forms read them.
 
@@ -90,7 +91,9 @@ def spec_field(
     regular expression a text field must match, ``expected`` says in words what it accepts.
     ``modes``: the spec modes whose runs use the field (None: every mode); in a run of another
     mode it decides no number (``results/identity``). ``sweeps``: a flag may give a comma list
-    of values, one run each (``--batch-size 1,8,64``, ``sweep_values``)."""
+    of values, one run each (``--batch-size 1,8,64``, ``sweep_values``). ``unset``: a field typed
+    without None that a form may leave empty, its default resolved per model when the spec is
+    made (``batch_size``): readers always see a value."""
     metadata = {
         "help": help,
         "low": low,
@@ -102,6 +105,7 @@ def spec_field(
         "expected": expected,
         "modes": modes,
         "sweeps": sweeps,
+        "unset": unset,
     }
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata=metadata)
@@ -140,13 +144,14 @@ class RunSpec:
         low=1,
         high=MAX_THREADS,
     )
-    batch_size: int | None = spec_field(
+    batch_size: int = spec_field(
         None,
         help=f"samples per step (inference: per request; default {DEFAULT_BATCH}; gpt: "
         f"{MODEL_BATCH[SIZED_MODEL]} sequences); a comma list sweeps it, one run each",
         low=1,
         high=65536,
         sweeps=True,
+        unset=True,  # the model's default: resolved in __post_init__
     )
     epochs: int = spec_field(
         2, help="passes over the training split", low=1, high=10_000, modes=TRAINING
@@ -513,7 +518,7 @@ def _declared(spec_field_: Any, default: Any) -> DeclaredField:
     return DeclaredField(
         name=spec_field_.name,
         type=_BASE_TYPES[base],
-        optional="None" in annotation,
+        optional="None" in annotation or bool(meta.get("unset")),
         default=default,
         help=meta["help"],
         low=meta["low"],

@@ -53,7 +53,8 @@ PROBE_REPEATS = 7
 # The peak a run is held against is judged like a run (results/stability.py): enough calls for
 # its spread and steady state to be judged, within a few seconds however slow the kernel is.
 PEAK_CALLS = 30
-PEAK_BUDGET_S = 3.0
+# Per matmul row: eight rows (three frameworks, two sizes) are measured before a first run.
+PEAK_BUDGET_S = 1.0
 
 # A run's precision setting → the probe's matmul row (and the vendor table's column).
 PROBE_ROW = {"fp32": "float32", "tf32": "tf32", "bf16": "bfloat16", "amp-fp16": "float16"}

@@ -190,9 +190,11 @@ def build_problem(spec: RunSpec, found: Fit) -> str | None:
     batch = model_memory.worker_batch(spec)
     forward = flops.inference_request_flops(spec.model, spec.dataset, batch, dims) or 0
     if forward > BUILD_FORWARD_FLOPS:
+        first = "request" if spec.mode == "inference" else "loss"
         return (
-            f"a build runs one forward pass of {forward / 1e9:,.0f} GFLOP at batch {batch} (its "
-            f"first loss), over the dry run's {BUILD_FORWARD_FLOPS / 1e9:.0f} GFLOP"
+            f"one forward pass at batch {batch} (the run's first {first}) is "
+            f"{forward / 1e9:,.0f} GFLOP, over the {BUILD_FORWARD_FLOPS / 1e9:.0f} GFLOP a dry "
+            "run's build may cost"
         )
     build = model_memory.gpt_inference_estimate(dims, batch).total_bytes
     if found.available is not None and build > BUILD_MEMORY_SHARE * found.available:
