@@ -150,7 +150,14 @@ def test_failed_run_exits_1_and_shows_reason_and_log_tail():
 
 
 def test_ctrl_c_cancels_the_worker_and_records_cancelled():
+    from tui_bench.engine.machine import peaks
+
     require_runtime("torch")
+    # The measured peak is taken once before a first run (every framework's matmul: a minute
+    # on a loaded 2-core machine); a stand-in entry lets the Ctrl-C land in training.
+    row = {"kernel": "matmul", "precision": "float32", "tflops": 0.05, "times_s": [0.04] * 10}
+    load = peaks.ProbeLoad(0.0, 0.0, 2, 0.0, 1.0)
+    peaks.store_probe({"framework": "torch", "threads": 1, "compute": [row]}, "cpu", 1, load)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui_bench", "run", "--threads", "1", "--epochs", "50"],
         cwd=REPO,

@@ -540,3 +540,17 @@ def test_real_probes_of_every_installed_framework_give_one_named_peak():
     peak = peaks.cached("cpu", 1, "fp32")
     assert peak is not None and peak.tflops == best["best_tflops"]
     assert peak.what.startswith(best["framework"])
+
+
+def test_a_ctrl_c_while_the_peak_is_measured_is_one_line_and_exit_130(monkeypatch, capsys):
+    from tui_bench.cli import common
+    from tui_bench.cli.run import _measure_peak
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(peaks, "measured", interrupted)
+    with pytest.raises(SystemExit) as ended:
+        _measure_peak("cpu", 1, "fp32", common.console(stderr=True), False)
+    assert ended.value.code == 130
+    assert capsys.readouterr().err.strip() == "cancelled while measuring the peak: no run started"
