@@ -1,8 +1,8 @@
 """The machine's peak FLOP/s, the number a run's FLOPs are held against (MFU): one home.
 
 Two peaks, always named:
-- **measured**: the hardware probe's square matmul (``adapters/hardware_probe.py``, in the torch
-  runtime: the fastest dense kernel this machine runs) at the run's threads and precision. Cached
+- **measured**: the hardware probe's square matmul (the script a framework's manifest names as
+  its ``hardware_probe``, in that framework's runtime: the fastest dense kernel this machine runs) at the run's threads and precision. Cached
   per host, runtime, device, threads and precision with its date (``peaks.json`` in the cache
   directory); ``tui-bench hardware`` measures again; a missing entry is measured once, in a few
   seconds, before the first run that needs it.
@@ -28,10 +28,11 @@ from typing import Any
 
 import psutil
 
+from tui_bench.engine import catalog
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.limits import MFU_ABOVE_ONE
 from tui_bench.engine.machine.sampler import cpu_snapshot
-from tui_bench.engine.paths import adapters_dir, cache_home
+from tui_bench.engine.paths import cache_home
 
 PROBE_TIMEOUT_S = 120.0
 PROBE_SIZE = 1024
@@ -244,9 +245,22 @@ def _save(cache: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def prober() -> catalog.Framework | None:
+    """The framework whose package measures the machine (its manifest's ``hardware_probe``)."""
+    return next((fw for fw in catalog.FRAMEWORKS.values() if fw.hardware_probe), None)
+
+
+def _prober_python() -> str:
+    """The interpreter of the prober's runtime, or RuntimeUnavailable saying why there is none."""
+    fw = prober()
+    if fw is None:
+        raise runtimes.RuntimeUnavailable("no installed framework declares a hardware probe")
+    return runtimes.resolve(fw.name, fw.apis[0]).python
+
+
 def _runtime_key() -> str | None:
     try:
-        python = runtimes.resolve("torch", "eager").python
+        python = _prober_python()
     except runtimes.RuntimeUnavailable:
         return None
     try:
@@ -257,7 +271,7 @@ def _runtime_key() -> str | None:
 
 def cache_key(device: str, threads: int, row: str, runtime: str | None = None) -> str:
     threads_part = f"threads={threads}" if device == "cpu" else "threads=-"
-    runtime = runtime if runtime is not None else (_runtime_key() or "no torch runtime")
+    runtime = runtime if runtime is not None else (_runtime_key() or "no probe runtime")
     return f"{socket.gethostname()}|{runtime}|{device}|{threads_part}|{row}"
 
 
@@ -331,7 +345,7 @@ def store_probe(
         times = row.get("times_s") or []
         cache[cache_key(device, threads, row["precision"], runtime)] = {
             "tflops": best,
-            "what": f"{result.get('framework', 'torch')} matmul {row.get('shape', '')} "
+            "what": f"{result.get('framework', '?')} matmul {row.get('shape', '')} "
             f"{row['precision']}{threads_text}, fastest of {len(times)} calls",
             "measured_at": when,
             "times_s": times,
@@ -380,18 +394,20 @@ def run_probe(
     precisions: tuple[str, ...] = (),
     budget_s: float | None = None,
 ) -> dict[str, Any]:
-    """The hardware probe in the torch runtime (a subprocess); ``{"error": ...}`` when it cannot
-    run. Its matmul rows are cached as this machine's measured peaks, with the load they were
-    measured under (``payload["load"]``)."""
+    """The hardware probe in its framework's runtime (a subprocess); ``{"error": ...}`` when it
+    cannot run. Its matmul rows are cached as this machine's measured peaks, with the load they
+    were measured under (``payload["load"]``)."""
+    fw = prober()
     try:
-        python = runtimes.resolve("torch", "eager").python
+        python = _prober_python()
     except runtimes.RuntimeUnavailable as exc:
-        return {"error": f"the probe runs on torch: {exc}"}
+        return {"error": f"the probe runs on {fw.label if fw else 'no framework'}: {exc}"}
+    assert fw is not None and fw.hardware_probe is not None
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for name in fw.thread_env:
         env[name] = str(threads)
-    command = [python, "-I", str(adapters_dir() / "hardware_probe.py"), "--device", device]
+    command = [python, "-I", str(fw.hardware_probe), "--device", device]
     command += ["--threads", str(threads), "--size", str(size), "--repeats", str(repeats)]
     if matmul_only:
         command.append("--matmul-only")
