@@ -16,10 +16,13 @@ from tui_bench.engine.dataset_manifest import manifest, required_size
 # they are named here too, where the checks of a combination read them.
 from tui_bench.engine.frameworks import (  # noqa: F401
     AUTOTUNE,
+    GENERATE,
+    GENERATES,
     INPUTS,
     MODES,
     PRECISIONS,
     SCALINGS,
+    SPEC_MODES,
     TIMINGS,
     Capabilities,
     Framework,
@@ -29,6 +32,17 @@ from tui_bench.engine.frameworks import (  # noqa: F401
 # Every framework registered through the entry-point group ``tui_bench.frameworks`` (the in-tree
 # ones too), from its manifest; frameworks.problems() says which plugins could not be used.
 FRAMEWORKS: dict[str, Framework] = registry().frameworks
+
+
+def generating_apis() -> tuple[tuple[str, str], ...]:
+    """Every (framework, api) whose capabilities say it generates: the generation tests and the
+    generate presets read this, so an API joins them by declaring the mode."""
+    return tuple(
+        (fw.name, api)
+        for fw in FRAMEWORKS.values()
+        for api in fw.apis
+        if GENERATE in fw.capabilities_for(api).modes
+    )
 
 
 # The gpt (issue 42) is built by every framework × API: no API says "not offered" for it.

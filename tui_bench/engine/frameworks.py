@@ -50,7 +50,7 @@ The manifest (TOML; keys not marked required may be left out)::
     timings = ["synced", "pipelined"]   # default both
     compiles = "no (eager)"         # how it compiles, stated
     data_parallel = "DDP ..."       # its engine for workers > 1 (absent: it refuses them)
-    modes = ["train", "inference"]  # default ["train"]
+    modes = ["train", "inference"]  # default ["train"]; "generate" for an API that generates
     why_not = { precision = "...", workers = "..." }    # the reasons, for one-line refusals
     unsupported = { lstm = "why" }  # models this API cannot express
 
@@ -89,8 +89,13 @@ INPUTS = ("host", "device")
 TIMINGS = ("synced", "pipelined")
 AUTOTUNE = ("on", "off")
 SCALINGS = ("weak", "strong")
-# What a run measures: training steps, or timed inference requests (docs/inference.md).
+# What a run measures: training steps, or timed inference requests (docs/inference.md); every API
+# offers these two. An API that generates tokens (the gpt, docs/generation.md) also lists
+# GENERATE in its capabilities' modes (``GENERATES``); SPEC_MODES are what a spec may ask.
 MODES = ("train", "inference")
+GENERATE = "generate"
+GENERATES = (*MODES, GENERATE)
+SPEC_MODES = (*MODES, GENERATE)
 LAUNCHES = ("launcher", "peers", "devices")
 
 
@@ -303,7 +308,7 @@ def _capabilities(api: dict[str, Any], where: str) -> Capabilities:
         ),
         modes=_subset(
             _strings(api.get("modes", list(defaults.modes)), f"{where}.modes"),
-            MODES,
+            SPEC_MODES,
             f"{where}.modes",
         ),
         why_not=_string_table(api.get("why_not", {}), f"{where}.why_not"),

@@ -2,10 +2,11 @@
 
 Two peaks, always named:
 - **measured**: the hardware probe's square matmul (the script a framework's manifest names as
-  its ``hardware_probe``, in that framework's runtime: the fastest dense kernel this machine runs) at the run's threads and precision. Cached
-  per host, runtime, device, threads and precision with its date (``peaks.json`` in the cache
-  directory); ``tui-bench hardware`` measures again; a missing entry is measured once, in a few
-  seconds, before the first run that needs it.
+  its ``hardware_probe``, in that framework's runtime: the fastest dense kernel this machine
+  runs) at the run's threads and precision. Cached per host, runtime, device, threads and
+  precision with its date (``peaks.json`` in the cache directory); ``tui-bench hardware``
+  measures again; a missing entry is measured once, in a few seconds, before the first run that
+  needs it.
 - **nominal**: for a GPU, the vendor's dense figure (never the "with sparsity" headline, which is
   twice the dense one); for a CPU, cores × clock × FLOPs per cycle from the ISA flags (AVX-512 /
   AVX2 FMA, AMX), an *estimate* where the clock or the FMA unit count is not known (a VM reports
@@ -523,6 +524,8 @@ def run_figures(
     that sentence as ``mfu_error``: a wrong peak must not give a number that looks right."""
     from tui_bench.engine import flops
 
+    if mode == "generate":  # its figures: machine/bandwidth.generation_figures
+        return {}
     if mode == "inference":
         per_step = flops.inference_request_flops(model, dataset, global_batch, dims)
         out: dict[str, Any] = {"flops_per_request": per_step}
