@@ -431,7 +431,7 @@ def test_run_probe_records_the_load_it_measured_under(monkeypatch):
 def test_the_probe_stops_a_slow_kernel_at_its_budget_but_never_under_five_calls():
     import importlib.util
 
-    path = Path(__file__).parent.parent / "adapters" / "hardware_probe.py"
+    path = Path(__file__).parent.parent / "adapters" / "torch" / "hardware_probe.py"
     spec = importlib.util.spec_from_file_location("hardware_probe_under_test", path)
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)

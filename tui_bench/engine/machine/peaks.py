@@ -1,9 +1,9 @@
 """The machine's peak FLOP/s, the number a run's FLOPs are held against (MFU): one home.
 
 Two peaks, always named:
-- **measured**: the best square matmul this machine runs (``adapters/hardware_probe.py``) at the
-  run's threads and precision, over every installed framework that can time one (torch eager,
-  TensorFlow graph and XLA, JAX jit; each in its own runtime, at ``PEAK_SIZES``), the winner
+- **measured**: the best square matmul this machine runs (the script the prober's manifest names as its ``hardware_probe``) at the
+  run's threads and precision, over every installed framework whose manifest declares a ``peak_probe`` (today torch
+  eager, TensorFlow graph and XLA, JAX jit; each in its own runtime, at ``PEAK_SIZES``), the winner
   named (framework, size, dtype, threads). Cached per host, runtimes, device, threads and
   precision with its date (``peaks.json`` in the cache directory); ``tui-bench hardware``
   measures again; a missing entry is measured once, in seconds, before the first run that
@@ -32,10 +32,11 @@ from typing import Any
 
 import psutil
 
+from tui_bench.engine import catalog
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.limits import MFU_ABOVE_ONE
 from tui_bench.engine.machine.sampler import cpu_snapshot
-from tui_bench.engine.paths import adapters_dir, cache_home
+from tui_bench.engine.paths import cache_home
 
 PROBE_TIMEOUT_S = 120.0
 PROBE_SIZE = 1024
@@ -44,11 +45,6 @@ PROBE_SIZE = 1024
 PEAK_SIZES = (PROBE_SIZE, 2 * PROBE_SIZE)
 # The frameworks whose matmul the measured peak is the best of: (probe name, catalog framework,
 # API whose runtime runs it). A framework without a runtime here is skipped, and said so.
-PEAK_FRAMEWORKS = (
-    ("torch", "torch", "eager"),
-    ("tensorflow", "tensorflow", "graph"),
-    ("jax", "keras", "jax"),
-)
 PROBE_REPEATS = 7
 # The peak a run is held against is judged like a run (results/stability.py): enough calls for
 # its spread and steady state to be judged, within a few seconds however slow the kernel is.
@@ -259,10 +255,28 @@ def _save(cache: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def prober() -> catalog.Framework | None:
+    """The framework whose package holds the hardware probe (its manifest's ``hardware_probe``):
+    the script that measures the card's compute rows and every ``peak_probe`` kernel."""
+    return next((fw for fw in catalog.FRAMEWORKS.values() if fw.hardware_probe), None)
+
+
+def peak_frameworks() -> list[tuple[str, str, str]]:
+    """(kernel, framework, api) of every framework whose manifest declares a ``peak_probe``: the
+    measured peak is the best of their matmuls, the prober's own first."""
+    first = prober()
+    found = [
+        (fw.peak_probe[1], fw.name, fw.peak_probe[0])
+        for fw in catalog.FRAMEWORKS.values()
+        if fw.peak_probe is not None
+    ]
+    return sorted(found, key=lambda row: first is None or row[1] != first.name)
+
+
 def _probe_pythons() -> dict[str, str]:
-    """The interpreter of each ``PEAK_FRAMEWORKS`` runtime installed here, by probe name."""
+    """The interpreter of each peak framework's runtime installed here, by kernel name."""
     found: dict[str, str] = {}
-    for name, framework, api in PEAK_FRAMEWORKS:
+    for name, framework, api in peak_frameworks():
         try:
             found[name] = runtimes.resolve(framework, api).python
         except runtimes.RuntimeUnavailable:
@@ -345,7 +359,7 @@ def best_rows(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for row in result.get("compute") or []:
         if row.get("kernel") != "matmul" or not row.get("tflops"):
             continue
-        row = {"framework": result.get("framework", "torch"), **row}
+        row = {"framework": result.get("framework", "?"), **row}
         speed = row.get("best_tflops") or row["tflops"]
         held = best.get(row["precision"])
         if held is None or speed > (held.get("best_tflops") or held["tflops"]):
@@ -481,29 +495,42 @@ def _probe_command(
     precisions: tuple[str, ...],
     budget_s: float | None,
 ) -> list[str]:
-    command = [python, "-I", str(adapters_dir() / "hardware_probe.py"), "--device", device]
+    """The probe script (the prober's ``hardware_probe``) timing kernel ``name``'s matmul; the
+    card's conv and latency rows only for the prober's own kernel."""
+    fw = prober()
+    assert fw is not None and fw.hardware_probe is not None
+    command = [python, "-I", str(fw.hardware_probe), "--device", device]
     command += ["--threads", str(threads), "--size", str(sizes[0]), "--repeats", str(repeats)]
     command += ["--framework", name, "--sizes", ",".join(map(str, sizes))]
-    if matmul_only or name != "torch":
+    if matmul_only or name != _card_kernel():
         command.append("--matmul-only")
     if precisions:
         command += ["--precisions", ",".join(precisions)]
     if budget_s is not None:
         command += ["--budget-s", str(budget_s)]
-    if name == "jax" and device == "cpu":  # JAX honours no thread variable: its CPUs are pinned
+    pins = any(
+        kernel == name and catalog.FRAMEWORKS[framework].pins_affinity(api)
+        for kernel, framework, api in peak_frameworks()
+    )
+    if pins and device == "cpu":  # a framework that honours no thread variable: CPUs pinned
         cpus = sorted(os.sched_getaffinity(0))[:threads]
         command += ["--affinity", ",".join(map(str, cpus))]
     return command
+
+
+def _card_kernel() -> str | None:
+    """The kernel whose probe also measures the card's conv and latency rows: the prober's."""
+    fw = prober()
+    return fw.peak_probe[1] if fw is not None and fw.peak_probe is not None else None
 
 
 def _probe_env(threads: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-    for name in (*names, "TF_NUM_INTRAOP_THREADS"):
-        env[name] = str(threads)
-    env["TF_NUM_INTEROP_THREADS"] = "1"
+    for _kernel, framework, _api in peak_frameworks():
+        for name in catalog.FRAMEWORKS[framework].thread_env:
+            env[name] = str(threads)
     return env
 
 
@@ -524,10 +551,10 @@ def run_probe(
     budget_s: float | None = None,
     sizes: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
-    """The hardware probe: torch's (the card's conv and latency too, unless ``matmul_only``),
-    then the matmul of every other installed framework of ``PEAK_FRAMEWORKS``, each in its own
+    """The hardware probe: the prober's kernel (the card's conv and latency too, unless
+    ``matmul_only``), then the matmul of every other framework of ``peak_frameworks()``, each in its own
     runtime (a subprocess), at ``sizes`` (default ``size`` and twice it); ``{"error": ...}``
-    when none can run. The payload is torch's, with every framework's matmul rows in
+    when none can run. The payload is the prober's, with every framework's matmul rows in
     ``compute`` (each naming its framework) and ``probes`` saying how each went. The best
     matmul row of each precision is cached as this machine's measured peak, with the load the
     probes ran under (``payload["load"]``)."""
@@ -538,7 +565,8 @@ def run_probe(
     payload: dict[str, Any] | None = None
     rows: list[dict[str, Any]] = []
     said: dict[str, str] = {}
-    for name, _framework, _api in PEAK_FRAMEWORKS:
+    card = _card_kernel()
+    for name, _framework, _api in peak_frameworks():
         python = pythons.get(name)
         if python is None:
             said[name] = "no runtime installed"
@@ -556,10 +584,10 @@ def run_probe(
                 row.setdefault("framework", found.get("framework", name))
                 row.setdefault("size", size)
             rows.append(row)
-        if payload is None or name == "torch":
+        if payload is None or name == card:
             payload = {k: v for k, v in found.items() if k != "compute"}
-    if payload is None or (not matmul_only and said.get("torch") != "ok"):
-        # the card's conv and latency rows are torch's: without it there is no card
+    if payload is None or (not matmul_only and said.get(card or "") != "ok"):
+        # the card's conv and latency rows are the prober's: without it there is no card
         why = "; ".join(f"{name}: {text}" for name, text in said.items())
         return {"error": f"hardware probe failed ({why})"}
     load = window.end()

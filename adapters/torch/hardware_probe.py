@@ -1,5 +1,5 @@
 """Short measurements of one device, for the hardware card: run by the app as
-``python -I adapters/hardware_probe.py --device cpu|gpu:N --threads N`` in the torch runtime
+``python -I adapters/torch/hardware_probe.py --device cpu|gpu:N --threads N`` in the torch runtime
 (stdlib + numpy + torch; never in the UI process). Prints one line, ``TUI_BENCH_HARDWARE {json}``.
 
 ``--framework tensorflow|jax --matmul-only`` times the same square matmul in that framework's
@@ -30,7 +30,7 @@ def _load_adapters_package() -> None:
     """Load ``adapters`` by path, as the worker does (never from site-packages)."""
     import importlib.util
 
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # adapters/, above this package
     spec = importlib.util.spec_from_file_location(
         "adapters", here / "__init__.py", submodule_search_locations=[str(here)]
     )
@@ -40,7 +40,7 @@ def _load_adapters_package() -> None:
 
 
 def _keep_adapters_off_path(root: Path) -> None:
-    """Drop the adapters tree from sys.path. A plain ``python adapters/hardware_probe.py`` (no ``-I``) puts
+    """Drop the adapters tree from sys.path. A plain ``python adapters/torch/hardware_probe.py`` (no ``-I``) puts
     the script's directory first on it, where ``adapters/torch/`` would stand in for the real
     ``torch`` (tests/test_framework_packages.py)."""
 
@@ -340,7 +340,7 @@ def _method(args: argparse.Namespace) -> str:
 
 
 if __name__ == "__main__":
-    _keep_adapters_off_path(Path(__file__).resolve().parent)
+    _keep_adapters_off_path(Path(__file__).resolve().parents[1])
     if "adapters" not in sys.modules:
         _load_adapters_package()
     from adapters.process_end import leave
