@@ -448,15 +448,15 @@ def read_manifest(
         hardware_probe = _package_file(
             package_dir, raw["hardware_probe"], f"{where}: hardware_probe"
         )
-    peak_probe = None
+    peak_probe: tuple[str, str] | None = None
     if "peak_probe" in raw:
         probe_raw = _string_table(raw["peak_probe"], f"{where}: peak_probe")
-        api, kernel = probe_raw.get("api"), probe_raw.get("kernel")
-        if api not in apis or not kernel or set(probe_raw) - {"api", "kernel"}:
+        probe_api, kernel = probe_raw.get("api", ""), probe_raw.get("kernel", "")
+        if probe_api not in apis or not kernel or set(probe_raw) - {"api", "kernel"}:
             raise ManifestError(
                 f"{where}: peak_probe needs api (one of {', '.join(apis)}) and kernel, no more"
             )
-        peak_probe = (api, kernel)
+        peak_probe = (probe_api, kernel)
     framework = Framework(
         name=name,
         label=label,

@@ -376,7 +376,7 @@ def _rows_text(result: dict[str, Any], precision: str) -> str:
     ]
     rows.sort(key=lambda r: -(r.get("best_tflops") or r["tflops"]))
     return "; ".join(
-        f"{row.get('framework', result.get('framework', 'torch'))}"
+        f"{row.get('framework', result.get('framework', '?'))}"
         f"{' ' + row['variant'] if row.get('variant') else ''} "
         f"{row.get('size', '?')}² {(row.get('best_tflops') or row['tflops']):.4g}"
         for row in rows
