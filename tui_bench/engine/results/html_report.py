@@ -404,7 +404,7 @@ def _machine(page: Page) -> str:
         f'<li><span class="badge {css}">{_e(text)}</span> — {count} run(s)</li>'
         for (text, css), count in checks.items()
     )
-    loads = _distinct([tables_module._load(r) for r in page.records])  # the card's own words
+    loads = _distinct([tables_module.load_text(r) for r in page.records])  # the card's own words
     versions: dict[str, dict[str, Any]] = {}
     for r in page.records:
         name = page.labels.get(r.id, r.label)
