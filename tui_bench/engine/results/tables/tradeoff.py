@@ -109,6 +109,7 @@ FROM_BATCH = Column("from batch", COUNT, terminal=False)  # the family's previou
 GAINED = Column("throughput ×", RATIO)  # against the previous batch of the family
 PAID = Column("latency ×", RATIO)
 WITHIN = Column("within bound", FLAG)
+BOUND = Column("bound", NUMBER, "s", terminal=False)  # the latency bound asked, in each row
 PAIR = Column("figures", TEXT, terminal=False)  # TradeOff.key: which pair the row trades
 CONFIGURATION = Column("configuration", TEXT, terminal=False)  # the configuration's label
 
@@ -149,7 +150,7 @@ def tradeoff_table(configs: list[Group], bound: LatencyBound | None = None) -> T
         FROM_BATCH,
         GAINED,
         PAID,
-        *((WITHIN,) if bound is not None else ()),
+        *((WITHIN, BOUND) if bound is not None else ()),
         PAIR,
         CONFIGURATION,
     )
@@ -218,7 +219,7 @@ def tradeoff_table(configs: list[Group], bound: LatencyBound | None = None) -> T
                     from_batch,
                     gained,
                     paid,
-                    *((within,) if bound is not None else ()),
+                    *((within, bound.seconds) if bound is not None else ()),
                     pair.key,
                     c.label,
                 ],
