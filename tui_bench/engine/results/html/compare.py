@@ -5,7 +5,6 @@ names no table family."""
 
 from __future__ import annotations
 
-from tui_bench.engine.results import metrics
 from tui_bench.engine.results import verdict as verdict_module
 from tui_bench.engine.results.html.markup import esc, html_table, metric_label
 from tui_bench.engine.results.html.page import Page
@@ -56,7 +55,7 @@ def _trade_off_question(page: Page, traded, also: list[str]) -> list[str]:
         latency = esc(pair.latency_words)
         out.append(
             f"What does each larger batch buy in <strong>{throughput}</strong>, and what does it "
-            f"cost in <strong>{latency}</strong> ({esc(metrics.get(pair.latency).what)}), over "
+            f"cost in <strong>{latency}</strong>, over "
             f"{len(page.records)} run(s)?"
         )
         if traded.has(tradeoff.BOUND) and traded.rows:

@@ -69,6 +69,46 @@ def row_verdict(verdicts: Sequence[tuple[str, Verdicts]]) -> tuple[str, str]:
     return "", ""
 
 
+FOLD_AT = 90  # characters of a long text shown before it folds
+
+
+def _head(text: str) -> str:
+    """The first ``FOLD_AT`` characters of a text, cut after a space where there is one."""
+    if len(text) <= FOLD_AT:
+        return text
+    cut = text.rfind(" ", 0, FOLD_AT)
+    return text[: cut if cut > FOLD_AT // 2 else FOLD_AT].rstrip() + " …"
+
+
+def folded(lines: Sequence[str]) -> str:
+    """Lines of text (a run's reasons) folded: the first (its first ``FOLD_AT`` characters) in
+    the table, the whole a click away (``<details>``, no script); a short single line as it
+    is."""
+    lines = [line for line in lines if line]
+    if not lines:
+        return ""
+    if len(lines) == 1 and len(lines[0]) <= FOLD_AT:
+        return esc(lines[0])
+    more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+    whole = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    return (
+        f'<details class="fold"><summary>{esc(_head(lines[0]))}'
+        f'<span class="more">{more}</span></summary><ul>{whole}</ul></details>'
+    )
+
+
+def table_open(table_id: str, title: str = "") -> str:
+    """A table's title above its own scroll box (so a long title wraps with the page, not with
+    a table wider than it) and the table's opening tag, labelled by that title."""
+    if not title:
+        return f'<div class="scroll"><table id="{esc(table_id)}">'
+    return (
+        f'<p class="caption" id="caption-{esc(table_id)}">{esc(title)}</p>'
+        f'<div class="scroll"><table id="{esc(table_id)}" '
+        f'aria-labelledby="caption-{esc(table_id)}">'
+    )
+
+
 def html_table(t: Table, *, caption: bool = True) -> str:
     """A computed table as HTML: the columns and cell texts a terminal shows
     (``render_module.shown_rows``), numbers to the right, its note below; a table whose rows are
@@ -76,9 +116,7 @@ def html_table(t: Table, *, caption: bool = True) -> str:
     not all stable is marked."""
     headers, rows = render_module.shown_rows(t)
     judged = any(row.verdicts for row in t.rows)
-    out = [f'<div class="scroll"><table id="table-{esc(t.name)}">']
-    if caption:
-        out.append(f"<caption>{esc(t.title)}</caption>")
+    out = [table_open(f"table-{t.name}", t.title if caption else "")]
     heads = [*headers, *(["verdict"] if judged else [])]
     out.append(
         "<thead><tr>" + "".join(f'<th scope="col">{esc(c)}</th>' for c in heads) + "</tr></thead>"
@@ -87,16 +125,19 @@ def html_table(t: Table, *, caption: bool = True) -> str:
     for row, shown in zip(t.rows, rows, strict=True):
         cells = []
         for text, numeric in shown:
-            kind = "num" if numeric else "short" if len(text) <= 24 else ""
+            kind = "num" if numeric else "short" if len(text) <= 24 else "long"
             cells.append(f"<td{f' class={kind}' if kind else ''}>{esc(text)}</td>")
         row_class = ""
         if judged:
             state, text = row_verdict(row.verdicts)
             said = any(text in cell for cell, _ in shown)
-            detail = (
-                f'<br><span class="why">{esc(text)}</span>' if text != state and not said else ""
+            # each side not stable, by name; more than two fold under the first
+            sides = text.split("; ")
+            why = esc(text) if len(sides) <= 2 else folded(sides)
+            detail = f'<br><span class="why">{why}</span>' if text != state and not said else ""
+            cells.append(
+                f'<td class="verdict">{badge(state, state) + detail if state else ""}</td>'
             )
-            cells.append(f"<td>{badge(state, state) + detail if state else ''}</td>")
             row_class = f' class="{verdict_class(state)}"' if state else ""
         out.append(f"<tr{row_class}>" + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tui_bench.engine.results import regress as regress_module
 from tui_bench.engine.results import render as render_module
-from tui_bench.engine.results.html.markup import esc, metric_label
+from tui_bench.engine.results.html.markup import esc, metric_label, table_open
 from tui_bench.engine.results.html.page import Page
 from tui_bench.engine.results.html.shared import machine, runs_table
 
@@ -51,7 +51,7 @@ def regress_sections(page: Page, found: regress_module.Report) -> list[str]:
     )
     t = found.table()  # the terminal's and the CSV's table, as the terminal shows it
     headers, shown_rows = render_module.shown_rows(t)
-    body = ['<div class="scroll"><table id="table-regress">', f"<caption>{esc(t.title)}</caption>"]
+    body = [table_open("table-regress", t.title)]
     body.append(
         "<thead><tr>"
         + "".join(f"<th scope=col>{esc(c)}</th>" for c in headers)

@@ -15,11 +15,13 @@ from tui_bench.engine.results.html.markup import (
     cell,
     distinct,
     esc,
+    folded,
     inline_svg,
     kv_table,
     metric_label,
     minute,
     strings,
+    table_open,
     verdict_class,
 )
 from tui_bench.engine.results.html.page import Page
@@ -94,13 +96,20 @@ def machine(page: Page) -> str:
     )
 
 
+def _figure_cell(m: metrics.Metric, value: float | None) -> str:
+    """A run's figure in the unit its header names (``Metric.text``: scaled, its digits)."""
+    return "<td>—</td>" if value is None else f'<td class="num">{esc(m.text(value))}</td>'
+
+
 def runs_table(page: Page) -> str:
     label, _ = metric_label(page.metric)
+    compared = metrics.get(page.metric)
     extras = [
-        # per-run facts beside the compared metric (the registry's PAGE), where some run has one
-        (m.key, m.label)
+        # per-run facts beside the compared metric (the registry's PAGE), where some run has one,
+        # under their short header in the unit they are shown in ("p99 ms", not a sentence)
+        m
         for m in metrics.placed(metrics.PAGE)
-        if any(r.metric(m.key) is not None for r in page.records)
+        if m.key != page.metric and any(r.metric(m.key) is not None for r in page.records)
     ]
     sides: dict[str, str] = {}  # regress: which side each run is on
     for row in page.regress.rows if page.regress is not None else []:
@@ -111,14 +120,13 @@ def runs_table(page: Page) -> str:
         *(["side"] if sides else []),
         "configuration",
         "status",
-        page.metric,
+        compared.short,
         "verdict",
         "reasons",
-        *(n for _, n in extras),
+        *(m.short for m in extras),
     ]
     out = [
-        '<div class="scroll"><table id="table-runs">',
-        f"<caption>{esc(label)}: each run as recorded</caption>",
+        table_open("table-runs", f"{label}: each run as recorded"),
     ]
     out.append(
         "<thead><tr>"
@@ -128,8 +136,8 @@ def runs_table(page: Page) -> str:
     for r in page.records:
         status = r.status or "?"
         verdict = r.verdict or ("not judged" if r.finished else "")
-        reasons = "; ".join(x.message for x in r.reasons) or (
-            (r.text_field("reason") or "") if not r.finished else ""
+        reasons = [x.message for x in r.reasons] or (
+            [r.text_field("reason") or ""] if not r.finished else []
         )
         value = r.metric(page.metric)
         cells = [
@@ -137,22 +145,18 @@ def runs_table(page: Page) -> str:
             *([f"<td>{esc(sides.get(r.id, ''))}</td>"] if sides else []),
             f"<td>{esc(page.labels.get(r.id, r.label))}</td>",
             f"<td>{esc(status)}</td>",
-            f'<td class="num">{cell(value)}</td>' if value is not None else "<td>—</td>",
+            _figure_cell(compared, value),
             f"<td>{badge(verdict) if verdict else ''}</td>",
-            f"<td>{esc(reasons)}</td>",
-            *(
-                f'<td class="num">{cell(r.metric(key))}</td>'
-                if r.metric(key) is not None
-                else "<td>—</td>"
-                for key, _ in extras
-            ),
+            f'<td class="reasons">{folded(reasons)}</td>',
+            *(_figure_cell(m, r.metric(m.key)) for m in extras),
         ]
         row_class = verdict_class(verdict if r.finished else "unreliable")
         out.append(f'<tr class="{row_class}">' + "".join(cells) + "</tr>")
     out.append("</tbody></table></div>")
     out.append(
         '<p class="note">verdict: the run\'s own stability check (stable / noisy / unreliable) '
-        "with the rules it broke; a run that did not finish gives no number.</p>"
+        "with the rules it broke (the first shown, the rest folded under it); a run that did "
+        "not finish gives no number.</p>"
     )
     return "\n".join(out)
 

@@ -13,15 +13,25 @@ CSS = """
     --row-warn: #2d2410; --row-bad: #3a1618; }
 }
 * { box-sizing: border-box; }
-body { margin: 0 auto; max-width: 72rem; padding: 1.5rem; background: var(--bg); color: var(--fg);
+body { margin: 0 auto; max-width: 80rem; padding: 1.5rem; background: var(--bg); color: var(--fg);
   font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
 h1 { font-size: 1.6rem; margin: 0 0 .25rem; } h2 { font-size: 1.25rem; margin: 2rem 0 .5rem;
   padding-bottom: .25rem; border-bottom: 1px solid var(--line); } h3 { font-size: 1rem; margin: 1.25rem 0 .4rem; }
 p.meta, p.note, figcaption { color: var(--muted); font-size: .85rem; }
 p.verdict { font-size: 1.05rem; }
-.scroll { overflow-x: auto; }
+/* the page never grows wider than its window: a wide table scrolls inside its own box, a long
+   text folds (a reason under its first line, words broken where a word is wider than its cell) */
+.scroll { overflow-x: auto; max-width: 100%; }
+main, header, section { max-width: 100%; overflow-wrap: break-word; }
+td.long { min-width: 12rem; max-width: 28rem; }
+td.reasons { min-width: 16rem; overflow-wrap: anywhere; }
+td.verdict { min-width: 12rem; }
+details.fold summary { cursor: pointer; }
+details.fold ul { margin: .25rem 0 0; padding-left: 1rem; }
+.more { color: var(--muted); font-size: .8rem; white-space: nowrap; }
+header code { white-space: normal; overflow-wrap: anywhere; }
 table { border-collapse: collapse; margin: .5rem 0; font-size: .85rem; }
-caption { text-align: left; font-weight: 600; padding: .25rem 0; }
+p.caption { font-weight: 600; font-size: .85rem; margin: .75rem 0 0; }
 th, td { border: 1px solid var(--line); padding: .25rem .5rem; vertical-align: top; text-align: left; }
 thead th, table.kv th { background: var(--head); }
 td.short { white-space: nowrap; }
@@ -40,6 +50,7 @@ ul.configs li { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-s
   :root { --bg: #fff; --fg: #000; --muted: #333; --head: #eee; }
   body { max-width: none; padding: 0; font-size: 10pt; }
   .scroll { overflow: visible; }
+  details.fold::details-content { content-visibility: visible; display: block; }
   table, figure { page-break-inside: avoid; break-inside: avoid; }
   h2 { page-break-after: avoid; break-after: avoid; }
 }
