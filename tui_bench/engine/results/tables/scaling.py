@@ -27,8 +27,17 @@ from tui_bench.engine.results.tables.model import (
     metric_info,
 )
 
-
 # -- scaling ---------------------------------------------------------------------------------------
+# The columns a reader (the figures) names: both tables have WITH and SPEEDUP; the threads
+# table's x is THREADS (its baseline row says so in VS_FEWEST), the workers table's WORKERS.
+WITH = Column("with")
+THREADS = Column("threads", COUNT)
+WORKERS = Column("workers", COUNT)
+SCALING = Column("scaling")  # weak or strong
+SPEEDUP = Column("speed-up", RATIO)
+VS_FEWEST = Column("vs fewest threads", terminal=False)  # "baseline", or the test in words
+
+
 def scaling_table(configs: list[Group], varying: list[str], metric: str) -> Table | None:
     if "threads" not in varying:
         return None
@@ -39,16 +48,16 @@ def scaling_table(configs: list[Group], varying: list[str], metric: str) -> Tabl
         "scaling",
         f"thread scaling of {m.what}",
         (
-            Column("with"),
-            Column("threads", COUNT),
+            WITH,
+            THREADS,
             Column("median", NUMBER, m.unit),
-            Column("speed-up", RATIO),
+            SPEEDUP,
             Column("efficiency", FRACTION),
             Column("oversubscribed", FLAG),
             Column("p", P_VALUE, terminal=False),
             Column("n", COUNT, terminal=False),
             Column("test"),
-            Column("vs fewest threads", terminal=False),
+            VS_FEWEST,
         ),
         note="speed-up = median at the fewest threads / median here; efficiency = speed-up / "
         "(threads / fewest threads); 100 % is perfect scaling. test: against the fewest "
@@ -96,13 +105,13 @@ def worker_scaling_table(configs: list[Group], varying: list[str]) -> Table | No
         "workers",
         "data-parallel scaling: global samples/s (steady state) against workers",
         (
-            Column("with"),
-            Column("scaling"),
-            Column("workers", COUNT),
+            WITH,
+            SCALING,
+            WORKERS,
             Column("threads/worker", COUNT),
             Column("global batch", COUNT, terminal=False),
             Column("samples/s", NUMBER, "samples/s"),
-            Column("speed-up", RATIO),
+            SPEEDUP,
             Column("efficiency", FRACTION),
             Column("step median s", NUMBER, "s", terminal=False),
             Column("comm set-up s", NUMBER, "s"),

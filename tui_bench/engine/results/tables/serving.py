@@ -21,6 +21,16 @@ from tui_bench.engine.results.tables.model import COUNT, NUMBER, Column, Table
 CURVE = ("latency_p50_s", "latency_p90_s", "latency_p99_s", "inference_samples_per_s")
 
 
+WITH = Column("with")  # the family: what else the configurations differ in
+BATCH = Column("batch", COUNT)
+
+
+def curve_column(key: str) -> Column:
+    """The column of one of ``CURVE``'s figures ('p50' in s, 'infer samples/s')."""
+    m = metrics.get(key)
+    return Column(m.short.split()[0] if m.unit == "s" else m.short, NUMBER, m.unit)
+
+
 def batch_curve_table(configs: list[Group]) -> Table | None:
     """Latency and throughput against the batch size, one curve per family (framework × API and
     whatever else the inference configurations differ in beside the batch), for the inference
@@ -35,13 +45,10 @@ def batch_curve_table(configs: list[Group]) -> Table | None:
         + ", ".join(m.what.removeprefix("inference ") for m in shown)
         + " per family",
         (
-            Column("with"),
-            Column("batch", COUNT),
+            WITH,
+            BATCH,
             Column("n", COUNT),
-            *(
-                Column(m.short.split()[0] if m.unit == "s" else m.short, NUMBER, m.unit)
-                for m in shown
-            ),
+            *(curve_column(m.key) for m in shown),
             Column("requests", COUNT, terminal=False),
         ),
         note="cells: median over the finished repeats of each run's own figure; a run's p90 and "

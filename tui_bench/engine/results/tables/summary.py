@@ -27,6 +27,10 @@ CONFIGURATION = Column("configuration")
 N = Column("n", COUNT)
 MEDIAN = Column("median", NUMBER)
 IQR = Column("IQR", NUMBER)
+Q1 = Column("q1", NUMBER, terminal=False)
+Q3 = Column("q3", NUMBER, terminal=False)
+MIN = Column("min", NUMBER, terminal=False)
+MAX = Column("max", NUMBER, terminal=False)
 
 
 def _time_to_accuracy(c: Group) -> str | None:
@@ -68,12 +72,12 @@ def summary_table(configs: list[Group], metric: str) -> Table:
             replace(MEDIAN, unit=m.unit),
             replace(IQR, unit=m.unit),
             Column("notes"),
-            number("q1"),
-            number("q3"),
+            replace(Q1, unit=m.unit),
+            replace(Q3, unit=m.unit),
             number("mean"),
             number("std"),
-            number("min"),
-            number("max"),
+            replace(MIN, unit=m.unit),
+            replace(MAX, unit=m.unit),
             Column("failed", COUNT, terminal=False),
             Column("oversubscribed", FLAG, terminal=False),
             Column("time to accuracy", terminal=False),
