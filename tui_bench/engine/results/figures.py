@@ -192,9 +192,11 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
 
     def at(r: Any, column: Any) -> float:  # a spread's end, or the median where it has none
         found = summary.number(r, column)
-        return (found if found is not None else summary.number(r, S.MEDIAN)) * scale
+        if found is None:
+            found = summary.number(r, S.MEDIAN) or 0.0
+        return found * scale
 
-    boxes = [
+    boxes: list[dict[str, Any]] = [
         {
             "label": f"{summary.text(r, S.CONFIGURATION)} (n={summary.cell(r, S.N)})",
             "med": at(r, S.MEDIAN),
