@@ -151,6 +151,7 @@ def fake_events(
                 "type": "result",
                 "record": {
                     "id": run_id,
+                    "spec": spec.to_dict(),  # the history record: what the runner writes
                     "status": "finished",
                     "reason": None,
                     "metrics": metrics,
@@ -247,7 +248,7 @@ def fake_inference_events(
     finish: bool = True,
     stop_after: int | None = None,
 ) -> list[dict[str, Any]]:
-    """An inference run's events, shaped like ``adapters/loop.py``'s ``run_inference``: one
+    """An inference run's events, shaped like ``adapters/serve.py``'s ``run_inference``: one
     epoch of warm-up + timed requests, ``requests`` events of latencies (a lognormal body and a
     few slow requests, as a CPU serves), the finished summary and the result."""
     rng = random.Random(seed)
@@ -322,6 +323,7 @@ def fake_inference_events(
             "type": "result",
             "record": {
                 "id": run_id,
+                "spec": spec.to_dict(),  # the history record: what the runner writes
                 "status": "finished",
                 "reason": None,
                 "metrics": {**summary, "threads_effective": spec.threads},

@@ -5,7 +5,7 @@ changes nothing. The trade-off table is a tab of its own (the table registry's).
 
 from __future__ import annotations
 
-from textual.widgets import Input, Static, TabbedContent
+from textual.widgets import Input, TabbedContent
 
 from tests.test_tradeoff import batch_sweep
 from tests.tui.helpers import show_in_compare
@@ -13,8 +13,8 @@ from tui_bench.tui.app import TuiBenchApp
 
 
 def verdict_line(screen) -> str:
-    lines = str(screen.query_one("#compare-note", Static).render()).splitlines()
-    return next(line for line in lines if line.startswith("verdict"))
+    """The screen's verdict, whole (at 80×24 it is folded to one line until v opens it)."""
+    return screen.verdict_text
 
 
 async def test_b_sets_a_latency_bound_and_the_verdict_names_the_best_inside_it(tui_home):

@@ -40,11 +40,47 @@ GPT_FIELDS = ("size", *model_manifest.GPT_DIMENSIONS)
 # the spec is made, so the recorded spec holds the number that ran.
 DEFAULT_DROPOUT = 0.25
 MODEL_DROPOUT = {SIZED_MODEL: 0.0}
+# The batch when the spec names none: 128 samples for the fixed-shape models (the 2018 studies'
+# batch); a few sequences for the gpt, as language-model training runs a handful of S-token
+# sequences per step (nanoGPT's gpt2 config: 12), not 128 of them (gpt2-small's logits alone
+# would be 26 GB at 128). Resolved when the spec is made, so the recorded spec holds it.
+DEFAULT_BATCH = 128
+MODEL_BATCH = {SIZED_MODEL: 8}
+
+
+def model_default_text(name: str) -> str | None:
+    """The default of a field that depends on the model, in words for a form ('128, gpt 8'),
+    or None for a field with one default."""
+    per_model: dict[str, tuple[float, dict[str, float]]] = {
+        "batch_size": (DEFAULT_BATCH, dict(MODEL_BATCH)),
+        "dropout": (DEFAULT_DROPOUT, dict(MODEL_DROPOUT)),
+    }
+    if name not in per_model:
+        return None
+    default, by_model = per_model[name]
+    return ", ".join([f"{default:g}", *(f"{model} {value:g}" for model, value in by_model.items())])
+
+
 # The dataset when the spec names none: the model's own (catalog.Model.default_dataset), else this.
 DEFAULT_DATASET = "synthetic-mnist"
 # The fields only training reads: an inference run serves the initial weights (docs/inference.md),
 # so its epochs, learning rate and optimizer decide nothing it measures.
 TRAINING = ("train",)
+# The modes that serve timed requests from the initial weights: forward requests (inference) and
+# token-by-token generation with a KV cache (generate, docs/generation.md).
+SERVING = ("inference", "generate")
+GENERATE = ("generate",)
+# A generation run's lengths when the spec names none, from the gpt's context S: N new tokens =
+# min(S / 2, 128), a prompt of P = min(S - N, 512) tokens (llama-bench's pp512 / tg128 where S
+# allows; the tiny gpt's S 128 gives 64 + 64). Resolved when the spec is made, so it is recorded.
+DEFAULT_NEW_TOKENS = 128
+DEFAULT_PROMPT_TOKENS = 512
+
+
+def generation_lengths(seq_len: int) -> tuple[int, int]:
+    """(P, N) for a context of ``seq_len`` tokens when the spec names neither."""
+    new = min(seq_len // 2, DEFAULT_NEW_TOKENS)
+    return min(seq_len - new, DEFAULT_PROMPT_TOKENS), new
 
 
 def spec_field(
@@ -61,6 +97,7 @@ def spec_field(
     expected: str | None = None,
     modes: tuple[str, ...] | None = None,
     sweeps: bool = False,
+    unset: bool = False,
 ) -> Any:
     """A RunSpec field and its rules, declared once: validation, the CLI flags and forms read them.
 
@@ -69,7 +106,9 @@ def spec_field(
     regular expression a text field must match, ``expected`` says in words what it accepts.
     ``modes``: the spec modes whose runs use the field (None: every mode); in a run of another
     mode it decides no number (``results/identity``). ``sweeps``: a flag may give a comma list
-    of values, one run each (``--batch-size 1,8,64``, ``sweep_values``)."""
+    of values, one run each (``--batch-size 1,8,64``, ``sweep_values``). ``unset``: a field typed
+    without None that a form may leave empty, its default resolved per model when the spec is
+    made (``batch_size``): readers always see a value."""
     metadata = {
         "help": help,
         "low": low,
@@ -81,6 +120,7 @@ def spec_field(
         "expected": expected,
         "modes": modes,
         "sweeps": sweeps,
+        "unset": unset,
     }
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata=metadata)
@@ -94,11 +134,13 @@ class RunSpec:
     api: str = spec_field("eager", help=f"the framework's API ({_APIS})")
     model: str = spec_field("cnn", help="network to train", choices=catalog.MODELS)
     # train: timed training steps; inference: timed forward requests at batch_size from the
-    # initial weights (docs/inference.md).
+    # initial weights (docs/inference.md); generate: greedy token-by-token generation with a KV
+    # cache, the gpt only (docs/generation.md).
     mode: str = spec_field(
         "train",
-        help="train: timed training steps; inference: timed requests (latency p50/p90/p99)",
-        choices=catalog.MODES,
+        help="train: timed training steps; inference: timed requests (latency p50/p90/p99); "
+        "generate: the gpt generating tokens (TTFT, TPOT, decode tokens/s)",
+        choices=catalog.SPEC_MODES,
     )
     # Left unset, the model's own dataset (resolved in __post_init__: never None after it, so
     # readers see a str; an explicit None is refused like any other non-name).
@@ -120,11 +162,14 @@ class RunSpec:
         high=MAX_THREADS,
     )
     batch_size: int = spec_field(
-        128,
-        help="samples per step (inference: per request); a comma list sweeps it, one run each",
+        None,
+        help=f"samples per step (inference: per request; generate: sequences per request; "
+        f"default {DEFAULT_BATCH}; gpt: {MODEL_BATCH[SIZED_MODEL]} sequences); a comma list "
+        "sweeps it, one run each",
         low=1,
         high=65536,
         sweeps=True,
+        unset=True,  # the model's default: resolved in __post_init__
     )
     epochs: int = spec_field(
         2, help="passes over the training split", low=1, high=10_000, modes=TRAINING
@@ -144,6 +189,7 @@ class RunSpec:
         low=0.0,
         high=1.0,
         high_open=True,
+        modes=TRAINING,  # a model serves in evaluation mode: no dropout
     )
     seed: int = spec_field(0, help="initialisation and shuffling seed", low=0, high=2**32 - 1)
     warmup_steps: int = spec_field(
@@ -151,10 +197,11 @@ class RunSpec:
     )
     requests: int = spec_field(
         1000,
-        help="inference: timed requests after warmup_steps warm-up ones (p99 needs hundreds)",
+        help="inference, generate: timed requests after warmup_steps warm-up ones (p99 needs "
+        "hundreds)",
         low=1,
         high=10_000_000,
-        modes=("inference",),
+        modes=SERVING,
     )
     repeats: int = spec_field(
         1, help="run the spec N times, each in its own worker", low=1, high=1000
@@ -230,16 +277,60 @@ class RunSpec:
         None, help="gpt: vocabulary V (default: the size's)", low=16, high=1_048_576
     )
 
+    # A generation run (docs/generation.md): each sequence of a request is a P-token prompt from
+    # the test split, then exactly N greedy tokens (no stop token); P + N fit the gpt's context.
+    prompt_tokens: int | None = spec_field(
+        None,
+        help="generate: prompt tokens P per sequence (default: from the gpt's S, tiny 64)",
+        low=1,
+        high=131072,
+        modes=GENERATE,
+    )
+    new_tokens: int | None = spec_field(
+        None,
+        help="generate: tokens generated per sequence N, greedy, always N (default: from the "
+        "gpt's S, tiny 64)",
+        low=1,
+        high=131072,
+        modes=GENERATE,
+    )
+
     def __post_init__(self) -> None:
         # Model-specific defaults, resolved here so the spec records what runs.
         if self.dataset is None:
             model = catalog.MODELS.get(self.model)
             dataset = model.default_dataset if model is not None else None
             object.__setattr__(self, "dataset", dataset or DEFAULT_DATASET)
+        if self.batch_size is None:
+            object.__setattr__(self, "batch_size", MODEL_BATCH.get(self.model, DEFAULT_BATCH))
         if self.dropout is None:
             object.__setattr__(self, "dropout", MODEL_DROPOUT.get(self.model, DEFAULT_DROPOUT))
         if self.model == SIZED_MODEL and self.size is None:
             object.__setattr__(self, "size", model_manifest.default_gpt_size())
+        if self.mode == "generate" and self.model == SIZED_MODEL:
+            self._resolve_lengths()
+
+    def _resolve_lengths(self) -> None:
+        """A generation run's unset P and N from the gpt's context (``generation_lengths``);
+        a size or a context that is not a valid one is left for validate() to refuse."""
+        if self.prompt_tokens is not None and self.new_tokens is not None:
+            return
+        try:
+            seq_len = self.gpt_dims().seq_len
+        except (KeyError, TypeError, ValueError):
+            return
+        if not isinstance(seq_len, int) or seq_len < 2:
+            return
+        prompt, new = generation_lengths(seq_len)
+        if self.prompt_tokens is None and self.new_tokens is not None:
+            prompt = seq_len - self.new_tokens if isinstance(self.new_tokens, int) else prompt
+            prompt = max(1, min(prompt, DEFAULT_PROMPT_TOKENS))
+        if self.new_tokens is None and isinstance(self.prompt_tokens, int):
+            new = max(1, min(seq_len - self.prompt_tokens, DEFAULT_NEW_TOKENS))
+        if self.prompt_tokens is None:
+            object.__setattr__(self, "prompt_tokens", prompt)
+        if self.new_tokens is None:
+            object.__setattr__(self, "new_tokens", new)
 
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> RunSpec:
@@ -273,6 +364,7 @@ class RunSpec:
                 f"batch_size {self.batch_size} does not split evenly over {self.workers} workers "
                 "(strong scaling keeps the global batch fixed)",
             )
+        self._check_generation()
         setting = catalog.setting_problem(
             self.framework,
             self.api,
@@ -290,8 +382,9 @@ class RunSpec:
 
     def _check_inference(self) -> None:
         """An inference run is one process timing each request alone, inputs from the host:
-        what it does not do yet is refused, never run as something else."""
-        if self.mode != "inference":
+        what it does not do yet is refused, never run as something else. A generation run is
+        one too (``_check_generation``: the gpt, a prompt and new tokens that fit its context)."""
+        if self.mode not in SERVING:
             return
         for name, plain, why in (
             ("workers", 1, "an inference run is one process"),
@@ -301,9 +394,34 @@ class RunSpec:
             if getattr(self, name) != plain:
                 raise SpecError(
                     name,
-                    f"{name} {getattr(self, name)!r} is not available with mode 'inference' "
-                    f"(only {plain!r}: {why})",
+                    f"{name} {getattr(self, name)!r} is not available with mode "
+                    f"'{self.mode}' (only {plain!r}: {why})",
                 )
+
+    def _check_generation(self) -> None:
+        if self.mode != "generate":
+            for name in ("prompt_tokens", "new_tokens"):
+                if getattr(self, name) is not None:
+                    raise SpecError(
+                        name, f"{name} is a setting of mode 'generate' (mode is '{self.mode}')"
+                    )
+            return
+        if self.model != SIZED_MODEL:
+            raise SpecError(
+                "mode",
+                f"mode 'generate' runs the language model '{SIZED_MODEL}' only; model "
+                f"{_quoted(self.model)} does not generate tokens",
+            )
+        seq_len = self.gpt_dims().seq_len
+        if self.prompt_tokens is None or self.new_tokens is None:  # an unresolved spec
+            raise SpecError("prompt_tokens", "prompt_tokens and new_tokens must both be set")
+        if self.prompt_tokens + self.new_tokens > seq_len:
+            raise SpecError(
+                "new_tokens",
+                f"prompt_tokens {self.prompt_tokens} + new_tokens {self.new_tokens} = "
+                f"{self.prompt_tokens + self.new_tokens} exceeds the gpt's context of {seq_len} "
+                "tokens (--seq-len, or fewer tokens)",
+            )
 
     def _check_size(self) -> None:
         """The gpt's size settings: only for the gpt, and a width its heads divide."""
@@ -406,7 +524,7 @@ class RunSpec:
         where = f"{self.device}×{self.threads}" if self.device == "cpu" else self.device
         if self.workers > 1:  # threads are per worker: 'cpu×1 ×2 workers (weak)'
             where += f" ×{self.workers} workers ({self.scaling})"
-        mode = " inference" if self.mode == "inference" else ""
+        mode = f" {self.mode}" if self.mode in SERVING else ""
         return f"{self.framework}/{self.api}{mode} {self.model_label()} {self.dataset} {where}"
 
 
@@ -489,7 +607,7 @@ def _declared(spec_field_: Any, default: Any) -> DeclaredField:
     return DeclaredField(
         name=spec_field_.name,
         type=_BASE_TYPES[base],
-        optional="None" in annotation,
+        optional="None" in annotation or bool(meta.get("unset")),
         default=default,
         help=meta["help"],
         low=meta["low"],

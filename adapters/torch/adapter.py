@@ -1,6 +1,6 @@
 """PyTorch adapter. APIs: ``eager`` (plain nn.Module), ``compile`` (``torch.compile``, inductor).
 
-Shape shared by every adapter: ``make_backend(api, device, threads)`` returns a ``loop.Backend``;
+Shape shared by every adapter: ``make_backend(api, device, threads)`` returns a ``Backend``;
 the model and the training step sit between ``# tui-bench:begin``/``# tui-bench:end`` markers so
 the lines-of-code metric counts only them. The worker has already set the thread environment
 before this module is imported.
@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from adapters import shared_init
+from adapters.backend import Backend, DeviceError, Hyper, Parallel, Settings, evaluate_in_batches
 from adapters.data import binary_head
-from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, evaluate_in_batches
 from adapters.models import TRANSFORMER
 from adapters.precision import bf16_settings
 
@@ -675,6 +675,18 @@ class TorchBackend(Backend):
 
     def served_outputs(self, outputs: torch.Tensor) -> np.ndarray:
         return outputs.float().cpu().numpy()
+
+    # -- generation (spec mode "generate": adapters/generate.py, adapters/torch/generate.py) --
+    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        from adapters.torch.generate import TorchGeneration
+
+        self.generation = TorchGeneration(
+            self.model, self.device, self.api, self.settings.precision
+        )
+        return self.generation.prepare(batch, prompt_tokens, new_tokens)
+
+    def generate(self, prompt: np.ndarray, new_tokens: int, clock: Any) -> np.ndarray:
+        return self.generation.generate(prompt, new_tokens, clock)
 
 
 def make_backend(api: str, device: str, threads: int) -> Backend:
