@@ -4,8 +4,9 @@ docs/generation.md says what is timed, how and why).
 The contract: what a framework × API supplies to generate
 ===========================================================
 
-An API generates once its backend has the two methods of ``Generates`` below and its catalog
-entry lists ``generate`` in its capabilities' ``modes``. Nothing else is per framework: this module
+An API generates once its backend (``adapters.backend.Backend``) has the two methods
+``prepare_generation`` and ``generate`` and its catalog entry lists ``generate`` in its
+capabilities' ``modes``. Nothing else is per framework: this module
 picks the prompts, times the requests, checks the tokens and makes the summary.
 
 What every API generates, identically:
@@ -81,15 +82,9 @@ import numpy as np
 
 from adapters import data as data_module
 from adapters import protocol
-from adapters.loop import (
-    LATENCY_QUANTILES,
-    Hyper,
-    compact,
-    percentile,
-    request_batches,
-    tail_bounded,
-    tail_requests,
-)
+from adapters.backend import Backend, Hyper
+from adapters.clock import TokenClock, compact, percentile
+from adapters.serve import LATENCY_QUANTILES, request_batches, tail_bounded, tail_requests
 
 PER_TOKEN = "per-token"
 WHOLE = "whole"
@@ -99,43 +94,11 @@ FACTS = ("path", "cache", "token_timing", "compile", "weights_dtype", "cache_dty
 GENERATION_SOURCE = "per request, device-synchronised start, last token on the host"
 
 
-class TokenClock:
-    """What ``generate`` calls as each token reaches the host (``token_timing`` "per-token"):
-    one ``perf_counter_ns`` read per token, nothing else in the request's path."""
-
-    def __init__(self, now: Callable[[], int] = time.perf_counter_ns) -> None:
-        self._now = now
-        self.stamps: list[int] = []
-
-    def token(self, ids: Any = None) -> None:
-        """A token's ids are on the host: read the clock. ``ids`` (the (batch,) host ids) is
-        accepted for the adapter's convenience and not kept: ``generate`` returns them all."""
-        self.stamps.append(self._now())
-
-    def reset(self) -> None:
-        self.stamps = []
-
-
-class Generates:
-    """The generation half of a backend (the contract in this module's docstring). A backend
-    that generates overrides both; ``run_generation`` refuses one that does not."""
-
-    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
-        """Serving form, a static KV cache of ``prompt_tokens + new_tokens`` positions for
-        ``batch`` sequences, the compiled step; return the facts (``FACTS`` at least)."""
-        raise NotImplementedError
-
-    def generate(self, prompt: np.ndarray, new_tokens: int, clock: TokenClock) -> np.ndarray:
-        """One request: greedy, exactly ``new_tokens`` tokens after the (batch, P) ``prompt``;
-        (batch, new_tokens) host ids; ``clock.token`` per token when timing per token."""
-        raise NotImplementedError
-
-
 def generates(backend: Any) -> bool:
-    """Whether ``backend`` supplies the contract's two methods (its own, not ``Generates``')."""
+    """Whether ``backend`` supplies the contract's two methods (its own, not ``Backend``'s)."""
     for name in ("prepare_generation", "generate"):
         own = getattr(type(backend), name, None)
-        if own is None or own is getattr(Generates, name):
+        if own is None or own is getattr(Backend, name):
             return False
     return True
 

@@ -679,16 +679,16 @@ def main() -> None:
 
 # -- generation (``--mode generate``, docs/generation.md) ------------------------------------------
 # A bare generation loop around the same model and the same cache design: the adapter's own gpt
-# module, shared weights and prefill/decode step (``adapters/torch_generate.py``: eager, or
+# module, shared weights and prefill/decode step (``adapters/torch/generate.py``: eager, or
 # compiled as the compile API does), driven by a loop a user would write: the prompts of
 # tui-bench's order, each token copied to the host as it exists and timed then. No events, no
 # clock object, no history, no summary: what differs is the harness alone. decode tokens/s =
 # batch × (N − 1) × requests / summed (E2E − TTFT).
 TORCH_GENERATE = r"""
 import torch
-from adapters import loop, models, shared_init
-from adapters.torch_adapter import _Gpt, load_gpt_weights
-from adapters.torch_generate import TorchGeneration
+from adapters import models, serve, shared_init
+from adapters.torch.adapter import _Gpt, load_gpt_weights
+from adapters.torch.generate import TorchGeneration
 torch.set_num_threads(args["threads"])
 dims = models.gpt_dims({"model": "gpt", "size": "tiny"})
 P, N = args["prompt_tokens"], args["new_tokens"]
@@ -700,7 +700,7 @@ gen.prepare(B, P, N)
 prefill, decode = gen.prefill_fn, gen.decode_fn
 test = data.load("synthetic-tokens", test_samples=args["test_samples"],
                  tokens=(dims.seq_len, dims.vocab_size)).x_test
-prompts = [test[idx, :P] for idx in loop.request_batches(len(test), B, 0, T)]
+prompts = [test[idx, :P] for idx in serve.request_batches(len(test), B, 0, T)]
 ttft, e2e = [], []
 with torch.inference_mode():
     for prompt in prompts:

@@ -177,11 +177,12 @@ class FakeGenerator:
 
 
 def _run(backend, monkeypatch, requests: int = 4, warmup: int = 1, new_tokens: int = 5):
-    from adapters import data, generate, loop
+    from adapters import backend as backend_module
+    from adapters import data, generate
 
     monkeypatch.setattr(generate.time, "perf_counter_ns", backend.clock)
     dataset = data.load("synthetic-tokens", test_samples=12, tokens=(32, 97))
-    hyper = loop.Hyper("gpt", 2, 1e-3, "adam", 0.0, 0)
+    hyper = backend_module.Hyper("gpt", 2, 1e-3, "adam", 0.0, 0)
     events: list[tuple[str, dict]] = []
     summary = generate.run_generation(
         backend,
@@ -209,9 +210,9 @@ def test_per_token_timing_gives_ttft_tpot_and_rates(adapters_on_path, monkeypatc
     assert summary["generate_requests"] == 4 and summary["warmup_requests"] == 1
     assert "p99 rests on 4 requests" in summary["latency_note"]
     # The first request's first row, prompt and generated ids, as the prompts were drawn.
-    from adapters import loop
+    from adapters import serve
 
-    first = loop.request_batches(len(dataset.x_test), 2, 0, 1)[0][0]
+    first = serve.request_batches(len(dataset.x_test), 2, 0, 1)[0][0]
     assert summary["first_prompt_ids"] == dataset.x_test[first, :8].tolist()
     assert summary["first_generated_ids"] == [
         (int(dataset.x_test[first, 7]) + t + 1) % 97 for t in range(5)
@@ -331,7 +332,7 @@ def reference_tokens(fields: dict, seed: int = 0) -> tuple[list[int], list[int],
     tokens from the generation weights and each step's top-two gap."""
     from gpt_reference import greedy_cached
 
-    from adapters import data, loop, models, shared_init
+    from adapters import data, models, serve, shared_init
 
     dims = models.gpt_dims({"model": "gpt", "size": "tiny"})
     dataset = data.load(
@@ -339,7 +340,7 @@ def reference_tokens(fields: dict, seed: int = 0) -> tuple[list[int], list[int],
         test_samples=fields["test_samples"],
         tokens=(dims.seq_len, dims.vocab_size),
     )
-    first = loop.request_batches(len(dataset.x_test), fields["batch_size"], seed, 1)[0]
+    first = serve.request_batches(len(dataset.x_test), fields["batch_size"], seed, 1)[0]
     prompt = dataset.x_test[first[:1], : fields["prompt_tokens"]]
     weights = shared_init.gpt_weights(seed, dims, shared_init.GENERATION_SCALE)
     ids, gaps = greedy_cached(weights, dims.heads, prompt, fields["new_tokens"])

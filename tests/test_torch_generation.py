@@ -1,4 +1,4 @@
-"""torch's generation paths (adapters/torch_generate.py): the cached decode step's tokens equal a
+"""torch's generation paths (adapters/torch/generate.py): the cached decode step's tokens equal a
 full recompute without any cache, eager and compiled, and the float64 reference's."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ torch = pytest.importorskip("torch")
 
 
 def _backend(api: str, monkeypatch, batch: int = 3):
-    from adapters import data, loop, models, shared_init
-    from adapters.torch_adapter import TorchBackend
+    from adapters import backend as loop
+    from adapters import data, models, shared_init
+    from adapters.torch.adapter import TorchBackend
 
     monkeypatch.setattr(shared_init, "_gpt_scale", shared_init.GENERATION_SCALE)
     dims = models.gpt_dims({"model": "gpt", "size": "tiny"})
@@ -29,8 +30,8 @@ def test_cached_tokens_equal_a_recompute_and_the_reference(
     from gpt_reference import agreeing_prefix, greedy_cached
 
     from adapters import shared_init
-    from adapters.generate import TokenClock
-    from adapters.torch_generate import recompute
+    from adapters.clock import TokenClock
+    from adapters.torch.generate import recompute
 
     backend, dims, prompt = _backend(api, monkeypatch)
     facts = backend.prepare_generation(3, 40, 20)
@@ -53,8 +54,8 @@ def test_cached_tokens_equal_a_recompute_and_the_reference(
 def test_a_cache_that_skips_the_write_is_caught(adapters_on_path, monkeypatch) -> None:
     """The recompute comparison can fail: a decode step that never writes its key and value
     generates other tokens."""
-    from adapters.generate import TokenClock
-    from adapters.torch_generate import recompute
+    from adapters.clock import TokenClock
+    from adapters.torch.generate import recompute
 
     backend, _dims, prompt = _backend("eager", monkeypatch)
     backend.prepare_generation(3, 40, 20)
@@ -64,7 +65,7 @@ def test_a_cache_that_skips_the_write_is_caught(adapters_on_path, monkeypatch) -
 
 
 def test_bf16_serves_bfloat16_weights_and_cache(adapters_on_path, monkeypatch) -> None:
-    from adapters import loop
+    from adapters import backend as loop
 
     backend, _dims, prompt = _backend("eager", monkeypatch)
     backend.apply_settings(loop.Settings(precision="bf16"))

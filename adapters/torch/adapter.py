@@ -676,9 +676,9 @@ class TorchBackend(Backend):
     def served_outputs(self, outputs: torch.Tensor) -> np.ndarray:
         return outputs.float().cpu().numpy()
 
-    # -- generation (spec mode "generate": adapters/generate.py, adapters/torch_generate.py) --
+    # -- generation (spec mode "generate": adapters/generate.py, adapters/torch/generate.py) --
     def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
-        from adapters.torch_generate import TorchGeneration
+        from adapters.torch.generate import TorchGeneration
 
         self.generation = TorchGeneration(
             self.model, self.device, self.api, self.settings.precision
