@@ -12,7 +12,10 @@ picks the prompts, times the requests, checks the tokens and makes the summary.
 What every API generates, identically:
 
 - **the model**: the gpt as built by ``build`` from the shared initial draw
-  (``adapters/shared_init.py``), in evaluation form (no dropout, no gradients);
+  (``adapters/shared_init.py``; the worker calls ``shared_init.for_generation()`` before
+  ``build``, so the draw an adapter loads through ``shared_init.start`` is already the scaled
+  one: nothing to do in the adapter), in evaluation form (no dropout, no gradients); the worker
+  sets ``serve_only`` as for inference (no training function need be compiled);
 - **the prompts**: ``prompt`` is a host numpy array of shape (batch, P) of token ids (the first P
   tokens of test-split sequences, in the split's seeded order; the same bytes everywhere);
 - **greedy, fixed length**: the next token is the argmax of the last position's logits (ties:
@@ -55,14 +58,19 @@ What every API generates, identically:
     One request: ``prompt`` (batch, P) host token ids into the framework, the prefill, then
     ``new_tokens - 1`` decode steps. Returns the (batch, new_tokens) generated ids as a host
     numpy integer array. ``new_tokens`` is the run's N, or 1 (a one-token generation: the
-    prefill and its token; every API must serve it: a ``whole`` API's TTFT is timed so, and the
-    equity test reads it). The cache is reused from request to request: each request overwrites
+    prefill and its token; every API must serve it: a ``whole`` API's TTFT is timed so). The cache is reused from request to request: each request overwrites
     the positions it attends to (a stale value beyond the current position must be masked).
 
     With ``token_timing == "per-token"``, call ``clock.token(ids)`` once per generated token, in
     order, right after that token's (batch,) ids are on the host (a numpy copy: the copy waits
     for the device, so the clock reads a finished token). That host copy is what a streaming
     server does per token; it is part of the timed request. With ``"whole"``, never call it.
+
+Joining: implement the two methods, add ``catalog.GENERATE`` to the API's capabilities'
+``modes`` (``catalog.GENERATES``); ``tests/test_generation.py``'s equity test (the float64
+reference's greedy tokens, stopping at a near-tie), the ``generate-quick`` and ``generate``
+presets and the GPU check's rows then take the API in. A cached-vs-recompute test of the API's own
+(``tests/test_torch_generation.py`` is torch's) holds its cache to a full forward without one.
 
 The loop around it (``run_generation``): each request is timed alone from a synchronised start
 (``sync`` then ``perf_counter_ns``) to its last token on the host; TTFT to its first; TPOT =
