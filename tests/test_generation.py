@@ -402,3 +402,16 @@ def test_a_generation_run_reads_as_one_sentence_and_its_own_figures(adapters_on_
     other = as_runs([_generated(2, summary, batch_size=1, new_tokens=32)])[0]
     groups = identity.group_by_configuration([run, other])
     assert len(groups) == 2
+
+
+def test_history_summaries_keep_a_generation_runs_step_and_rate(tmp_path, monkeypatch) -> None:
+    """History's list reads summaries (the cache), not records: a generation run's TPOT p50 and
+    decode tokens/s must be in them, or its row shows '—'."""
+    from tests.histories import fill
+
+    monkeypatch.setenv("TUI_BENCH_HOME", str(tmp_path))
+    summary = {"tpot_p50_s": 0.0035, "decode_tokens_per_s": 259.0, "ttft_p50_s": 0.002}
+    history = fill([_generated(1, summary, batch_size=1)])
+    (run,) = history.summaries()
+    assert run.figure("step_median_s") == 0.0035
+    assert run.figure("samples_per_s") == 259.0

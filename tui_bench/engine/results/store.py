@@ -89,6 +89,10 @@ SUMMARY_METRICS = (
     "val_accuracy",
     "mfu",
     "mfu_error",
+    # A generation run's figures where a training run's step and samples/s are (no version
+    # bump: no cache written before the mode existed can hold a generation run).
+    "tpot_p50_s",
+    "decode_tokens_per_s",
 )
 # A cache is rewritten once a reader replayed this many bytes past it.
 _CACHE_REFRESH_BYTES = 256 * 1024
