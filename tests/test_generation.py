@@ -415,3 +415,16 @@ def test_history_summaries_keep_a_generation_runs_step_and_rate(tmp_path, monkey
     (run,) = history.summaries()
     assert run.figure("step_median_s") == 0.0035
     assert run.figure("samples_per_s") == 259.0
+
+
+def test_the_reducer_keeps_a_generation_runs_ttft_and_tpot() -> None:
+    from tui_bench.engine.runs.reducer import BatchView
+
+    view = BatchView()
+    view.apply({"type": "record", "record": {"id": "one"}})
+    view.apply({"type": "requests", "done": 3, "latencies": [0.2, 0.3], "ttft": [0.01, 0.02],
+                "tpot": [0.003, 0.004], "t": 1.0})  # fmt: skip
+    assert view.latencies == [0.2, 0.3] and view.ttfts == [0.01, 0.02]
+    assert view.tpots == [0.003, 0.004]
+    view.apply({"type": "record", "record": {"id": "two"}})
+    assert view.ttfts == [] and view.tpots == []  # a new run starts empty
