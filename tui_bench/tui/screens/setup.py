@@ -50,6 +50,8 @@ CHOICE_FIELDS = {name: DECLARED[name] for name in ("mode", "scaling", "size")}
 # put back to their declared default when hidden (a hidden field never decides a spec).
 SHOWN_ONLY_FOR = {
     "requests": ("mode", "inference"),
+    "prompt_tokens": ("mode", "generate"),  # a generation run's (docs/generation.md)
+    "new_tokens": ("mode", "generate"),
     **{name: ("model", SIZED_MODEL) for name in GPT_FIELDS},
 }
 # Names longer than the form's label column, abbreviated; every other label is the field's name.
