@@ -286,8 +286,10 @@ def hardware_card(
             for row in measured["compute"]:
                 peak = peaks.get(row["precision"])
                 vendor = f" of {peak:g} peak" if peak else ""
+                # the peak's other frameworks' rows name theirs (peaks.run_probe)
+                who = f"{row['framework']} {row['variant']} " if row.get("variant") else ""
                 parts.append(
-                    f"{row['kernel']} {row['precision']} {row['tflops'] * 1000:.1f} GFLOP/s"
+                    f"{who}{row['kernel']} {row['precision']} {row['tflops'] * 1000:.1f} GFLOP/s"
                     f"{vendor} ({row['shape']})"
                 )
             if not peaks:

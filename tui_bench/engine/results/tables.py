@@ -229,7 +229,8 @@ class Group:
         return [r for r in self.runs if r.finished]
 
     def values(self, metric: str) -> list[float]:
-        out = (r.metric(metric) for r in self.finished())
+        # each run's own figure: an inference run's p50 where a training run's step is asked
+        out = (r.figure(metric) for r in self.finished())
         return [v for v in out if v is not None]
 
     @property
