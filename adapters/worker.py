@@ -530,7 +530,8 @@ def main(argv: list[str] | None = None) -> int:
                 requests=spec["requests"],
                 warmup=spec["warmup_steps"],
                 emit=channel.emit,
-                weights=INFERENCE_WEIGHTS,
+                weights="initial (untrained): the gpt's shared draw with its kernels and "
+                "embeddings × 5 (shared_init.GENERATION_SCALE, docs/generation.md)",
             )
             channel.emit("finished", summary=summary)
             return 0
