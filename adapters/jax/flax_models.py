@@ -278,10 +278,10 @@ class Lstm(nnx.Module):
 
     def __call__(self, x: jax.Array) -> jax.Array:
         kernel, recurrent = (
-            self.kernel.value.astype(self.dtype),
-            self.recurrent.value.astype(self.dtype),
+            self.kernel[...].astype(self.dtype),
+            self.recurrent[...].astype(self.dtype),
         )
-        inputs = x.astype(self.dtype) @ kernel + self.bias.value.astype(self.dtype)
+        inputs = x.astype(self.dtype) @ kernel + self.bias[...].astype(self.dtype)
 
         def step(carry: tuple[jax.Array, jax.Array], z: jax.Array) -> tuple[Any, None]:
             h, c = carry
@@ -371,5 +371,5 @@ def load_shared(model: nnx.Module, what: str, weights: dict[str, np.ndarray]) ->
         raise ValueError(f"the shared weights and flax's {what} parameters do not match")
     for name, path in targets.items():
         variable = flat[path]
-        variable.value = jnp.asarray(shared_init.checked(name, weights[name], variable.value.shape))
+        variable.set_value(jnp.asarray(shared_init.checked(name, weights[name], variable.shape)))
     nnx.update(model, state)
