@@ -181,9 +181,11 @@ class JaxBackend(Backend):
         self.applied = {
             "precision": settings.precision,
             "matmul_precision": jax.config.jax_default_matmul_precision,
-            "policy": "parameters float32, compute bfloat16 (module dtype), loss float32"
+            # Keras' name for the same rule: float32 variables, bfloat16 computation.
+            "policy": "mixed_bfloat16" if self.dtype is not None else "float32",
+            "dtypes": "parameters float32, compute bfloat16, loss float32"
             if self.dtype is not None
-            else "float32",
+            else "float32 throughout",
             "autotune": autotune,
             "input": settings.input,
             "timing": settings.timing,
@@ -196,7 +198,7 @@ class JaxBackend(Backend):
     def describe(self) -> dict[str, Any]:
         return {
             "framework_version": jax.__version__,
-            "device": f"{self.device.platform}:{self.device.id}",
+            "device": f"gpu:{self.device.id}" if self.gpu else "cpu",
             "device_name": getattr(self.device, "device_kind", str(self.device)),
             # JAX's CPU pools are sized from the affinity mask the worker pinned before import.
             "threads_effective": len(os.sched_getaffinity(0)),
@@ -351,14 +353,22 @@ class JaxBackend(Backend):
         return self.forward(self.params, x)
 
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
+        """Per-target losses in float32 on the device, summed in float64 on the host. A short
+        last batch is padded with its own first row to the batch's shape (the padding's rows
+        dropped), so the forward pass compiles for one shape, not two."""
         self._mode(False)
         total, right = 0.0, 0
         for start in range(0, len(x), batch_size):
             xb, yb = x[start : start + batch_size], y[start : start + batch_size]
+            pad = batch_size - len(xb)
+            if pad:
+                xb = np.concatenate([xb, np.repeat(xb[:1], pad, axis=0)])
+                yb = np.concatenate([yb, np.repeat(yb[:1], pad, axis=0)])
             xt, yt = jax.device_put((xb, self._labels(yb)), self._replicated())
             losses, correct = self.score(self._logits(xt), yt)
-            total += float(np.asarray(losses, dtype=np.float64).sum())
-            right += int(np.asarray(correct).sum())
+            kept = (batch_size - pad) * (yb.size // len(yb))  # targets of the real samples
+            total += float(np.asarray(losses, dtype=np.float64)[:kept].sum())
+            right += int(np.asarray(correct)[:kept].sum())
         n = max(y.size, 1)  # per target: one per sample, or one per position (the gpt)
         return total / n, right / n
 

@@ -44,7 +44,7 @@ def attention_kernel(dropout: float, causal: bool) -> str:
     return f"{fused}{mask}, training and evaluation"
 
 
-# tui-bench:begin model transformer gpt
+# tui-bench:begin model flax transformer gpt
 def attend(q: jax.Array, k: jax.Array, v: jax.Array, drop: nnx.Dropout, causal: bool) -> jax.Array:
     """Scaled dot-product attention over (batch, time, heads, head_dim); dropout on the weights
     while training."""
@@ -61,7 +61,7 @@ def attend(q: jax.Array, k: jax.Array, v: jax.Array, drop: nnx.Dropout, causal: 
 # tui-bench:end model
 
 
-# tui-bench:begin model transformer
+# tui-bench:begin model flax transformer
 class SelfAttention(nnx.Module):
     def __init__(self, width: int, heads: int, dropout: float, dtype: Any, rngs: nnx.Rngs) -> None:
         self.heads = heads
@@ -112,7 +112,7 @@ class Transformer(nnx.Module):
 # tui-bench:end model
 
 
-# tui-bench:begin model gpt
+# tui-bench:begin model flax gpt
 class CausalSelfAttention(nnx.Module):
     """GPT-2's attention: one fused d × 3d projection for q, k, v, causal, output projection."""
 
@@ -172,7 +172,7 @@ class Gpt(nnx.Module):
 # tui-bench:end model
 
 
-# tui-bench:begin model cnn
+# tui-bench:begin model flax cnn
 class Cnn(nnx.Module):
     def __init__(
         self, shape: Any, classes: int, dropout: float, dtype: Any, rngs: nnx.Rngs
@@ -200,7 +200,7 @@ class Cnn(nnx.Module):
 # tui-bench:end model
 
 
-# tui-bench:begin model mlp
+# tui-bench:begin model flax mlp
 class Mlp(nnx.Module):
     def __init__(
         self, shape: Any, classes: int, dropout: float, dtype: Any, rngs: nnx.Rngs
@@ -223,7 +223,7 @@ class Mlp(nnx.Module):
 # tui-bench:end model
 
 
-# tui-bench:begin model vgg16
+# tui-bench:begin model flax vgg16
 class Vgg16(nnx.Module):
     def __init__(
         self, shape: Any, classes: int, dropout: float, dtype: Any, rngs: nnx.Rngs
@@ -264,7 +264,7 @@ class Vgg16(nnx.Module):
 # tui-bench:end model
 
 
-# tui-bench:begin model lstm
+# tui-bench:begin model flax lstm
 class Lstm(nnx.Module):
     """Keras' LSTM layer: fused (in, 4h) and (h, 4h) kernels, one bias, gates in the order
     input, forget, cell, output; the last step's output."""
@@ -309,34 +309,34 @@ class LstmClassifier(nnx.Module):
 # tui-bench:end model
 
 
-# tui-bench:begin model
+# tui-bench:begin model flax
 def build_model(
     model: str, shape: Any, dropout: float, dims: Any, dtype: Any, seed: int
 ) -> nnx.Module:
     rngs = nnx.Rngs(params=seed, dropout=seed + 1)
     # tui-bench:end model
     if model == "gpt":
-        # tui-bench:begin model gpt
+        # tui-bench:begin model flax gpt
         return Gpt(dims, dropout, dtype, rngs)
         # tui-bench:end model
     if model == "transformer":
-        # tui-bench:begin model transformer
+        # tui-bench:begin model flax transformer
         return Transformer(shape.vocab_size, shape.input_shape[0], dropout, dtype, rngs)
         # tui-bench:end model
     if model == "cnn":
-        # tui-bench:begin model cnn
+        # tui-bench:begin model flax cnn
         return Cnn(shape.input_shape, shape.num_classes, dropout, dtype, rngs)
         # tui-bench:end model
     if model == "mlp":
-        # tui-bench:begin model mlp
+        # tui-bench:begin model flax mlp
         return Mlp(shape.input_shape, shape.num_classes, dropout, dtype, rngs)
         # tui-bench:end model
     if model == "vgg16":
-        # tui-bench:begin model vgg16
+        # tui-bench:begin model flax vgg16
         return Vgg16(shape.input_shape, shape.num_classes, dropout, dtype, rngs)
         # tui-bench:end model
     if model == "lstm":
-        # tui-bench:begin model lstm
+        # tui-bench:begin model flax lstm
         return LstmClassifier(shape.vocab_size, dtype, rngs)
         # tui-bench:end model
     raise ValueError(f"model {model!r} is not defined for flax")

@@ -41,7 +41,7 @@ class _Keys:
         return jax.random.fold_in(self.key, self.count)
 
 
-# tui-bench:begin model
+# tui-bench:begin model jit
 def dense(p: Params, name: str, x: jax.Array) -> jax.Array:
     return x @ p[name + ".kernel"] + p[name + ".bias"]
 
@@ -51,9 +51,6 @@ def dropout(x: jax.Array, rate: float, key: Any, index: int) -> jax.Array:
         return x
     keep = jax.random.bernoulli(jax.random.fold_in(key, index), 1.0 - rate, x.shape)
     return jnp.where(keep, x / (1.0 - rate), 0).astype(x.dtype)
-
-
-# tui-bench:end model
 
 
 def _dense_init(p: dict[str, Any], keys: _Keys, name: str, fan_in: int, fan_out: int) -> None:
@@ -68,7 +65,10 @@ def _conv_init(
     p[name + ".bias"] = jnp.zeros(fan_out)
 
 
-# tui-bench:begin model cnn vgg16
+# tui-bench:end model
+
+
+# tui-bench:begin model jit cnn vgg16
 def conv(p: Params, name: str, x: jax.Array, padding: str) -> jax.Array:
     dims = ("NHWC", "HWIO", "NHWC")
     y = jax.lax.conv_general_dilated(
@@ -85,15 +85,12 @@ def max_pool(x: jax.Array, size: int) -> jax.Array:
 # tui-bench:end model
 
 
-# tui-bench:begin model cnn
+# tui-bench:begin model jit cnn
 def cnn(p: Params, x: jax.Array, key: Any, rate: float) -> jax.Array:
     x = max_pool(jax.nn.relu(conv(p, "conv1", x, "VALID")), CNN.pool)
     x = max_pool(jax.nn.relu(conv(p, "conv2", x, "VALID")), CNN.pool)
     x = jax.nn.relu(dense(p, "dense", x.reshape(x.shape[0], -1)))
     return dense(p, "out", dropout(x, rate, key, 0))
-
-
-# tui-bench:end model
 
 
 def _cnn_params(shape: Any, keys: _Keys) -> dict[str, Any]:
@@ -108,15 +105,15 @@ def _cnn_params(shape: Any, keys: _Keys) -> dict[str, Any]:
     return p
 
 
-# tui-bench:begin model mlp
+# tui-bench:end model
+
+
+# tui-bench:begin model jit mlp
 def mlp(p: Params, x: jax.Array, key: Any, rate: float) -> jax.Array:
     x = x.reshape(x.shape[0], -1)
     for i in range(len(MLP.hidden)):
         x = dropout(jax.nn.relu(dense(p, f"hidden{i}", x)), rate, key, i)
     return dense(p, "out", x)
-
-
-# tui-bench:end model
 
 
 def _mlp_params(shape: Any, keys: _Keys) -> dict[str, Any]:
@@ -128,7 +125,10 @@ def _mlp_params(shape: Any, keys: _Keys) -> dict[str, Any]:
     return p
 
 
-# tui-bench:begin model vgg16
+# tui-bench:end model
+
+
+# tui-bench:begin model jit vgg16
 def vgg16(p: Params, x: jax.Array, key: Any, rate: float) -> jax.Array:
     layer = 0
     for _, repeats in VGG16.stages:
@@ -137,9 +137,6 @@ def vgg16(p: Params, x: jax.Array, key: Any, rate: float) -> jax.Array:
         x = max_pool(x, VGG16.pool)
     x = jax.nn.relu(dense(p, "dense", x.reshape(x.shape[0], -1)))
     return dense(p, "out", dropout(x, rate, key, 0))
-
-
-# tui-bench:end model
 
 
 def _vgg16_params(shape: Any, keys: _Keys) -> dict[str, Any]:
@@ -155,7 +152,10 @@ def _vgg16_params(shape: Any, keys: _Keys) -> dict[str, Any]:
     return p
 
 
-# tui-bench:begin model lstm
+# tui-bench:end model
+
+
+# tui-bench:begin model jit lstm
 def lstm(p: Params, ids: jax.Array, key: Any, rate: float) -> jax.Array:
     """Keras' LSTM: fused kernels, gates input, forget, cell, output; the last step's output."""
     inputs = p["embed"][ids] @ p["lstm.kernel"] + p["lstm.bias"]
@@ -169,9 +169,6 @@ def lstm(p: Params, ids: jax.Array, key: Any, rate: float) -> jax.Array:
     zeros = jnp.zeros((ids.shape[0], LSTM.hidden), inputs.dtype)
     (h, _), _ = jax.lax.scan(step, (zeros, zeros), jnp.swapaxes(inputs, 0, 1))
     return dense(p, "head", h)
-
-
-# tui-bench:end model
 
 
 def _lstm_params(shape: Any, keys: _Keys) -> dict[str, Any]:
@@ -188,7 +185,10 @@ def _lstm_params(shape: Any, keys: _Keys) -> dict[str, Any]:
     return p
 
 
-# tui-bench:begin model transformer gpt
+# tui-bench:end model
+
+
+# tui-bench:begin model jit transformer gpt
 def layer_norm(p: Params, name: str, x: jax.Array, eps: float) -> jax.Array:
     mean = x.mean(-1, keepdims=True)
     var = jnp.square(x - mean).mean(-1, keepdims=True)
@@ -211,7 +211,7 @@ def attend(
 # tui-bench:end model
 
 
-# tui-bench:begin model transformer
+# tui-bench:begin model jit transformer
 def transformer(p: Params, ids: jax.Array, key: Any, rate: float) -> jax.Array:
     batch, time = ids.shape
     width, heads = TRANSFORMER.d_model, TRANSFORMER.heads
@@ -230,7 +230,7 @@ def transformer(p: Params, ids: jax.Array, key: Any, rate: float) -> jax.Array:
 # tui-bench:end model
 
 
-# tui-bench:begin model gpt
+# tui-bench:begin model jit gpt
 def gpt(p: Params, ids: jax.Array, key: Any, rate: float, heads: int) -> jax.Array:
     batch, time = ids.shape
     width = p["tokens"].shape[1]
@@ -262,6 +262,7 @@ MODELS: dict[str, Callable[..., jax.Array]] = {
 _INITS = {"cnn": _cnn_params, "mlp": _mlp_params, "vgg16": _vgg16_params, "lstm": _lstm_params}
 
 
+# tui-bench:begin model jit transformer gpt
 def _shared_shapes(model: str, shape: Any, dims: Any) -> dict[str, Any]:
     """The shared draw's names and shapes (``shared_init``'s layout), as placeholders that
     ``load_shared`` replaces with the drawn arrays."""
@@ -299,6 +300,9 @@ def _shared_shapes(model: str, shape: Any, dims: Any) -> dict[str, Any]:
                 shapes.update({n + norm + ".gamma": (d,), n + norm + ".beta": (d,)})
         shapes.update({"final.gamma": (d,), "final.beta": (d,)})
     return {name: jax.ShapeDtypeStruct(s, jnp.float32) for name, s in shapes.items()}
+
+
+# tui-bench:end model
 
 
 def build_model(
