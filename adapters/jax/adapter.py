@@ -391,6 +391,23 @@ class JaxBackend(Backend):
     def served_outputs(self, outputs: Any) -> np.ndarray:
         return np.asarray(outputs, dtype=np.float32)
 
+    # -- generation (spec mode generate: adapters/generate.py's contract) ---------------------
+    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        """The gpt's static-cache prefill and decode step (``adapters/jax/generate.py``), in the
+        precision's stored dtype (bf16: weights and cache in bfloat16)."""
+        from adapters.jax import generate
+
+        state = self.model if self.api == "flax" else self.params
+        self.generation = generate.Generation(
+            self.api, state, self.hyper.dims, self.dtype, self._replicated()
+        )
+        return self.generation.prepare(batch, prompt_tokens, new_tokens)
+
+    def generate(self, prompt: np.ndarray, new_tokens: int, clock: Any) -> np.ndarray:
+        ids = self.generation.generate(prompt, new_tokens, clock)
+        self.last = self.generation.last
+        return ids
+
 
 def make_backend(api: str, device: str, threads: int) -> Backend:
     if api not in APIS:
