@@ -17,7 +17,24 @@ import importlib.util
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
+
+
+def _keep_adapters_off_path(root: Path) -> None:
+    """Drop the adapters tree from sys.path. A plain ``python adapters/card_probe.py`` (no ``-I``) puts
+    the script's directory first on it, where ``adapters/torch/`` would stand in for the real
+    ``torch`` (tests/test_framework_packages.py)."""
+
+    def inside(entry: str) -> bool:
+        where = Path(entry or ".").resolve()
+        return where == root or root in where.parents
+
+    sys.path[:] = [entry for entry in sys.path if not inside(entry)]
+
+
+if __name__ == "__main__":
+    _keep_adapters_off_path(Path(__file__).resolve().parent)
 
 
 def distribution(module: str) -> dict[str, Any]:

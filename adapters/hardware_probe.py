@@ -33,6 +33,18 @@ def _load_adapters_package() -> None:
     spec.loader.exec_module(module)
 
 
+def _keep_adapters_off_path(root: Path) -> None:
+    """Drop the adapters tree from sys.path. A plain ``python adapters/hardware_probe.py`` (no ``-I``) puts
+    the script's directory first on it, where ``adapters/torch/`` would stand in for the real
+    ``torch`` (tests/test_framework_packages.py)."""
+
+    def inside(entry: str) -> bool:
+        where = Path(entry or ".").resolve()
+        return where == root or root in where.parents
+
+    sys.path[:] = [entry for entry in sys.path if not inside(entry)]
+
+
 def timed(run, sync, warmup: int, repeats: int) -> float:
     """Median seconds of ``run`` over ``repeats`` after ``warmup`` untimed calls."""
     return statistics.median(timed_all(run, sync, warmup, repeats))
@@ -159,7 +171,7 @@ def probe(
         }
     )
 
-    from adapters.torch_adapter import build_model
+    from adapters.torch.adapter import build_model
 
     torch.manual_seed(0)
     model = build_model("cnn", (28, 28, 1), 10, 0.25, 0).to(device).eval()
@@ -207,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    _keep_adapters_off_path(Path(__file__).resolve().parent)
     if "adapters" not in sys.modules:
         _load_adapters_package()
     from adapters.process_end import leave

@@ -1,16 +1,20 @@
-"""The Keras models, written once for Keras 3 (``keras_adapter``, every backend) and tf.keras
-(``tensorflow_adapter``: its keras, eager, graph, xla and Estimator APIs): each builder takes the
+"""The Keras models, written once for Keras 3 (``adapters/keras``, every backend) and tf.keras
+(``adapters/tensorflow``: its keras, eager, graph, xla and Estimator APIs): each builder takes the
 ``keras`` module to build with. Their sizes come from the model manifest (``adapters.models``).
+It sits beside the framework packages, not in one, so that both import it, and it imports no
+framework itself. ``FitStepLoss`` is the per-step loss both APIs' ``fit`` callbacks read.
 
 The marked lines here are counted for both adapters' APIs (``tui_bench/engine/results/loc.py``
 follows each adapter's ``tui-bench:uses`` line here): a user of either API writes them.
-Keras 2 on Theano has no ``MultiHeadAttention``; its transformer stays in ``theano_adapter``.
+Keras 2 on Theano has no ``MultiHeadAttention``; its transformer stays in ``adapters/theano``.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy as np
 
 from adapters.models import CNN, LSTM, MLP, TRANSFORMER, VGG16
 
@@ -198,3 +202,20 @@ def build_model(
 
 
 # tui-bench:end model
+
+
+class FitStepLoss:
+    """A step's loss recovered from Keras ``fit``'s running mean when it is read (blocks until
+    the step's loss exists); reads happen in step order. Shared by the APIs whose framework owns
+    the loop through ``fit`` (Keras 3 on any backend, TensorFlow's keras API)."""
+
+    def __init__(self, callback: Any, running_mean: Any) -> None:
+        self.callback = callback
+        self.running_mean = running_mean
+
+    def __float__(self) -> float:
+        cb = self.callback
+        mean = float(np.asarray(self.running_mean))
+        loss = mean * (cb.seen + 1) - cb.mean * cb.seen
+        cb.seen, cb.mean = cb.seen + 1, mean
+        return loss

@@ -40,7 +40,7 @@ worker started, ``time.perf_counter`` based). Types and their fields:
     edge (``begin`` or ``end``), epoch: the bounds of steady-state training within an epoch
     (warm-up and validation outside), so the runner's sampler reads the GPU energy counter at them.
 ``finished``
-    summary: the run's overall figures (``adapters.loop.run_training`` or ``run_inference``).
+    summary: the run's overall figures (``adapters.train.run_training`` or ``adapters.serve.run_inference``).
 ``error``
     error_type, message, traceback, phase (import, data, build, train, inference, test).
 

@@ -35,8 +35,22 @@ def _load_adapters_package() -> None:
     spec.loader.exec_module(module)
 
 
-if __name__ == "__main__" and "adapters" not in sys.modules:
-    _load_adapters_package()
+def _keep_adapters_off_path(root: Path) -> None:
+    """Drop the adapters tree from sys.path. A plain ``python adapters/worker.py`` (no ``-I``) puts
+    the script's directory first on it, where ``adapters/torch/`` would stand in for the real
+    ``torch`` (tests/test_framework_packages.py)."""
+
+    def inside(entry: str) -> bool:
+        where = Path(entry or ".").resolve()
+        return where == root or root in where.parents
+
+    sys.path[:] = [entry for entry in sys.path if not inside(entry)]
+
+
+if __name__ == "__main__":
+    _keep_adapters_off_path(Path(__file__).resolve().parent)
+    if "adapters" not in sys.modules:
+        _load_adapters_package()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -186,7 +200,7 @@ def global_first_batch_digest(backend, dataset, parallel, hyper) -> str | None:
     import numpy
 
     from adapters import data
-    from adapters.loop import Parallel
+    from adapters.backend import Parallel
 
     first = data.batches(
         len(dataset.x_train), hyper.batch_size * parallel.workers, hyper.seed, 1, 1
@@ -352,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         adapter = importlib.import_module(f"adapters.{spec['adapter']}")
         import_s = time.perf_counter() - t0
-        from adapters import data, loop, models
+        from adapters import backend as contract
+        from adapters import data, models, serve, train
 
         # build_only may name more models (``also_build``): one process reports each in turn, so
         # the equity tests' probes import a framework once per API, not once per model.
@@ -363,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             if backend is not None and hasattr(backend, "close"):
                 backend.close()  # the previous model's
             backend = adapter.make_backend(spec["api"], spec["device"], spec["threads"])
-            parallel = loop.Parallel(
+            parallel = contract.Parallel(
                 rank, workers, spec.get("scaling", "weak"), spec.get("dp_launch") == "devices"
             )
             phase = "connect"
@@ -372,15 +387,15 @@ def main(argv: list[str] | None = None) -> int:
             if setup_parallel is not None:
                 engine = setup_parallel(parallel)
             else:
-                engine = loop.Backend.setup_parallel(backend, parallel)
+                engine = contract.Backend.setup_parallel(backend, parallel)
             comm_setup_s = time.perf_counter() - t0 if workers > 1 else None
             phase = "import"
-            settings = loop.Settings.from_spec(spec)
+            settings = contract.Settings.from_spec(spec)
             apply_settings = getattr(backend, "apply_settings", None)
             if apply_settings is not None:
                 applied = apply_settings(settings)
             else:
-                applied = loop.default_settings(backend, settings)
+                applied = contract.default_settings(backend, settings)
             phase = "data"
             faults("data")
             t0 = time.perf_counter()
@@ -395,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             data_s = time.perf_counter() - t0
             phase = "build"
-            hyper = loop.Hyper(
+            hyper = contract.Hyper(
                 model=spec["model"],
                 batch_size=parallel.worker_batch(spec["batch_size"]),
                 lr=spec["lr"],
@@ -464,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         phase = "train"
         if inference:
             phase = "inference"
-            summary = loop.run_inference(
+            summary = serve.run_inference(
                 backend,
                 dataset,
                 hyper,
@@ -475,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             channel.emit("finished", summary=summary)
             return 0
-        summary = loop.run_training(
+        summary = train.run_training(
             backend,
             dataset,
             hyper,

@@ -478,7 +478,7 @@ for idx in requests:
 # adapter's import, as any script on this machine needs it; the model and the loop are Theano's.
 THEANO_INFER = (
     r"""
-from adapters import theano_adapter  # THEANO_FLAGS, then theano (and Keras 2 for keras2)
+from adapters.theano import adapter as theano_adapter  # THEANO_FLAGS, then theano (and Keras 2)
 import theano
 import theano.tensor as tt  # T is the request count (HEADER)
 from theano.tensor.nnet import conv2d
@@ -491,7 +491,7 @@ def glorot(shape):
 def zeros(n):
     return theano.shared(np.zeros(n, np.float32))
 if args["api"] == "keras2":
-    keras = theano_adapter.keras
+    keras = theano_adapter.keras2.keras
     L = keras.layers
     model = keras.models.Sequential([
         L.InputLayer(input_shape=(28, 28, 1)), L.Conv2D(32, 5, activation="relu"), L.MaxPooling2D(2),

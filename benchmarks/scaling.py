@@ -103,7 +103,8 @@ def collective_alone(framework: str, python: str) -> float:
             (port,) = loopback_ports(1)
             launch = [
                 python,
-                str(REPO / "adapters" / "torch_launch.py"),
+                "-I",  # as the engine starts it: the adapters tree never on sys.path
+                str(REPO / "adapters" / "torch" / "launch.py"),
                 "--rdzv-backend=loopback-static",
                 f"--rdzv-endpoint=127.0.0.1:{port}",
                 "--nnodes=1",

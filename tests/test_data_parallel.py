@@ -59,7 +59,7 @@ def test_apis_with_an_engine_accept_workers() -> None:
 def test_shards_are_contiguous_slices_of_the_global_batch(adapters_on_path) -> None:
     import numpy as np
 
-    from adapters.loop import Parallel
+    from adapters.backend import Parallel
 
     global_indices = np.arange(100, 132)
     weak = [Parallel(rank, 2, "weak") for rank in range(2)]
@@ -74,7 +74,7 @@ def test_torch_launch_is_torch_distributed_run_on_loopback() -> None:
     spec = RunSpec(framework="torch", api="eager", workers=2).validate()
     command = worker_launch.worker_command(spec, "/runtime/python", -1, "/tmp/x/rank0")
     text = " ".join(command)
-    assert "torch_launch.py" in text and "--nproc-per-node=2" in text
+    assert "torch/launch.py" in text and "--nproc-per-node=2" in text
     assert "--rdzv-backend=loopback-static" in text and "--rdzv-endpoint=127.0.0.1:" in text
     assert "--events-path /tmp/x/rank0" in text and "--events-fd" not in text
     # The ranks run the worker with the runtime's interpreter, isolated like a single run.

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def adapters(adapters_on_path):
     """The worker-side package, loaded by path under the name the worker gives it."""
-    from adapters import data, datasets, loop  # noqa: F401
+    from adapters import backend, clock, data, datasets, serve, train  # noqa: F401
 
     return adapters_on_path
 
@@ -451,15 +451,17 @@ class RecordingBackend:
 
 
 def test_two_backends_get_identical_first_batches_and_torch_only_changes_layout(adapters, tmp_path):
-    from adapters import data, loop
+    from adapters import backend as contract
+    from adapters import data
+    from adapters import train as training
 
     write_mnist(tmp_path, n_train=400, n_test=50)
-    hyper = loop.Hyper("cnn", 32, 1e-3, "adam", 0.25, seed=3)
+    hyper = contract.Hyper("cnn", 32, 1e-3, "adam", 0.25, seed=3)
     seen = []
     for _ in range(2):  # each backend loads the dataset itself, as each worker does
         ds = data.load("mnist", data_dir=str(tmp_path))
         backend = RecordingBackend()
-        loop.run_training(backend, ds, hyper, 1, 2, 0, emit=lambda *a, **k: None)
+        training.run_training(backend, ds, hyper, 1, 2, 0, emit=lambda *a, **k: None)
         seen.append((backend.batches, ds.notes["fingerprint"]))
     (first, print_a), (second, print_b) = seen
     assert print_a == print_b
@@ -469,7 +471,7 @@ def test_two_backends_get_identical_first_batches_and_torch_only_changes_layout(
     np.testing.assert_array_equal(first[0][0], ds.x_train[order])  # shuffled, seeded, not raw
 
     torch = require_module("torch")
-    from adapters import torch_adapter
+    from adapters.torch import adapter as torch_adapter
 
     backend = torch_adapter.TorchBackend("eager", "cpu", 1)
     backend.build(hyper, ds)

@@ -12,7 +12,7 @@ import pytest
 
 @pytest.fixture
 def stubbed_keras_adapter(adapters_on_path, monkeypatch):
-    """adapters.keras_adapter imported over stub keras and torch modules; records syncs."""
+    """adapters.keras.adapter imported over stub keras and torch modules; records syncs."""
     calls = []
 
     class Callback:
@@ -31,10 +31,10 @@ def stubbed_keras_adapter(adapters_on_path, monkeypatch):
     torch.cuda = types.SimpleNamespace(synchronize=lambda device=None: calls.append(device))
     monkeypatch.setitem(sys.modules, "keras", keras)
     monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.delitem(sys.modules, "adapters.keras_adapter", raising=False)
-    module = importlib.import_module("adapters.keras_adapter")
+    monkeypatch.delitem(sys.modules, "adapters.keras.adapter", raising=False)
+    module = importlib.import_module("adapters.keras.adapter")
     yield module, calls
-    sys.modules.pop("adapters.keras_adapter", None)
+    sys.modules.pop("adapters.keras.adapter", None)
 
 
 def test_keras_torch_syncs_the_runs_gpu_not_the_current_one(stubbed_keras_adapter):
@@ -53,7 +53,9 @@ def test_fit_step_losses_are_recovered_when_read_later_in_order(stubbed_keras_ad
     keras_adapter, _ = stubbed_keras_adapter
     callback = types.SimpleNamespace(seen=0, mean=0.0)
     means = [2.0, 1.5, 1.0, 1.0]
-    handles = [keras_adapter.FitStepLoss(callback, m) for m in means]  # shared via adapters.loop
+    handles = [
+        keras_adapter.keras_models.FitStepLoss(callback, m) for m in means
+    ]  # in keras_models
     assert [float(h) for h in handles] == [2.0, 1.0, 0.0, 1.0]
 
 
@@ -88,11 +90,12 @@ class _RecordingBackend:
 
 
 def _steps_seen(parallel, batch_size: int, dataset) -> list[list[int]]:
-    from adapters import loop
+    from adapters import backend as contract
+    from adapters import train as training
 
-    backend = type("Recording", (_RecordingBackend, loop.Backend), {})()
-    hyper = loop.Hyper("cnn", batch_size, 1e-3, "adam", 0.0, seed=7)
-    loop.run_training(backend, dataset, hyper, 2, 3, 1, lambda *a, **k: None, parallel=parallel)
+    backend = type("Recording", (_RecordingBackend, contract.Backend), {})()
+    hyper = contract.Hyper("cnn", batch_size, 1e-3, "adam", 0.0, seed=7)
+    training.run_training(backend, dataset, hyper, 2, 3, 1, lambda *a, **k: None, parallel=parallel)
     return backend.steps
 
 
@@ -100,16 +103,17 @@ def _steps_seen(parallel, batch_size: int, dataset) -> list[list[int]]:
 def test_ranks_split_the_single_process_global_batches(
     adapters_on_path, workers, scaling, per_worker
 ):
-    from adapters import data, loop
+    from adapters import backend as contract
+    from adapters import data
 
     dataset = data.load("synthetic-mnist", train_samples=200, test_samples=8)
-    single = _steps_seen(loop.Parallel(), 32, dataset)
+    single = _steps_seen(contract.Parallel(), 32, dataset)
     ranks = [
-        _steps_seen(loop.Parallel(rank, workers, scaling), per_worker, dataset)
+        _steps_seen(contract.Parallel(rank, workers, scaling), per_worker, dataset)
         for rank in range(workers)
     ]
     assert (
-        loop.Parallel(0, workers, scaling).worker_batch(16 if scaling == "weak" else 32)
+        contract.Parallel(0, workers, scaling).worker_batch(16 if scaling == "weak" else 32)
         == per_worker
     )
     for step, indices in enumerate(single):
@@ -118,17 +122,18 @@ def test_ranks_split_the_single_process_global_batches(
 
 
 def test_global_batch_digest_is_the_single_process_digest(adapters_on_path):
-    from adapters import data, loop, worker
+    from adapters import backend as contract
+    from adapters import data, worker
 
     dataset = data.load("synthetic-mnist", train_samples=200, test_samples=8)
     view = _RecordingBackend()
 
     def digest(parallel, batch):
-        hyper = loop.Hyper("cnn", batch, 1e-3, "adam", 0.0, seed=7)
+        hyper = contract.Hyper("cnn", batch, 1e-3, "adam", 0.0, seed=7)
         return worker.global_first_batch_digest(view, dataset, parallel, hyper)
 
-    single = digest(loop.Parallel(), 32)
-    assert digest(loop.Parallel(0, 2, "weak"), 16) == single
-    assert digest(loop.Parallel(0, 4, "strong"), 8) == single
-    assert digest(loop.Parallel(0, 2, "weak", in_process=True), 16) == single
-    assert digest(loop.Parallel(), 16) != single  # a different batch is told apart
+    single = digest(contract.Parallel(), 32)
+    assert digest(contract.Parallel(0, 2, "weak"), 16) == single
+    assert digest(contract.Parallel(0, 4, "strong"), 8) == single
+    assert digest(contract.Parallel(0, 2, "weak", in_process=True), 16) == single
+    assert digest(contract.Parallel(), 16) != single  # a different batch is told apart

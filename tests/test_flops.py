@@ -73,7 +73,7 @@ def test_attention_grows_with_the_square_of_the_sequence():
 
 
 def _torch_model(torch, model: str, shape: tuple[int, ...], classes: int, vocab: int):
-    from adapters import torch_adapter
+    from adapters.torch import adapter as torch_adapter
 
     if model == "gpt":  # the manifest's default size (tiny), as flops.count takes it
         from adapters.models import gpt_dims

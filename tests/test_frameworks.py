@@ -162,7 +162,7 @@ TRANSFORMER_RUN = {
 # of torch eager on the epoch's loss, the validation loss and the test loss (steps 0.658664,
 # 1.473239, 0.712721). 2e-5 leaves 15x that. Wrong training lands far outside: lr 0.003 instead
 # of 0.01 made the epoch loss 0.680 instead of 0.948; Keras 3's fit shuffling the batches (its
-# default for a PyDataset, which this test found: keras_adapter now says shuffle=False) gave a
+# default for a PyDataset, which this test found: adapters/keras now says shuffle=False) gave a
 # first step's loss of 0.701 instead of 0.659.
 TRAJECTORY_RTOL = 2e-5
 # Every framework × API loads the same initial weights (adapters/shared_init.py), and the worker
@@ -648,12 +648,14 @@ spec = importlib.util.spec_from_file_location("adapters", here + "/__init__.py",
                                               submodule_search_locations=[here])
 package = importlib.util.module_from_spec(spec); sys.modules["adapters"] = package
 spec.loader.exec_module(package)
-from adapters import data, loop, mxnet_adapter
+from adapters import data
+from adapters.mxnet import adapter as mxnet_adapter
+from adapters import backend as contract
 dataset = data.load("synthetic-mnist", train_samples=400, test_samples=70)
 shapes = {}
 for api in ("hybrid", "module"):
     backend = mxnet_adapter.make_backend(api, "cpu", 1)
-    backend.build(loop.Hyper("cnn", 32, 1e-3, "adam", 0.0, 0), dataset)
+    backend.build(contract.Hyper("cnn", 32, 1e-3, "adam", 0.0, 0), dataset)
     seen, inner = [], backend._logits
     backend._logits = lambda xb, inner=inner, seen=seen: (seen.append(xb.shape[0]), inner(xb))[1]
     loss, acc = backend.evaluate(dataset.x_test, dataset.y_test, 32)

@@ -238,16 +238,17 @@ def test_torch_gpt_from_the_shared_draw_gives_the_reference_loss_near_ln_v(adapt
     from conftest import require_module
 
     require_module("torch")
-    from adapters import data, loop, shared_init
+    from adapters import backend as contract
+    from adapters import data, shared_init
     from adapters.models import gpt_dims
-    from adapters.torch_adapter import TorchBackend
+    from adapters.torch.adapter import TorchBackend
     from tests.gpt_reference import gpt_loss
 
     dims = gpt_dims({})
     ds = data.load("synthetic-tokens", 64, 8, tokens=(dims.seq_len, dims.vocab_size))
     backend = TorchBackend("eager", "cpu", 1)
-    backend.apply_settings(loop.Settings())
-    backend.build(loop.Hyper("gpt", 4, 1e-3, "adam", 0.0, 0, dims=dims), ds)
+    backend.apply_settings(contract.Settings())
+    backend.build(contract.Hyper("gpt", 4, 1e-3, "adam", 0.0, 0, dims=dims), ds)
     assert backend.param_count() == model_manifest.gpt_dims().parameters == 1_461_760
     assert "is_causal=True" in backend.settings_applied["attention"]
     x, y = ds.x_train[:4], ds.y_train[:4]
@@ -389,8 +390,8 @@ def test_the_exact_count_is_torchs_flop_counter_to_the_flop_at_tiny(adapters_on_
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
-    from adapters import torch_adapter
     from adapters.models import gpt_dims
+    from adapters.torch import adapter as torch_adapter
     from tui_bench.engine import flops
 
     dims = gpt_dims({})

@@ -259,7 +259,7 @@ def test_the_inference_rows_are_runs_tui_bench_accepts_with_requests_for_p99():
     tui-bench's own parser to a valid inference spec on the GPU with enough requests to bound
     p99; the CPU dry run takes them at batch 1 and 8 with 20 requests; an API the catalog does
     not let serve is skipped with the catalog's reason, on the GPU and in the dry run."""
-    from adapters.loop import tail_bounded
+    from adapters.serve import tail_bounded
     from tui_bench.cli import build_parser, spec_flags
     from tui_bench.engine import catalog
     from tui_bench.engine.spec import SpecError

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters import loop
+from adapters import serve as serving
 from tests.histories import as_runs, record
 from tui_bench.engine.errors import SpecError
 from tui_bench.engine.results import identity, latency, metrics
@@ -43,14 +43,14 @@ def test_what_an_inference_run_does_not_do_is_refused(change):
 
 # -- the percentiles and the note ---------------------------------------------------------------
 def test_the_fewest_requests_that_bound_each_percentile():
-    assert [loop.tail_requests(q) for _, q in loop.LATENCY_QUANTILES] == [8, 53, 563]
-    assert not loop.tail_bounded(562, 0.99) and loop.tail_bounded(563, 0.99)
-    assert not loop.tail_bounded(0, 0.5)
+    assert [serving.tail_requests(q) for _, q in serving.LATENCY_QUANTILES] == [8, 53, 563]
+    assert not serving.tail_bounded(562, 0.99) and serving.tail_bounded(563, 0.99)
+    assert not serving.tail_bounded(0, 0.5)
 
 
 def test_latency_stats_percentiles_rate_and_the_note():
     times = [0.001 * i for i in range(1, 101)]  # 1..100 ms
-    stats = loop.latency_stats(times, batch_size=4)
+    stats = serving.latency_stats(times, batch_size=4)
     assert stats["latency_requests"] == 100
     assert stats["latency_p50_s"] == pytest.approx(np.percentile(times, 50))
     assert stats["latency_p90_s"] == pytest.approx(np.percentile(times, 90))
@@ -59,21 +59,21 @@ def test_latency_stats_percentiles_rate_and_the_note():
     assert stats["inference_samples_per_s"] == pytest.approx(400 / sum(times))
     note = stats["latency_note"]
     assert note.startswith("p99 rests on 100 requests") and "563" in note and "p90" not in note
-    assert loop.latency_stats([0.001] * 600, 1)["latency_note"] is None
-    few = loop.latency_stats([0.002, 0.001], 1)["latency_note"]
+    assert serving.latency_stats([0.001] * 600, 1)["latency_note"] is None
+    few = serving.latency_stats([0.002, 0.001], 1)["latency_note"]
     assert few.count("rests on 2 requests") == 3
-    empty = loop.latency_stats([], 1)
+    empty = serving.latency_stats([], 1)
     assert empty["latency_p50_s"] is None and empty["inference_samples_per_s"] is None
 
 
 def test_requests_are_drawn_from_one_seeded_order_and_wrap_round():
-    batches = loop.request_batches(10, 4, seed=3, count=5)
+    batches = serving.request_batches(10, 4, seed=3, count=5)
     assert [len(b) for b in batches] == [4] * 5
     walked = np.concatenate(batches)
     assert sorted(walked[:10]) == list(range(10))  # the whole split before any repeat
     assert list(walked[10:20]) == list(walked[:10])
-    assert np.array_equal(np.concatenate(loop.request_batches(10, 4, 3, 5)), walked)
-    assert not np.array_equal(np.concatenate(loop.request_batches(10, 4, 4, 5)), walked)
+    assert np.array_equal(np.concatenate(serving.request_batches(10, 4, 3, 5)), walked)
+    assert not np.array_equal(np.concatenate(serving.request_batches(10, 4, 4, 5)), walked)
 
 
 # -- the reducer ------------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def test_latency_figures_are_registered_where_runs_and_comparisons_show_them():
 
 
 def test_the_latency_line_names_the_requests_and_the_note():
-    stats = loop.latency_stats([0.001] * 99 + [0.004], 8)
+    stats = serving.latency_stats([0.001] * 99 + [0.004], 8)
     (run,) = as_runs([_record(1, stats, mode="inference", batch_size=8)])
     text = latency.line(run)
     assert text.startswith("p50 1.000 ms · p90 1.000 ms · p99 1.030 ms · max 4.000 ms")

@@ -45,12 +45,13 @@ def reference_served_loss(fields: dict, seed: int = 0) -> tuple[float, str]:
     import numpy as np
     from transformer_reference import transformer_loss
 
-    from adapters import data, loop, shared_init
+    from adapters import data, shared_init
+    from adapters import serve as serving
 
     dataset = data.load(
         "synthetic-imdb", train_samples=fields["train_samples"], test_samples=fields["test_samples"]
     )
-    first = loop.request_batches(len(dataset.x_test), fields["batch_size"], seed, 1)[0]
+    first = serving.request_batches(len(dataset.x_test), fields["batch_size"], seed, 1)[0]
     shape = dataset.shape
     weights = shared_init.transformer_weights(seed, shape.vocab_size, shape.input_shape[0])
     x = dataset.x_test[first]

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 
 @pytest.fixture
-def loop(adapters_on_path):
-    from adapters import loop
+def harness(adapters_on_path):
+    """The worker-side harness: the contract (``backend``), the clock, the training and the
+    serving loop."""
+    from adapters import backend, clock, serve, train
 
-    return loop
+    return SimpleNamespace(contract=backend, clock=clock, train=train, serve=serve)
 
 
 @pytest.fixture
@@ -66,12 +69,14 @@ class NumpyBackend:
             clock.end(loss)
 
 
-def run(loop, data, backend, epochs=2, steps=5, warmup=2, target=None, seed=0):
+def run(harness, data, backend, epochs=2, steps=5, warmup=2, target=None, seed=0):
     dataset = data.load("synthetic-mnist", train_samples=2000, test_samples=500)
-    hyper = loop.Hyper(model="cnn", batch_size=64, lr=0.1, optimizer="sgd", dropout=0.0, seed=seed)
+    hyper = harness.contract.Hyper(
+        model="cnn", batch_size=64, lr=0.1, optimizer="sgd", dropout=0.0, seed=seed
+    )
     backend.build(hyper, dataset)
     events = []
-    summary = loop.run_training(
+    summary = harness.train.run_training(
         backend,
         dataset,
         hyper,
@@ -84,8 +89,8 @@ def run(loop, data, backend, epochs=2, steps=5, warmup=2, target=None, seed=0):
     return dataset, events, summary
 
 
-def test_warm_up_steps_stay_out_of_steady_state(loop, data):
-    _, events, summary = run(loop, data, NumpyBackend(), epochs=2, steps=5, warmup=2)
+def test_warm_up_steps_stay_out_of_steady_state(harness, data):
+    _, events, summary = run(harness, data, NumpyBackend(), epochs=2, steps=5, warmup=2)
     epochs = [f for kind, f in events if kind == "epoch_finished"]
     assert [e["steady_steps"] for e in epochs] == [3, 5]
     assert epochs[0]["warmup_s"] > 0 and epochs[1]["warmup_s"] == 0
@@ -94,23 +99,23 @@ def test_warm_up_steps_stay_out_of_steady_state(loop, data):
     assert summary["samples_per_s"] == pytest.approx(64 * 8 / (summary["step_mean_s"] * 8))
 
 
-def test_event_order_and_every_loss_reported(loop, data):
-    _, events, _ = run(loop, data, NumpyBackend(), epochs=2, steps=5)
+def test_event_order_and_every_loss_reported(harness, data):
+    _, events, _ = run(harness, data, NumpyBackend(), epochs=2, steps=5)
     kinds = [k for k, _ in events if k not in ("steps", "steady")]
     assert kinds == ["epoch_started", "epoch_finished"] * 2 + ["test_finished"]
     losses = [loss for k, f in events if k == "steps" for loss in f["losses"]]
     assert len(losses) == 10
 
 
-def test_device_is_synchronised_around_every_timed_step(loop, data):
+def test_device_is_synchronised_around_every_timed_step(harness, data):
     backend = NumpyBackend()
-    run(loop, data, backend, epochs=1, steps=5)
+    run(harness, data, backend, epochs=1, steps=5)
     assert backend.syncs >= 2 * 5  # before and after each step
 
 
-def test_batches_follow_the_shared_epoch_order(loop, data):
+def test_batches_follow_the_shared_epoch_order(harness, data):
     backend = NumpyBackend()
-    dataset, _, _ = run(loop, data, backend, epochs=2, steps=3, seed=3)
+    dataset, _, _ = run(harness, data, backend, epochs=2, steps=3, seed=3)
     for epoch in (1, 2):
         order = data.epoch_order(len(dataset.x_train), 3, epoch)
         for step in range(3):
@@ -119,25 +124,25 @@ def test_batches_follow_the_shared_epoch_order(loop, data):
     assert not np.array_equal(backend.seen[0], backend.seen[3])  # epochs reshuffle
 
 
-def test_loss_falls_on_learnable_synthetic_data(loop, data):
-    _, events, summary = run(loop, data, NumpyBackend(), epochs=3, steps=20)
+def test_loss_falls_on_learnable_synthetic_data(harness, data):
+    _, events, summary = run(harness, data, NumpyBackend(), epochs=3, steps=20)
     epochs = [f for kind, f in events if kind == "epoch_finished"]
     assert epochs[-1]["loss"] < epochs[0]["loss"]
     assert summary["test_accuracy"] > 0.3  # chance is 0.1
 
 
-def test_target_accuracy_stops_training_and_reports_when(loop, data):
-    _, events, summary = run(loop, data, NumpyBackend(), epochs=10, steps=20, target=0.2)
+def test_target_accuracy_stops_training_and_reports_when(harness, data):
+    _, events, summary = run(harness, data, NumpyBackend(), epochs=10, steps=20, target=0.2)
     assert summary["target_reached_epoch"] == summary["epochs_run"] < 10
     assert summary["target_reached_s"] > 0
-    _, _, missed = run(loop, data, NumpyBackend(), epochs=1, steps=2, target=0.999)
+    _, _, missed = run(harness, data, NumpyBackend(), epochs=1, steps=2, target=0.999)
     assert missed["target_reached_epoch"] is None
 
 
-def test_step_losses_are_coalesced_to_ten_messages_per_second(loop):
+def test_step_losses_are_coalesced_to_ten_messages_per_second(harness):
     now = [0.0]
     emitted = []
-    clock = loop.StepClock(
+    clock = harness.clock.StepClock(
         lambda: None,
         lambda kind, **f: emitted.append(f) if kind == "steps" else None,
         0,
@@ -155,10 +160,10 @@ def test_step_losses_are_coalesced_to_ten_messages_per_second(loop):
     assert [f["first_step"] for f in emitted][:2] == [0, len(emitted[0]["losses"])]
 
 
-def test_steps_events_carry_the_steady_step_times_and_not_the_warm_up(loop):
+def test_steps_events_carry_the_steady_step_times_and_not_the_warm_up(harness):
     now = [0.0]
     emitted = []
-    clock = loop.StepClock(
+    clock = harness.clock.StepClock(
         lambda: None,
         lambda kind, **f: emitted.append(f) if kind == "steps" else None,
         3,  # warm-up steps
@@ -172,15 +177,15 @@ def test_steps_events_carry_the_steady_step_times_and_not_the_warm_up(loop):
         clock.end(1.0)
     clock.flush()
     times = [t for f in emitted for t in f.get("step_times", [])]
-    assert len(times) == 37 and times == loop.compact(clock.steady_times)
+    assert len(times) == 37 and times == harness.clock.compact(clock.steady_times)
     assert max(times) < 0.1  # no warm-up step among them
     assert "step_times" not in emitted[0]  # the first flush held warm-up steps only
 
 
-def test_percentile_matches_numpy(loop):
+def test_percentile_matches_numpy(harness):
     values = sorted([5.0, 1.0, 9.0, 3.0, 7.0, 2.0])
     for q in (0.0, 0.25, 0.5, 0.75, 1.0):
-        assert loop.percentile(values, q) == pytest.approx(np.percentile(values, q * 100))
+        assert harness.clock.percentile(values, q) == pytest.approx(np.percentile(values, q * 100))
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -253,14 +258,14 @@ class LazyLoss:
         return self.value
 
 
-def test_pipelined_clock_syncs_once_per_window_and_reads_losses_then(loop):
+def test_pipelined_clock_syncs_once_per_window_and_reads_losses_then(harness):
     now, syncs, reads_at_end = [0.0], [0], []
     events = []
 
     def sync():
         syncs[0] += 1
 
-    clock = loop.StepClock(
+    clock = harness.clock.StepClock(
         sync,
         lambda kind, **f: events.append((kind, f)),
         warmup_steps=2,
@@ -289,9 +294,11 @@ def test_pipelined_clock_syncs_once_per_window_and_reads_losses_then(loop):
     assert marks == ["begin", "end"]
 
 
-def test_synced_clock_syncs_around_every_step(loop):
+def test_synced_clock_syncs_around_every_step(harness):
     syncs = [0]
-    clock = loop.StepClock(lambda: syncs.__setitem__(0, syncs[0] + 1), lambda k, **f: None, 0, 8)
+    clock = harness.clock.StepClock(
+        lambda: syncs.__setitem__(0, syncs[0] + 1), lambda k, **f: None, 0, 8
+    )
     clock.new_epoch(1)
     for _ in range(10):
         clock.begin()
@@ -299,7 +306,7 @@ def test_synced_clock_syncs_around_every_step(loop):
     assert syncs[0] == 20 and clock.windows == 0
 
 
-def test_pipelined_uses_device_event_times_when_the_backend_has_them(loop):
+def test_pipelined_uses_device_event_times_when_the_backend_has_them(harness):
     class Events:
         def __init__(self):
             self.started = self.stopped = 0
@@ -315,7 +322,7 @@ def test_pipelined_uses_device_event_times_when_the_backend_has_them(loop):
             return [0.001 * (i + 1) for i in range(n)]
 
     now = [0.0]
-    clock = loop.StepClock(
+    clock = harness.clock.StepClock(
         lambda: None,
         lambda k, **f: None,
         0,
@@ -359,13 +366,15 @@ class DeviceNumpyBackend(NumpyBackend):
             clock.end(self.train_step(xb, yb))
 
 
-def test_device_input_uploads_once_and_gathers_inside_each_step(loop, data):
+def test_device_input_uploads_once_and_gathers_inside_each_step(harness, data):
     backend = DeviceNumpyBackend()
     dataset = data.load("synthetic-mnist", train_samples=2000, test_samples=500)
-    hyper = loop.Hyper(model="cnn", batch_size=64, lr=0.1, optimizer="sgd", dropout=0.0, seed=0)
+    hyper = harness.contract.Hyper(
+        model="cnn", batch_size=64, lr=0.1, optimizer="sgd", dropout=0.0, seed=0
+    )
     backend.build(hyper, dataset)
-    settings = loop.Settings(input="device", timing="pipelined", timing_window=4)
-    summary = loop.run_training(
+    settings = harness.contract.Settings(input="device", timing="pipelined", timing_window=4)
+    summary = harness.train.run_training(
         backend, dataset, hyper, 2, 5, 1, lambda kind, **f: None, settings=settings
     )
     assert backend.uploads == 1 and backend.takes == 10
@@ -376,24 +385,29 @@ def test_device_input_uploads_once_and_gathers_inside_each_step(loop, data):
     assert summary["steady_steps"] == 9
 
 
-def test_host_input_is_the_default_and_records_itself(loop, data):
-    _, events, summary = run(loop, data, NumpyBackend(), epochs=2, steps=5, warmup=2)
+def test_host_input_is_the_default_and_records_itself(harness, data):
+    _, events, summary = run(harness, data, NumpyBackend(), epochs=2, steps=5, warmup=2)
     assert summary["input"] == "host" and summary["input_upload_s"] is None
     assert summary["timing"] == "synced" and summary["pipelined_windows"] is None
     marks = [(f["edge"], f["epoch"]) for kind, f in events if kind == "steady"]
     assert marks == [("begin", 1), ("end", 1), ("begin", 2), ("end", 2)]
 
 
-def test_a_backend_without_settings_hooks_refuses_what_it_cannot_do(loop):
-    plain = loop.Backend()
-    applied = plain.apply_settings(loop.Settings(timing="pipelined"))
+def test_a_backend_without_settings_hooks_refuses_what_it_cannot_do(harness):
+    plain = harness.contract.Backend()
+    applied = plain.apply_settings(harness.contract.Settings(timing="pipelined"))
     assert applied["precision"] == "fp32" and applied["timing"] == "pipelined"
     with pytest.raises(RuntimeError, match="cannot apply precision='bf16'"):
-        plain.apply_settings(loop.Settings(precision="bf16"))
+        plain.apply_settings(harness.contract.Settings(precision="bf16"))
     with pytest.raises(RuntimeError, match="cannot apply input='device'"):
-        loop.default_settings(NumpyBackend(), loop.Settings(input="device"))
+        harness.contract.default_settings(NumpyBackend(), harness.contract.Settings(input="device"))
 
 
-def test_settings_come_from_the_spec_with_defaults_for_old_specs(loop):
-    assert loop.Settings.from_spec({"framework": "torch"}) == loop.Settings()
-    assert loop.Settings.from_spec({"precision": "bf16", "timing_window": 3}).timing_window == 3
+def test_settings_come_from_the_spec_with_defaults_for_old_specs(harness):
+    assert (
+        harness.contract.Settings.from_spec({"framework": "torch"}) == harness.contract.Settings()
+    )
+    assert (
+        harness.contract.Settings.from_spec({"precision": "bf16", "timing_window": 3}).timing_window
+        == 3
+    )

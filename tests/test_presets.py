@@ -359,7 +359,7 @@ def test_inference_quick_serves_both_models_at_batch_1_and_64_in_every_framework
     assert len(configs) == 15 * 2 * 2
     assert all(s.mode == "inference" and s.device == "cpu" and s.precision == "fp32" for s in specs)
     # p50 and p90 bounded by the worker's tail rule, p99 not: the description says which
-    from adapters.loop import tail_bounded
+    from adapters.serve import tail_bounded
 
     assert all(s.requests <= 100 and s.warmup_steps >= 1 for s in specs)
     for s in specs:  # batch 1 bounds p90 (not p99); batch 64's few requests bound p50 alone
@@ -386,7 +386,7 @@ def test_inference_preset_sweeps_batch_1_to_1024_with_requests_for_p99():
     assert {s.device for s in specs} == {"cpu", "gpu"}
     assert {s.precision for s in specs} == {"fp32", "bf16"}
     assert {(s.model, s.dataset) for s in specs} == {("cnn", "mnist"), ("transformer", "imdb")}
-    from adapters.loop import tail_bounded
+    from adapters.serve import tail_bounded
 
     assert all(s.mode == "inference" and tail_bounded(s.requests, 0.99) for s in specs)
     assert all(s.requests >= 1000 for s in specs if s.batch_size == 1)

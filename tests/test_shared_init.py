@@ -79,7 +79,7 @@ def test_torch_from_the_shared_weights_gives_the_reference_loss(shared_init, ada
     from conftest import require_module
 
     require_module("torch")
-    from adapters import torch_adapter
+    from adapters.torch import adapter as torch_adapter
 
     ids, labels = _batch(adapters_on_path)
     weights = shared_init.transformer_weights(0, VOCAB, LENGTH)
@@ -94,7 +94,8 @@ def test_torch_from_the_shared_weights_gives_the_reference_loss(shared_init, ada
 
 
 def test_the_worker_takes_the_initial_loss_on_the_first_batch(adapters_on_path) -> None:
-    from adapters import data, loop, worker
+    from adapters import backend as contract
+    from adapters import data, worker
 
     dataset = data.load("synthetic-imdb", train_samples=40, test_samples=4)
     seen = []
@@ -104,13 +105,15 @@ def test_the_worker_takes_the_initial_loss_on_the_first_batch(adapters_on_path) 
             seen.append((x, y, batch_size))
             return 0.75, 0.5
 
-    hyper = loop.Hyper("transformer", 8, 1e-3, "adam", 0.25, 3)
-    assert worker.initial_loss(Backend(), dataset, loop.Parallel(), hyper) == {"initial_loss": 0.75}
+    hyper = contract.Hyper("transformer", 8, 1e-3, "adam", 0.25, 3)
+    assert worker.initial_loss(Backend(), dataset, contract.Parallel(), hyper) == {
+        "initial_loss": 0.75
+    }
     first = data.batches(len(dataset.x_train), 8, 3, 1, 1)[0]
     ((x, y, batch_size),) = seen
     assert np.array_equal(x, dataset.x_train[first]) and np.array_equal(y, dataset.y_train[first])
     assert batch_size == 8
     # Models whose weights each framework draws itself have no shared starting loss.
-    cnn = loop.Hyper("cnn", 8, 1e-3, "adam", 0.25, 3)
-    assert worker.initial_loss(Backend(), dataset, loop.Parallel(), cnn) == {}
+    cnn = contract.Hyper("cnn", 8, 1e-3, "adam", 0.25, 3)
+    assert worker.initial_loss(Backend(), dataset, contract.Parallel(), cnn) == {}
     assert len(seen) == 1

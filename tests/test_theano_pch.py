@@ -1,4 +1,4 @@
-"""Theano's precompiled header (adapters/theano_pch.py): used by a cold compile in the real
+"""Theano's precompiled header (adapters/theano/pch.py): used by a cold compile in the real
 runtime, the same shared library as without it, and a fallback to Theano's own compile when it
 cannot be built."""
 
@@ -26,7 +26,7 @@ THEANO_BLOCK = (
 
 @pytest.fixture
 def pch(adapters_on_path):
-    from adapters import theano_pch
+    from adapters.theano import pch as theano_pch
 
     theano_pch._known.clear()
     yield theano_pch
@@ -133,7 +133,7 @@ COLD_COMPILE = textwrap.dedent(
     import json, subprocess
     from pathlib import Path
 
-    import adapters.theano_adapter  # installs the precompiled header
+    import adapters.theano.common  # installs the precompiled header
     import theano
     import theano.tensor as T
     from theano.gof import cmodule

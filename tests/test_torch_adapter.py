@@ -12,7 +12,7 @@ torch = require_module("torch")
 
 @pytest.fixture
 def torch_adapter(adapters_on_path):
-    from adapters import torch_adapter
+    from adapters.torch import adapter as torch_adapter
 
     return torch_adapter
 
@@ -29,7 +29,7 @@ def test_lstm_recurrent_kernel_is_orthogonal_as_a_whole_like_keras(torch_adapter
 
 
 def test_strict_fp32_and_bf16_are_applied_and_read_back_on_cpu(torch_adapter, adapters_on_path):
-    from adapters.loop import Settings
+    from adapters.backend import Settings
 
     backend = torch_adapter.make_backend("eager", "cpu", 1)
     strict = backend.apply_settings(Settings())
@@ -46,7 +46,7 @@ def test_strict_fp32_and_bf16_are_applied_and_read_back_on_cpu(torch_adapter, ad
 
 def test_device_input_gathers_the_same_batch_as_host_input(torch_adapter, adapters_on_path):
     from adapters import data
-    from adapters.loop import Hyper
+    from adapters.backend import Hyper
 
     dataset = data.load("synthetic-mnist", train_samples=400, test_samples=10)
     backend = torch_adapter.make_backend("eager", "cpu", 1)

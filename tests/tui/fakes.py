@@ -247,7 +247,7 @@ def fake_inference_events(
     finish: bool = True,
     stop_after: int | None = None,
 ) -> list[dict[str, Any]]:
-    """An inference run's events, shaped like ``adapters/loop.py``'s ``run_inference``: one
+    """An inference run's events, shaped like ``adapters/serve.py``'s ``run_inference``: one
     epoch of warm-up + timed requests, ``requests`` events of latencies (a lognormal body and a
     few slow requests, as a CPU serves), the finished summary and the result."""
     rng = random.Random(seed)

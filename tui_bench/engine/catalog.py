@@ -1,6 +1,6 @@
 """What can be run: frameworks × APIs × models × datasets × devices, and which combinations make sense.
 
-Adding a framework is one adapter file in ``adapters/`` plus one ``Framework`` entry here.
+Adding a framework is one package in ``adapters/`` plus one ``Framework`` entry here.
 Nothing in this module imports a framework; availability is probed by ``runtimes``.
 """
 
@@ -47,7 +47,7 @@ class Framework:
     name: str
     label: str
     apis: tuple[str, ...]
-    adapter: str  # module name in adapters/
+    adapter: str  # its package in adapters/ (the worker imports adapters.<adapter>.adapter)
     runtime: str  # default runtime name (runtimes.py)
     import_name: str  # what a runtime must be able to import
     # Environment variables that set the CPU thread count; they must be in place before import.
@@ -99,7 +99,7 @@ FRAMEWORKS: dict[str, Framework] = {
         name="torch",
         label="PyTorch",
         apis=("eager", "compile"),
-        adapter="torch_adapter",
+        adapter="torch",
         runtime="torch",
         import_name="torch",
         thread_env=_BLAS_THREADS,
@@ -128,7 +128,7 @@ FRAMEWORKS: dict[str, Framework] = {
         name="tensorflow",
         label="TensorFlow",
         apis=("keras", "eager", "graph", "xla", "estimator"),
-        adapter="tensorflow_adapter",
+        adapter="tensorflow",
         runtime="tensorflow",
         import_name="tensorflow",
         # OMP_NUM_THREADS does nothing for TF; its own variables must be set before import.
@@ -207,7 +207,7 @@ FRAMEWORKS: dict[str, Framework] = {
         name="keras",
         label="Keras 3",
         apis=("tensorflow", "torch", "jax"),
-        adapter="keras_adapter",
+        adapter="keras",
         runtime="tensorflow",
         import_name="keras",
         thread_env=_BLAS_THREADS + _TF_THREADS,
@@ -254,7 +254,7 @@ FRAMEWORKS: dict[str, Framework] = {
         name="mxnet",
         label="MXNet",
         apis=("gluon", "hybrid", "module"),
-        adapter="mxnet_adapter",
+        adapter="mxnet",
         runtime="mxnet",
         import_name="mxnet",
         # MXNet runs one OpenMP thread here unless OMP_NUM_THREADS is set before import.
@@ -294,7 +294,7 @@ FRAMEWORKS: dict[str, Framework] = {
         name="theano",
         label="Theano",
         apis=("theano", "keras2"),
-        adapter="theano_adapter",
+        adapter="theano",
         runtime="theano",
         import_name="theano",
         # OpenBLAS and Theano's OpenMP loops size their pools from these at load time.

@@ -20,11 +20,12 @@ the training step) is marked without a model and counted for every model, since 
 API writes it for any network. Dispatch between models (``if model == "cnn":``) and the error
 for an unknown model sit outside any block: a user writing one network writes neither.
 
-Code a user of the API writes may sit in a sibling module that several adapters run (the Keras
-builders Keras 3 and tf.keras share, ``adapters/keras_models.py``). An adapter names each such
-module on a line of its own::
+Code a user of the API writes may sit in another module that the adapter runs: one beside it in
+its framework's package (Theano's two APIs), or one several frameworks share (the Keras builders
+Keras 3 and tf.keras share, ``adapters/keras_models.py``). An adapter names each such module, by
+its path relative to the adapter's own file, on a line of its own::
 
-    # tui-bench:uses keras_models.py
+    # tui-bench:uses ../keras_models.py
 
 and that module's marked blocks count for the adapter's APIs as if they were written in it, with
 the same grammar (its scope words checked against the adapter's APIs). So moving code into a
@@ -48,7 +49,8 @@ from tui_bench.engine.paths import adapters_dir
 KINDS = ("model", "step")
 _MARKER = re.compile(r"^#\s*tui-bench:(begin|end)\s+(\w+)((?:\s+[\w.-]+)*)\s*$")
 _USES = re.compile(r"^#\s*tui-bench:uses\s+(\S+)\s*$")
-_SIBLING = re.compile(r"^\w+\.py$")
+# A module beside the adapter, or up and across the adapters tree: ``../keras_models.py``.
+_SIBLING = re.compile(r"^(?:(?:\.\.|\w+)/)*\w+\.py$")
 
 
 class MarkerError(ValueError):
@@ -129,11 +131,11 @@ def count_lines(
 
 
 def adapter_path(framework_name: str) -> Path:
-    return adapters_dir() / f"{catalog.framework(framework_name).adapter}.py"
+    return adapters_dir() / catalog.framework(framework_name).adapter / "adapter.py"
 
 
 def uses(source: str, where: str = "<adapter>") -> list[str]:
-    """The sibling modules an adapter's ``tui-bench:uses`` lines name, in order."""
+    """The modules an adapter's ``tui-bench:uses`` lines name (paths relative to it), in order."""
     found = []
     for number, line in enumerate(source.splitlines(), 1):
         match = _USES.match(line.strip())
@@ -141,7 +143,10 @@ def uses(source: str, where: str = "<adapter>") -> list[str]:
             continue
         name = match.group(1)
         if not _SIBLING.match(name):
-            raise MarkerError(f"{where}:{number}: tui-bench:uses names a sibling .py, not {name!r}")
+            raise MarkerError(
+                f"{where}:{number}: tui-bench:uses names a .py path relative to the adapter, "
+                f"not {name!r}"
+            )
         found.append(name)
     return found
 
@@ -151,7 +156,7 @@ def counted_sources(framework_name: str) -> list[Path]:
     module the adapter uses."""
     path = adapter_path(framework_name)
     shared = uses(path.read_text(encoding="utf-8"), where=str(path))
-    return [path, *(path.with_name(name) for name in shared)]
+    return [path, *((path.parent / name).resolve() for name in shared)]
 
 
 def lines_of_code(framework_name: str, api: str, model: str | None = None) -> dict[str, int]:

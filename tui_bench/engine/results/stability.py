@@ -194,7 +194,7 @@ def block_means(times: Sequence[float]) -> tuple[list[float], int]:
     return [sum(times[i : i + k]) / k for i in range(0, len(times) - k + 1, k)], k
 
 
-# An inference run's timing as its worker records it (adapters/loop.py, run_inference): each
+# An inference run's timing as its worker records it (adapters/serve.py, run_inference): each
 # timed value is a request, and the verdict's sentences say so.
 INFERENCE_TIMING = "per request"
 

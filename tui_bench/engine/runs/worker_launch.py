@@ -150,7 +150,7 @@ def worker_command(
     (rank 0 writes events to the named pipe ``events_path``), TensorFlow's rank 0 starting its
     peers; every address is on 127.0.0.1. ``build_only``, ``also_build``: see ``dry_run.probe``."""
     fw = catalog.framework(spec.framework)
-    payload = {**spec.to_dict(), "adapter": fw.adapter}
+    payload = {**spec.to_dict(), "adapter": f"{fw.adapter}.adapter"}
     # Real datasets: the verified cache unless the user points the run elsewhere.
     cache = str(datasets.cache_root())
     payload["data_dir"] = spec.data_dir or cache
@@ -177,7 +177,7 @@ def worker_command(
             python,
             "-I",
             "-u",
-            str(adapters_dir() / "torch_launch.py"),  # torch.distributed.run, store on loopback
+            str(adapters_dir() / "torch" / "launch.py"),  # torch.distributed.run, store on loopback
             "--rdzv-backend=loopback-static",
             f"--rdzv-endpoint=127.0.0.1:{master_port}",
             "--nnodes=1",

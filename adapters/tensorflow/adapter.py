@@ -3,7 +3,7 @@ no ``tf.function``), ``graph`` (the same step in ``tf.function``), ``xla``
 (``tf.function(jit_compile=True)``), ``estimator`` (``tf.estimator`` with a custom ``model_fn``;
 TF <= 2.15 only, so it runs in the ``tf-legacy`` runtime).
 
-Same shape as ``torch_adapter``: ``make_backend(api, device, threads)`` returns a ``loop.Backend``;
+Same shape as ``adapters/torch``: ``make_backend(api, device, threads)`` returns a ``Backend``;
 model and step code sit between ``# tui-bench:begin``/``# tui-bench:end`` markers (a marker naming
 APIs applies to those APIs only). The worker has set ``TF_NUM_INTRAOP_THREADS`` and
 ``TF_NUM_INTEROP_THREADS`` before import; the setters below run before the first op.
@@ -26,19 +26,18 @@ import numpy as np
 import tensorflow as tf
 
 from adapters import keras_models, shared_init
-
-# tui-bench:uses keras_models.py
-from adapters.data import binary_head
-from adapters.loop import (
+from adapters.backend import (
     Backend,
     DeviceError,
-    FitStepLoss,
     Hyper,
     Parallel,
     Settings,
-    StepClock,
     logits_loss_correct,
 )
+from adapters.clock import StepClock
+
+# tui-bench:uses ../keras_models.py
+from adapters.data import binary_head
 from adapters.precision import bf16_settings
 
 APIS = ("keras", "eager", "graph", "xla", "estimator")
@@ -197,7 +196,7 @@ class _ClockCallback(tf.keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         # Read by the clock: every step (synced) or once per window (pipelined), in order.
-        self.clock.end(FitStepLoss(self, logs["loss"]))
+        self.clock.end(keras_models.FitStepLoss(self, logs["loss"]))
 
 
 class TensorFlowBackend(Backend):
@@ -431,7 +430,7 @@ class TensorFlowBackend(Backend):
             return super().train_epoch(x, y, batch_indices, clock)
         batches = host_batches(x, y, batch_indices, self.threads, self._labels)
         with tf.device(self.device):
-            # shuffle=False: a tf.data input is never reshuffled by fit, but say it (keras_adapter)
+            # shuffle=False: a tf.data input is never reshuffled by fit, but say it (adapters/keras)
             self.model.fit(
                 batches, epochs=1, shuffle=False, verbose=0, callbacks=[_ClockCallback(clock)]
             )

@@ -5,7 +5,7 @@ torch's ``TCPStore`` binds every interface unless it is handed a socket that is 
 store's socket to the endpoint's address itself, then runs ``torch.distributed.run``'s own main
 with the arguments given: the launcher, the agent and the ranks are torch's, unchanged.
 
-Usage: ``python -I torch_launch.py --rdzv-backend=loopback-static --rdzv-endpoint=127.0.0.1:PORT
+Usage: ``python -I adapters/torch/launch.py --rdzv-backend=loopback-static --rdzv-endpoint=127.0.0.1:PORT
 --nnodes=1 --nproc-per-node=N ...`` (any other ``torch.distributed.run`` arguments).
 """
 
@@ -13,11 +13,29 @@ from __future__ import annotations
 
 import socket
 import sys
+from pathlib import Path
 
-from torch.distributed import TCPStore, run
-from torch.distributed.elastic.rendezvous import RendezvousParameters, rendezvous_handler_registry
-from torch.distributed.elastic.rendezvous.static_tcp_rendezvous import StaticTCPRendezvous
-from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+
+def _keep_adapters_off_path(root: Path) -> None:
+    """Drop the adapters tree from sys.path: a plain ``python adapters/torch/launch.py`` (no
+    ``-I``) puts this directory first on it, whose modules would stand in for any of the same
+    name, and the adapters tree must never be where ``import torch`` looks
+    (tests/test_framework_packages.py)."""
+
+    def inside(entry: str) -> bool:
+        where = Path(entry or ".").resolve()
+        return where == root or root in where.parents
+
+    sys.path[:] = [entry for entry in sys.path if not inside(entry)]
+
+
+if __name__ == "__main__":
+    _keep_adapters_off_path(Path(__file__).resolve().parents[1])
+
+from torch.distributed import TCPStore, run  # noqa: E402
+from torch.distributed.elastic.rendezvous import RendezvousParameters, rendezvous_handler_registry  # noqa: E402
+from torch.distributed.elastic.rendezvous.static_tcp_rendezvous import StaticTCPRendezvous  # noqa: E402
+from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint  # noqa: E402
 
 BACKEND = "loopback-static"
 _listeners: list[socket.socket] = []  # kept open for the store's lifetime

@@ -1,6 +1,6 @@
 """PyTorch adapter. APIs: ``eager`` (plain nn.Module), ``compile`` (``torch.compile``, inductor).
 
-Shape shared by every adapter: ``make_backend(api, device, threads)`` returns a ``loop.Backend``;
+Shape shared by every adapter: ``make_backend(api, device, threads)`` returns a ``Backend``;
 the model and the training step sit between ``# tui-bench:begin``/``# tui-bench:end`` markers so
 the lines-of-code metric counts only them. The worker has already set the thread environment
 before this module is imported.
@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 from adapters import shared_init
+from adapters.backend import Backend, DeviceError, Hyper, Parallel, Settings, evaluate_in_batches
 from adapters.data import binary_head
-from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, evaluate_in_batches
 from adapters.models import TRANSFORMER
 from adapters.precision import bf16_settings
 

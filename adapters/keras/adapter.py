@@ -1,6 +1,6 @@
 """Keras 3 standalone adapter. API = backend: ``tensorflow``, ``torch``, ``jax``.
 
-Same shape as ``torch_adapter``: ``make_backend(api, device, threads)`` returns a ``loop.Backend``;
+Same shape as ``adapters/torch``: ``make_backend(api, device, threads)`` returns a ``Backend``;
 model and step code sit between ``# tui-bench:begin``/``# tui-bench:end`` markers. Keras picks its
 backend at import from ``KERAS_BACKEND``, which the runner sets per API (catalog ``api_env``).
 Threads: TensorFlow's variables and setters, torch's setter; JAX only honours the CPU affinity the
@@ -19,19 +19,18 @@ import keras
 import numpy as np
 
 from adapters import keras_models, shared_init
-
-# tui-bench:uses keras_models.py
-from adapters.data import binary_head
-from adapters.loop import (
+from adapters.backend import (
     Backend,
     DeviceError,
-    FitStepLoss,
     Hyper,
     Parallel,
     Settings,
-    StepClock,
     logits_loss_correct,
 )
+from adapters.clock import StepClock
+
+# tui-bench:uses ../keras_models.py
+from adapters.data import binary_head
 from adapters.precision import bf16_settings
 
 APIS = ("tensorflow", "torch", "jax")
@@ -165,7 +164,7 @@ class _ClockCallback(keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         # Read by the clock: every step (synced) or once per window (pipelined), in order.
         self.backend.last_output = logs["loss"]
-        self.clock.end(FitStepLoss(self, logs["loss"]))
+        self.clock.end(keras_models.FitStepLoss(self, logs["loss"]))
 
 
 class _Batches(keras.utils.PyDataset):
@@ -188,7 +187,7 @@ def _tf_host_batches(x: np.ndarray, y: np.ndarray, batch_indices, threads: int, 
     """Keras on TF turns a PyDataset into tf.data with AUTOTUNE prefetch; use the TF adapter's
     pipeline instead (gather on request, no prefetch, bounded thread pool). Imported here: only
     the TF backend's runtime has TensorFlow."""
-    from adapters.tensorflow_adapter import host_batches
+    from adapters.tensorflow.adapter import host_batches
 
     return host_batches(x, y, batch_indices, threads, labels)
 

@@ -1,7 +1,7 @@
 """MXNet 1.9.1 adapter. APIs: ``gluon`` (imperative Gluon), ``hybrid`` (the same Gluon network,
 hybridized into a static graph), ``module`` (the symbolic Module API).
 
-Same shape as ``torch_adapter``: ``make_backend(api, device, threads)`` returns a ``loop.Backend``;
+Same shape as ``adapters/torch``: ``make_backend(api, device, threads)`` returns a ``Backend``;
 model and step code sit between ``# tui-bench:begin``/``# tui-bench:end`` markers (a marker naming
 APIs applies to those APIs only). MXNet's OpenMP pool is sized from ``OMP_NUM_THREADS`` at import
 (its runtime setters have no effect), so the worker sets it before this module is imported; the
@@ -21,8 +21,8 @@ from mxnet import autograd, gluon, nd
 from mxnet.gluon import nn, rnn
 
 from adapters import shared_init
+from adapters.backend import Backend, DeviceError, Hyper, Parallel, Settings, logits_loss_correct
 from adapters.data import binary_head
-from adapters.loop import Backend, DeviceError, Hyper, Parallel, Settings, logits_loss_correct
 from adapters.models import TRANSFORMER
 
 APIS = ("gluon", "hybrid", "module")
