@@ -41,7 +41,7 @@ sys.modules["adapters"] = package
 spec.loader.exec_module(package)
 sys.path.insert(0, sys.argv[1] + "/tests")
 import numpy as np
-from adapters import data, loop, models, shared_init
+from adapters import backend as contract, data, models, shared_init
 from adapters.jax import adapter, flax_models
 from gpt_reference import gpt_loss
 from transformer_reference import transformer_loss
@@ -58,8 +58,8 @@ def dataset_for(model):
 def backend(api, model, dropout=0.0, precision="fp32"):
     dims, dataset = dataset_for(model)
     b = adapter.make_backend(api, "cpu", 1)
-    applied = b.apply_settings(loop.Settings(precision=precision))
-    b.build(loop.Hyper(model, 4, 0.01, "sgd", dropout, 0, dims=dims), dataset)
+    applied = b.apply_settings(contract.Settings(precision=precision))
+    b.build(contract.Hyper(model, 4, 0.01, "sgd", dropout, 0, dims=dims), dataset)
     return b, dataset, dims, applied
 
 for api in adapter.APIS:
@@ -126,7 +126,7 @@ _, _, _, out["fp32"] = backend("flax", "cnn")
 b, dataset, dims, out["bf16"] = backend("jit", "transformer", precision="bf16")
 out["bf16_logits_dtype"] = str(b._logits(dataset.x_train[:2]).dtype)
 try:
-    adapter.make_backend("flax", "cpu", 1).apply_settings(loop.Settings(precision="amp-fp16"))
+    adapter.make_backend("flax", "cpu", 1).apply_settings(contract.Settings(precision="amp-fp16"))
     out["fp16"] = None
 except RuntimeError as exc:
     out["fp16"] = str(exc)
