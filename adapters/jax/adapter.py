@@ -56,8 +56,8 @@ def resolve_device(device: str) -> jax.Device:
         gpus = []
     if not gpus:
         raise DeviceError(
-            f"jax runtime sees 0 GPUs; jaxlib {jax.__version__} has no GPU plugin here "
-            "(install jax[cuda12] into the runtime)"
+            f"jax runtime sees 0 GPUs; installed build jaxlib {jaxlib.__version__} has no GPU "
+            "plugin (tui-bench runtime setup jax --gpu installs jax[cuda12])"
         )
     if index >= len(gpus):
         raise DeviceError(
