@@ -31,7 +31,8 @@ worker started, ``time.perf_counter`` based). Types and their fields:
     done (requests finished so far, warm-up ones included), latencies (seconds, 4 significant
     digits: the timed requests since the last event, in order, each timed alone; absent during
     warm-up). An inference run's series (``mode`` inference, docs/inference.md); coalesced like
-    ``steps``.
+    ``steps``. A generation run's (``mode`` generate, docs/generation.md) latencies are each
+    request's E2E time, and it adds ttft and tpot (seconds, the same requests, in order).
 ``test_finished``
     test_s (inference over the test set, synchronised), test_loss, test_accuracy, test_samples.
 ``heartbeat``
@@ -42,7 +43,7 @@ worker started, ``time.perf_counter`` based). Types and their fields:
 ``finished``
     summary: the run's overall figures (``adapters.train.run_training`` or ``adapters.serve.run_inference``).
 ``error``
-    error_type, message, traceback, phase (import, data, build, train, inference, test).
+    error_type, message, traceback, phase (import, data, build, train, inference, generate, test).
 
 On the app's side one reducer folds these (``tui_bench/engine/runs/reducer.py``): a new type is
 added here, written by the worker, and handled there, nowhere else.

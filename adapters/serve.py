@@ -20,7 +20,7 @@ from adapters.clock import compact, percentile
 
 # The tail a percentile claims is only claimed where the requests can bound it: the upper end of
 # the q-quantile's distribution-free 95 % confidence interval (order statistics, the normal
-# approximation to the binomial, as stability.median_ci does for the median) must fall inside
+# approximation to the binomial, as stats.median_ci does for the median) must fall inside
 # the sample. That needs 8 requests for p50, 53 for p90, 563 for p99 (``tail_requests``).
 LATENCY_QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 TAIL_Z = 1.96

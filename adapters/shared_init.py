@@ -115,9 +115,23 @@ def transformer_weights(seed: int, vocab: int, length: int) -> dict[str, np.ndar
     return out
 
 
-def gpt_weights(seed: int, dims: Any) -> dict[str, np.ndarray]:
+def gpt_weights(seed: int, dims: Any, scale: float = 1.0) -> dict[str, np.ndarray]:
     """Every trainable array of the gpt of ``dims`` (``adapters.models.gpt_dims``: layers,
-    d_model, seq_len, vocab_size, d_ff), float32, canonical names and layout above."""
+    d_model, seq_len, vocab_size, d_ff), float32, canonical names and layout above; with
+    ``scale``, every kernel and both embeddings multiplied by it (``GENERATION_SCALE``)."""
+    out = _gpt_draw(seed, dims)
+    if scale == 1.0:
+        return out
+    return {
+        name: (value * np.float32(scale) if _scaled(name) else value) for name, value in out.items()
+    }
+
+
+def _scaled(name: str) -> bool:
+    return name.endswith(".kernel") or name in ("tokens", "positions")
+
+
+def _gpt_draw(seed: int, dims: Any) -> dict[str, np.ndarray]:
     rng = np.random.RandomState(seed)
     d, residual = dims.d_model, GPT_STD / np.sqrt(2.0 * dims.layers)
 
@@ -157,6 +171,20 @@ def checked(name: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.ascontiguousarray(value, dtype=np.float32)
 
 
+# A generation run (docs/generation.md) serves the gpt's draw with every kernel and both
+# embeddings × GENERATION_SCALE: the plain draw's untrained gpt repeats one token per sequence
+# whatever its context (so a broken cache would generate the same tokens); × 5 makes attention
+# sharp and each token depend on the context. The worker sets it before ``build``.
+GENERATION_SCALE = 5.0
+_gpt_scale = 1.0
+
+
+def for_generation() -> None:
+    """This process serves generation: the gpt's draw is scaled (``GENERATION_SCALE``)."""
+    global _gpt_scale
+    _gpt_scale = GENERATION_SCALE
+
+
 def start(
     model_name: str,
     seed: int,
@@ -171,8 +199,11 @@ def start(
     if model_name not in SHARED_MODELS:
         return None
     if model_name == "gpt":
-        load(gpt_weights(seed, dims))
-        return setting(seed) + ", GPT-2 initialiser (normal 0.02, residual projections /√(2L))"
+        load(gpt_weights(seed, dims, _gpt_scale))
+        scaled = f", kernels and embeddings × {_gpt_scale:g} to generate" if _gpt_scale != 1 else ""
+        return (
+            setting(seed) + ", GPT-2 initialiser (normal 0.02, residual projections /√(2L))"
+        ) + scaled
     load(transformer_weights(seed, shape.vocab_size, shape.input_shape[0]))
     return setting(seed)
 

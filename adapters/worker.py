@@ -422,8 +422,12 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             if build_only:  # adapters that compile a training function at build skip it (Theano)
                 backend.build_only = True
-            if spec.get("mode") == "inference":  # the same, for a run that only serves
+            if spec.get("mode") in ("inference", "generate"):  # the same, for a run that serves
                 backend.serve_only = True
+            if spec.get("mode") == "generate":  # the gpt's draw, sharpened (docs/generation.md)
+                from adapters import shared_init
+
+                shared_init.for_generation()
             backend.build(hyper, dataset)
             backend.sync()
             build_s = time.perf_counter() - t0
@@ -435,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
 
             # What the framework will train on first, read back from the framework (equity tests).
             digest = global_first_batch_digest(backend, dataset, parallel, hyper)
-            inference = spec.get("mode") == "inference"
+            inference = spec.get("mode") in ("inference", "generate")
             # An inference run's first forward pass is its first request (compilation is
             # reported there): no untimed initial-loss pass before it.
             initial = {} if inference else initial_loss(backend, dataset, parallel, hyper)
@@ -477,6 +481,23 @@ def main(argv: list[str] | None = None) -> int:
         if build_only:
             return 0  # what the model is and what it reads first: said; nothing is trained
         phase = "train"
+        if spec.get("mode") == "generate":
+            from adapters import generate
+
+            phase = "generate"
+            summary = generate.run_generation(
+                backend,
+                dataset,
+                hyper,
+                prompt_tokens=spec["prompt_tokens"],
+                new_tokens=spec["new_tokens"],
+                requests=spec["requests"],
+                warmup=spec["warmup_steps"],
+                emit=channel.emit,
+                weights=INFERENCE_WEIGHTS,
+            )
+            channel.emit("finished", summary=summary)
+            return 0
         if inference:
             phase = "inference"
             summary = serve.run_inference(

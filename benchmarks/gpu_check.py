@@ -70,16 +70,17 @@ class Config:
     input: str = "host"
     shows: str = ""
     size: str | None = None  # a sized model's size (the gpt)
-    mode: str = "train"  # or "inference": timed forward requests at ``batch`` (issue 43)
-    batch: int | None = None  # an inference row's batch size
+    mode: str = "train"  # "inference": timed forward requests at ``batch`` (issue 43);
+    # "generate": the gpt generating tokens, ``batch`` sequences a request (issue 49)
+    batch: int | None = None  # an inference or generation row's batch size
 
     @property
     def name(self) -> str:
         parts = [f"{self.framework}/{self.api}", self.model, *filter(None, [self.size])]
         parts.append(self.precision)
         parts += [v for v in (self.timing, self.input) if v not in ("synced", "host")]
-        if self.mode == "inference":
-            parts.append(f"inference b{self.batch}")
+        if self.mode in ("inference", "generate"):
+            parts.append(f"{self.mode} b{self.batch}")
         return " ".join(parts)
 
 
@@ -94,6 +95,19 @@ INFERENCE_APIS = (
 INFERENCE_BATCH = 256
 INFERENCE_REQUESTS = {1: 1000, INFERENCE_BATCH: 600}
 DRY_INFERENCE_BATCH, DRY_REQUESTS = 8, 20
+
+# The generation rows (issue 49): gpt2-small generating, a 512-token prompt then 128 new tokens
+# (pp512 / tg128), bf16 weights and cache, batch 1 (latency, memory-bound: MBU against the
+# datasheet HBM bandwidth) and batch 32 (throughput); torch.compile (CUDA graphs for the decode
+# step), Keras on JAX and JAX/Flax where the catalog says they generate (else skipped with its
+# reason). Dry run: the tiny gpt, P 16 + N 8, a few requests (wiring only).
+GENERATE_APIS = (
+    ("torch", "compile", "generation, torch.compile"),
+    ("keras", "jax", "generation, Keras/JAX"),
+    ("jax", "flax", "generation, JAX/Flax"),
+)
+GENERATE_REQUESTS = {1: 100, 32: 30}
+GENERATE_PROMPT, GENERATE_NEW = 512, 128
 
 
 def planned_configs() -> list[Config]:
@@ -135,6 +149,21 @@ def planned_configs() -> list[Config]:
                 ("torch", "compile", "gpt2-small, tokens/s and MFU"),
                 ("keras", "jax", "gpt2-small on Keras/JAX, MFU"),
             )
+        ),
+        # Issue 49: generation rows, after every other; `--mode generate` runs them alone.
+        *(
+            Config(
+                fw,
+                api,
+                model="gpt",
+                size="gpt2-small",
+                precision="bf16",
+                mode="generate",
+                batch=b,
+                shows=shows,
+            )
+            for fw, api, shows in GENERATE_APIS
+            for b in GENERATE_REQUESTS
         ),
     ]
 
@@ -190,10 +219,15 @@ def render_markdown(data: dict[str, Any]) -> str:
             lines += [step["reason"], ""]
         if step["step"] == "figures":
             figures = step.get("figures", [])
-            lines += _figures_table([f for f in figures if f.get("mode") != "inference"])
+            lines += _figures_table(
+                [f for f in figures if f.get("mode") not in ("inference", "generate")]
+            )
             serving = [f for f in figures if f.get("mode") == "inference"]
             if serving:
                 lines += _inference_table(serving)
+            generating = [f for f in figures if f.get("mode") == "generate"]
+            if generating:
+                lines += _generation_table(generating)
         elif step.get("details") is not None:
             lines += ["```", json.dumps(step["details"], indent=2, default=str), "```", ""]
     return "\n".join(lines) + "\n"
@@ -473,11 +507,42 @@ def gpu_problem(python: str, api: str) -> str | None:
     return f"{build} in {python} sees no CUDA GPU (a CPU-only build?)"
 
 
+def _generation_table(figures: list[dict[str, Any]]) -> list[str]:
+    """The generation rows: TTFT, TPOT, decode tokens/s and MBU against the datasheet HBM."""
+    rows = [
+        "Generation (each request timed alone; TPOT = (E2E − TTFT) / (N − 1); MBU = decode "
+        "bytes per step / p50 TPOT / the nominal HBM bandwidth):",
+        "",
+        "| configuration | shows | status | batch | requests | TTFT p50 ms | TPOT p50 ms "
+        "| TPOT p99 ms | decode tokens/s | decode GB/s | MBU nominal % | first request s "
+        "| reason |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def num(value: Any, scale: float = 1.0, digits: int = 3) -> str:
+        return "" if value is None else f"{value * scale:.{digits}f}"
+
+    for f in figures:
+        m = f.get("metrics") or {}
+        why = f.get("reason") or m.get("mbu_nominal_error") or m.get("latency_note") or ""
+        rows.append(
+            f"| {f['name']} | {f['shows']} | {f['status']} | {f.get('batch') or ''} "
+            f"| {num(m.get('generate_requests'), digits=0)} | {num(m.get('ttft_p50_s'), 1e3)} "
+            f"| {num(m.get('tpot_p50_s'), 1e3)} | {num(m.get('tpot_p99_s'), 1e3)} "
+            f"| {num(m.get('decode_tokens_per_s'), digits=0)} | {num(m.get('decode_gbps'), digits=1)} "
+            f"| {num(m.get('mbu_nominal'), 100, 1)} | {num(m.get('first_request_s'), digits=2)} "
+            f"| {str(why).replace('|', '/')[:200]} |"
+        )
+    return [*rows, ""]
+
+
 def plan_figure(config: Config, device: str, dry_run: bool) -> str | None:
     """Why this configuration is skipped before it starts, or None."""
     from tui_bench.engine import catalog
     from tui_bench.engine.machine import runtimes
 
+    if config.framework not in catalog.FRAMEWORKS:  # a framework not built yet (JAX/Flax)
+        return f"framework '{config.framework}' is not in this installation's catalog"
     available = runtimes.availability(config.framework, config.api)
     if not available.ok:
         fix = available.fix if available.fix and available.fix not in available.problem else ""
@@ -489,6 +554,11 @@ def plan_figure(config: Config, device: str, dry_run: bool) -> str | None:
     )
     if refused and refused[0] == "mode":  # an API that does not serve: its reason, GPU or not
         return refused[1]
+    if dry_run and config.mode == "generate":  # the wiring, on the CPU: fp32
+        problem = catalog.setting_problem(
+            config.framework, config.api, device, "fp32", "host", "synced", mode="generate"
+        )
+        return problem[1] if problem else None
     if dry_run and (config.precision not in ("fp32",) or config.timing != "synced"):
         return "a GPU mode: the dry run keeps to fp32, synced, on the CPU"
     if dry_run and config.input != "host":
@@ -522,9 +592,29 @@ def inference_args(config: Config, device: str, dry_run: bool) -> list[str]:
     ]
 
 
+def generate_args(config: Config, device: str, dry_run: bool) -> list[str]:
+    """A generation row: warm-up requests apart, then requests each timed alone."""
+    batch = config.batch or 1
+    size, prompt, new = config.size or "gpt2-small", GENERATE_PROMPT, GENERATE_NEW
+    requests, warmup = GENERATE_REQUESTS.get(batch, 30), 5
+    if dry_run:
+        size, prompt, new, batch, requests, warmup = "tiny", 16, 8, min(batch, 2), 5, 1
+    return [
+        *("--framework", config.framework, "--api", config.api, "--model", "gpt"),
+        *("--size", size, "--mode", "generate", "--dataset", "synthetic-tokens"),
+        *("--device", device, "--precision", "fp32" if dry_run else config.precision),
+        *("--batch-size", str(batch), "--prompt-tokens", str(prompt), "--new-tokens", str(new)),
+        *("--requests", str(requests), "--warmup-steps", str(warmup)),
+        *("--threads", "1" if dry_run else "4", "--test-samples", str(max(64, batch))),
+        *("--train-samples", "100", "--sample-interval", "0.2", "--json", "--quiet"),
+    ]
+
+
 def figure_args(config: Config, device: str, dry_run: bool) -> list[str]:
     if config.mode == "inference":
         return inference_args(config, device, dry_run)
+    if config.mode == "generate":
+        return generate_args(config, device, dry_run)
     vgg, sequence = config.model == "vgg16", config.model == "transformer"
     gpt = config.model == "gpt"
     # Enough steps for steady windows of about a second on an H200 (the CNN's 2 ms steps): the
@@ -607,6 +697,19 @@ def run_figure(
             "inference_samples_per_s",
             "first_request_s",
             "latency_note",
+            # a generation row's (docs/generation.md)
+            "generate_requests",
+            "ttft_p50_s",
+            "tpot_p50_s",
+            "tpot_p99_s",
+            "decode_tokens_per_s",
+            "prefill_tokens_per_s",
+            "decode_gbps",
+            "mbu_nominal",
+            "mbu_nominal_bandwidth",
+            "mbu_nominal_error",
+            "token_timing",
+            "generation",
         )
     }
     energy, steps, batch = (
@@ -639,8 +742,8 @@ def step_figures(
     started = time.monotonic()
     for config in configs:
         entry: dict[str, Any] = {"name": config.name, "shows": config.shows}
-        if config.mode == "inference":
-            entry.update(mode="inference", batch=config.batch)
+        if config.mode in ("inference", "generate"):
+            entry.update(mode=config.mode, batch=config.batch)
         if budget.left() < 20:
             entry.update(status="skipped", reason="out of time budget")
         elif why := plan_figure(config, device, dry_run):
@@ -704,8 +807,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--mode",
-        choices=("train", "inference"),
-        help="figures of one mode only (inference: the serving rows, p50/p99 and samples/s)",
+        choices=("train", "inference", "generate"),
+        help="figures of one mode only (inference: the serving rows, p50/p99 and samples/s; "
+        "generate: the gpt2-small generation rows, TTFT/TPOT, decode tokens/s, MBU)",
     )
     parser.add_argument("--skip-pytest", action="store_true", help="no `pytest -m gpu` step")
     args = parser.parse_args(argv)

@@ -736,16 +736,23 @@ def main() -> None:
     parser.add_argument(
         "--mode",
         default="train",
-        choices=("train", "inference"),
+        choices=("train", "inference", "generate"),
         help="inference: p50 latency of requests (--steps of them, --batch-size each) vs a bare "
-        "serving loop of the same framework (every framework × API)",
+        "serving loop of the same framework (every framework × API); generate: decode tokens/s "
+        "of the tiny gpt's generation vs a bare cached generation loop (torch)",
     )
     parser.add_argument(
         "--test-samples", type=int, default=1000, help="inference: the split requests draw from"
     )
+    parser.add_argument("--prompt-tokens", type=int, default=64, help="generate: P")
+    parser.add_argument("--new-tokens", type=int, default=64, help="generate: N")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
     from tui_bench.engine.machine import runtimes
+
+    if args.mode == "generate":
+        generation_main(args)
+        return
 
     loops = BARE_INFERENCE if args.mode == "inference" else BARE
     combos = [tuple(name.split("/", 1)) for name in args.only] if args.only else list(loops)
@@ -795,6 +802,162 @@ def main() -> None:
         for name, h, b, _low, _high in rows:
             print(f"{name}: harness overhead per request {(h - b) * 1e6:+.1f} µs (p50 - p50)")
     print(f"target: ratio of medians <= 1.05 for every API; load now {os.getloadavg()[0]:.2f}")
+
+
+# -- generation (``--mode generate``, docs/generation.md) ------------------------------------------
+# A bare generation loop around the same model and the same cache design: the adapter's own gpt
+# module, shared weights and prefill/decode step (``adapters/torch/generate.py``: eager, or
+# compiled as the compile API does), driven by a loop a user would write: the prompts of
+# tui-bench's order, each token copied to the host as it exists and timed then. No events, no
+# clock object, no history, no summary: what differs is the harness alone. decode tokens/s =
+# batch × (N − 1) × requests / summed (E2E − TTFT).
+TORCH_GENERATE = r"""
+import torch
+from adapters import models, serve, shared_init
+from adapters.torch.adapter import _Gpt, load_gpt_weights
+from adapters.torch.generate import TorchGeneration
+torch.set_num_threads(args["threads"])
+dims = models.gpt_dims({"model": "gpt", "size": "tiny"})
+P, N = args["prompt_tokens"], args["new_tokens"]
+torch.manual_seed(0)
+model = _Gpt(dims, 0.0)
+load_gpt_weights(model, shared_init.gpt_weights(0, dims, shared_init.GENERATION_SCALE))
+gen = TorchGeneration(model, torch.device("cpu"), args["api"], "fp32")
+gen.prepare(B, P, N)
+prefill, decode = gen.prefill_fn, gen.decode_fn
+test = data.load("synthetic-tokens", test_samples=args["test_samples"],
+                 tokens=(dims.seq_len, dims.vocab_size)).x_test
+prompts = [test[idx, :P] for idx in serve.request_batches(len(test), B, 0, T)]
+ttft, e2e = [], []
+with torch.inference_mode():
+    for prompt in prompts:
+        stamps = []
+        t0 = time.perf_counter_ns()
+        token = prefill(torch.from_numpy(prompt.astype(np.int64))).clone()
+        gen.position.fill_(P)
+        for t in range(N):
+            if t:
+                token = decode(token).clone()
+                gen.position += 1
+            token.cpu().numpy()
+            stamps.append(time.perf_counter_ns())
+        ttft.append((stamps[0] - t0) * 1e-9)
+        e2e.append((stamps[-1] - t0) * 1e-9)
+w = args["warmup"]
+decode_s = sum(e2e[w:]) - sum(ttft[w:])
+tpot = [(e - t) / (N - 1) for t, e in zip(ttft[w:], e2e[w:])]
+print(json.dumps({"decode_tokens_per_s": B * (N - 1) * (T - w) / decode_s,
+                  "tpot_p50_s": float(np.median(tpot))}))
+"""
+
+# The header's loading of the adapters package, without its training batches.
+GENERATE_HEADER = (
+    HEADER.split("dataset = data.load")[0]
+    + 'B, T = args["batch_size"], args["warmup"] + args["steps"]\n'
+)
+
+
+def generation_main(args: argparse.Namespace) -> None:
+    """Decode tokens/s of tui-bench's generation run against the bare loop above, alternated,
+    each measurement a fresh process; the ratio bare/tui-bench (target >= 0.95 of the bare
+    loop's rate: tui-bench / bare >= 0.95) and the per-token overhead (p50 TPOT difference)."""
+    from tui_bench.engine.machine import runtimes
+    from tui_bench.engine.results.history import History
+    from tui_bench.engine.runs.runner import execute
+    from tui_bench.engine.runs.worker_launch import worker_environment
+    from tui_bench.engine.spec import RunSpec
+
+    combos = (
+        [tuple(n.split("/", 1)) for n in args.only]
+        if args.only
+        else [
+            ("torch", "eager"),
+            ("torch", "compile"),
+        ]
+    )
+    print(
+        f"tiny gpt, generate, batch {args.batch_size}, P {args.prompt_tokens} + N "
+        f"{args.new_tokens}, {args.threads} thread(s), {args.steps} timed requests after "
+        f"{args.warmup} warm-up, {args.rounds} A/B rounds per API; load "
+        f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    )
+    rows = []
+    with tempfile.TemporaryDirectory() as home:
+        for framework, api in combos:
+            where = runtimes.availability(framework, api)
+            if not where.ok:
+                print(f"{framework}/{api}: skipped, {where.problem}")
+                continue
+            spec = RunSpec(
+                framework=framework,
+                api=api,
+                model="gpt",
+                mode="generate",
+                threads=args.threads,
+                batch_size=args.batch_size,
+                requests=args.steps,
+                warmup_steps=args.warmup,
+                prompt_tokens=args.prompt_tokens,
+                new_tokens=args.new_tokens,
+                train_samples=100,
+                test_samples=args.test_samples,
+            ).validate()
+            runtime = runtimes.Runtime(where.runtime, where.python, where.source)
+            payload = json.dumps(
+                {
+                    "threads": args.threads,
+                    "batch_size": args.batch_size,
+                    "api": api,
+                    "warmup": args.warmup,
+                    "steps": args.steps,
+                    "adapters": str(REPO / "adapters"),
+                    "train_samples": 100,
+                    "test_samples": args.test_samples,
+                    "prompt_tokens": args.prompt_tokens,
+                    "new_tokens": args.new_tokens,
+                }
+            )
+            tool, plain = [], []
+            for round_no in range(1, args.rounds + 1):
+                order = ("harness", "bare") if round_no % 2 else ("bare", "harness")
+                for which in order:
+                    if which == "harness":
+                        result = execute(spec, History(Path(home)), runtime=runtime)
+                        if not result.ok:
+                            raise SystemExit(f"tui-bench {framework}/{api}: {result.reason}")
+                        s = result.summary
+                        tool.append((s["decode_tokens_per_s"], s["tpot_p50_s"]))
+                        continue
+                    out = subprocess.run(
+                        [where.python, "-I", "-c", GENERATE_HEADER + TORCH_GENERATE, payload],
+                        capture_output=True,
+                        text=True,
+                        env=worker_environment(spec),
+                    )
+                    if out.returncode != 0:
+                        raise SystemExit(f"bare {framework}/{api}: {out.stderr.strip()[-400:]}")
+                    got = json.loads(out.stdout.strip().splitlines()[-1])
+                    plain.append((got["decode_tokens_per_s"], got["tpot_p50_s"]))
+            rates = " ".join(f"{t[0]:.0f}/{u[0]:.0f}" for t, u in zip(tool, plain, strict=True))
+            print(
+                f"{framework}/{api}: decode tokens/s tui-bench/bare per round {rates}", flush=True
+            )
+            rows.append((f"{framework}/{api}", tool, plain))
+    print(
+        "\n| framework/api | tui-bench decode tok/s | bare decode tok/s | ratio | per round "
+        "| per-token overhead µs |"
+    )
+    print("|---|---:|---:|---:|---|---:|")
+    for name, tool, plain in rows:
+        t_rate = statistics.median(r for r, _ in tool)
+        b_rate = statistics.median(r for r, _ in plain)
+        per_round = [t[0] / u[0] for t, u in zip(tool, plain, strict=True)]
+        overhead = statistics.median(t for _, t in tool) - statistics.median(t for _, t in plain)
+        print(
+            f"| {name} | {t_rate:.0f} | {b_rate:.0f} | {t_rate / b_rate:.3f} | "
+            f"{min(per_round):.3f}–{max(per_round):.3f} | {overhead * 1e6:+.1f} |"
+        )
+    print(f"target: tui-bench / bare decode tokens/s >= 0.95; load now {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

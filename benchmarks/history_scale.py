@@ -35,8 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tui_bench.engine.results import store  # noqa: E402
+from tui_bench.engine.results import journal  # noqa: E402
 from tui_bench.engine.results.history import History  # noqa: E402
+from tui_bench.engine.results.migration import LEGACY_NAME  # noqa: E402
 
 
 def full_template() -> dict:
@@ -119,7 +120,7 @@ def build(home: Path, runs: int) -> None:
             steps = {"type": "steps", "epoch": 1, "first_step": 0, "losses": [2.3, 2.2]}
             handle.write(json.dumps(steps) + "\n")
             handle.write(json.dumps({"type": "result", "record": record}) + "\n")
-    store.rewrite(history.journal_path, records)
+    journal.rewrite(history.journal_path, records)
 
 
 def timed(args: list[str], env: dict[str, str], repeats: int) -> tuple[float, float, float]:
@@ -164,7 +165,7 @@ def build_legacy(home: Path, runs: int) -> None:
         record = copy.deepcopy(TEMPLATE)
         record["id"] = f"20261101-{i // 3600 % 24:02d}{i // 60 % 60:02d}{i % 60:02d}-{i:08x}"
         table[str(i + 1)] = record
-    home.joinpath(store.LEGACY_NAME).write_text(json.dumps({"_default": table}))
+    home.joinpath(LEGACY_NAME).write_text(json.dumps({"_default": table}))
 
 
 def migration(tmp: Path, runs: int) -> tuple[float, float, str]:
@@ -250,8 +251,8 @@ def main() -> None:
                 "TUI_BENCH_CONFIG": str(Path(tmp) / "none.toml"),
             }
             build(home, size)
-            put("record kB (journal line)", f"{len(store.put_line(TEMPLATE)) / 1e3:.1f}")
-            put("journal MB", f"{home.joinpath(store.JOURNAL_NAME).stat().st_size / 1e6:.1f}")
+            put("record kB (journal line)", f"{len(journal.put_line(TEMPLATE)) / 1e3:.1f}")
+            put("journal MB", f"{home.joinpath(journal.JOURNAL_NAME).stat().st_size / 1e6:.1f}")
             cold, cold_cpu, cold_rss = timed(["history", "list"], env, 1)  # builds the cache
             put("list, cold cache s (cpu)", f"{cold:.2f} ({cold_cpu:.2f})")
             warm, warm_cpu, warm_rss = timed(["history", "list"], env, args.repeats)

@@ -119,14 +119,14 @@ def test_one_spec_stops_at_the_maximum_and_says_so(monkeypatch):
 
 
 def test_the_stopping_rule_decides_how_many_runs(monkeypatch):
-    """Not a count of its own: the batch asks stability.enough_repeats after every run."""
+    """Not a count of its own: the batch asks auto_repeats.enough_repeats after every run."""
     asked = []
 
     def stop_at_two(medians, target, max_repeats):
         asked.append((len(medians), target, max_repeats))
         return len(medians) >= 2, "enough: told so"
 
-    monkeypatch.setattr(sweep_module.stability, "enough_repeats", stop_at_two)
+    monkeypatch.setattr(sweep_module.auto_repeats, "enough_repeats", stop_at_two)
     _batch_id, events = run_auto_batch(monkeypatch, WIDE, {"max": 9, "target_ci": 0.05})
     assert asked == [(1, 0.05, 9), (2, 0.05, 9)]
     assert len(History().all()) == 2

@@ -187,7 +187,7 @@ def test_the_gpt2_small_rows_are_runs_tui_bench_accepts_and_fit_an_h100():
     from tui_bench.engine import model_memory
 
     check = _load_check()
-    rows = {c.name: c for c in check.planned_configs() if c.model == "gpt"}
+    rows = {c.name: c for c in check.planned_configs() if c.model == "gpt" and c.mode == "train"}
     assert tuple(rows) == GPT_ROWS
     for config in rows.values():
         args = build_parser().parse_args(["run", *check.figure_args(config, "gpu", False)])
@@ -327,3 +327,58 @@ def test_an_inference_figure_reports_p50_p99_and_samples_per_s_in_its_own_table(
     # the serving row is not in the training table (its step median column means nothing)
     training = markdown.split("Inference (each request")[0]
     assert "inference b1" not in training
+
+
+def test_the_generation_rows_are_runs_tui_bench_accepts(monkeypatch):
+    """The generation rows (issue 49), checked without a GPU: gpt2-small, P 512 + N 128, bf16 at
+    batch 1 and 32 for every API of GENERATE_APIS; their arguments go through tui-bench's own
+    parser to a valid generate spec on the GPU (or the catalog's refusal for an API that does not
+    generate yet); a generated record's figures land in report.md's generation table."""
+    from tui_bench.cli import build_parser, spec_flags
+    from tui_bench.engine import catalog
+    from tui_bench.engine.spec import SpecError
+
+    check = _load_check()
+    rows = [c for c in check.planned_configs() if c.mode == "generate"]
+    assert {(c.framework, c.api) for c in rows} == {(f, a) for f, a, _ in check.GENERATE_APIS}
+    for config in rows:
+        if config.framework not in catalog.FRAMEWORKS:
+            assert "catalog" in check.plan_figure(config, "cpu", dry_run=True)
+            continue
+        args = build_parser().parse_args(["run", *check.figure_args(config, "gpu", False)])
+        if (config.framework, config.api) not in catalog.generating_apis():
+            with pytest.raises(SpecError, match="not offered"):
+                spec_flags.spec_from_args(args)
+            continue
+        spec = spec_flags.spec_from_args(args)
+        assert (spec.mode, spec.size, spec.precision) == ("generate", "gpt2-small", "bf16")
+        assert (spec.prompt_tokens, spec.new_tokens) == (512, 128)
+        assert spec.batch_size == config.batch and spec.test_samples >= spec.batch_size
+        dry = spec_flags.spec_from_args(
+            build_parser().parse_args(["run", *check.figure_args(config, "cpu", True)])
+        )
+        assert (dry.size, dry.precision, dry.device) == ("tiny", "fp32", "cpu")
+    figure = {
+        "name": rows[0].name,
+        "shows": rows[0].shows,
+        "mode": "generate",
+        "batch": 1,
+        "status": "ok",
+        "metrics": {
+            "generate_requests": 100,
+            "ttft_p50_s": 0.012,
+            "tpot_p50_s": 0.0021,
+            "tpot_p99_s": 0.0025,
+            "decode_tokens_per_s": 476.0,
+            "decode_gbps": 120.5,
+            "mbu_nominal": 0.025,
+            "first_request_s": 31.5,
+        },
+    }
+    markdown = check.render_markdown(
+        {"steps": [{"step": "figures", "status": "ok", "figures": [figure]}]}
+    )
+    assert (
+        f"| {rows[0].name} | {rows[0].shows} | ok | 1 | 100 | 12.000 | 2.100 | 2.500 | 476 "
+        "| 120.5 | 2.5 | 31.50 |" in markdown
+    )

@@ -116,7 +116,7 @@ def test_a_failed_write_raises_one_line_and_leaves_no_half_line(monkeypatch):
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patch, pytest.raises(HistoryError, match="No space left"):
-        patch.setattr(history_module.store.os, "write", full)
+        patch.setattr(history_module.journal.os, "write", full)
         h.add(record(2))
     assert h.journal_path.read_bytes() == before
     assert len(History().all()) == 1

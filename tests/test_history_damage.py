@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tui_bench.engine.errors import HistoryError
-from tui_bench.engine.results import check, store
+from tui_bench.engine.results import check, summary_cache
 from tui_bench.engine.results.history import History
 from tui_bench.engine.results.record import Run
 
@@ -48,11 +48,11 @@ def build(home: Path) -> list[str]:
             handle.write("\n" + json.dumps({"type": "steps", "epoch": 1, "losses": [2.0, 1.9]}))
             handle.write("\n" + json.dumps({"type": "result", "record": rec}) + "\n")
         ids.append(run_id)
-    refresh, store._CACHE_REFRESH_BYTES = store._CACHE_REFRESH_BYTES, 0
+    refresh, summary_cache._CACHE_REFRESH_BYTES = summary_cache._CACHE_REFRESH_BYTES, 0
     try:
         History(home).summaries()  # the summary cache exists too
     finally:
-        store._CACHE_REFRESH_BYTES = refresh
+        summary_cache._CACHE_REFRESH_BYTES = refresh
     assert (home / "history.cache").exists()
     (home / "batches").mkdir()
     with open(home / "batches" / "b1.jsonl", "w", encoding="utf-8") as handle:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tui_bench.engine.results import csv_export, store, transfer
+from tui_bench.engine.results import csv_export, journal, migration, transfer
 from tui_bench.engine.results.export_safety import FORMULA_FIRST, csv_cell
 from tui_bench.engine.results.history import History
 
@@ -42,7 +42,11 @@ def _old_series_texts(path: Path) -> list[str]:
 
 def old_jsonl(history: History, path: Path) -> None:
     with open(path, "w", encoding="utf-8") as handle:
-        header = {"format": transfer.FORMAT, "version": store.VERSION, "fields": ["run", "series"]}
+        header = {
+            "format": transfer.FORMAT,
+            "version": journal.VERSION,
+            "fields": ["run", "series"],
+        }
         handle.write(json.dumps(header) + "\n")
         for record in (dict(r.raw) for r in history.records()):  # the stored dicts: a format
             series = ",".join(_old_series_texts(history.series_path(record["id"])))
@@ -140,23 +144,23 @@ def build(home: Path) -> None:
     deleted = _record(7)
     running = _record(8, status="running", recorder_pid=2**22 + 1, recorder_started=1.0)
     spaced = _record(9)
-    lines = [store.put_line(r) for r in (*plain, odd, patched, deleted, running)]
-    lines.append(store.patch_line(patched["id"], {"status": "failed", "metrics": {"x": 1}}))
-    lines.append(store.delete_line(deleted["id"]))
+    lines = [journal.put_line(r) for r in (*plain, odd, patched, deleted, running)]
+    lines.append(journal.patch_line(patched["id"], {"status": "failed", "metrics": {"x": 1}}))
+    lines.append(journal.delete_line(deleted["id"]))
     # Written by hand (or another tool): our fields, other separators.
     lines.append(
         json.dumps({"id": spaced["id"], "op": "put", "record": spaced}).encode("utf-8") + b"\n"
     )
-    store.append(history.journal_path, lines)
+    journal.append(history.journal_path, lines)
     for r in (*plain, odd, patched, running, spaced):
         _series(history, r["id"], b"\x00\xff not json", b"[1, 2]", b'\xef\xbb\xbf{"bom": 1}')
 
 
 def damage(home: Path) -> None:
     """A binary line and a non-object line in the journal, and a torn last line."""
-    journal = home / store.JOURNAL_NAME
-    with open(journal, "ab") as handle:
-        handle.write(b"\x00\x01binary\xff\n[1, 2]\n" + store.put_line(_record(10))[:40])
+    path = home / journal.JOURNAL_NAME
+    with open(path, "ab") as handle:
+        handle.write(b"\x00\x01binary\xff\n[1, 2]\n" + journal.put_line(_record(10))[:40])
 
 
 @pytest.mark.parametrize("damaged", [False, True])
@@ -168,7 +172,7 @@ def test_exports_write_what_the_plain_paths_wrote(tmp_path, damaged, repair):
     if damaged:
         damage(home)
     History(home).summaries()  # the cache, then the journal read past it
-    os.utime(home / store.JOURNAL_NAME)
+    os.utime(home / journal.JOURNAL_NAME)
     history = History(home, repair=repair)
     assert len(history.summaries()) >= 7
     old_jsonl(history, tmp_path / "old.jsonl")
@@ -182,16 +186,16 @@ def test_exports_write_what_the_plain_paths_wrote(tmp_path, damaged, repair):
 def test_a_record_is_copied_only_from_a_line_put_line_wrote():
     record = _record(1)
     run_id = record["id"]
-    line = store.put_line(record).rstrip(b"\n")
-    assert store.stored_record_text(run_id, [line]) == json.dumps(record, separators=(",", ":"))
-    assert store.stored_record_text(run_id, [line, line]) is None  # more lines: replayed
-    assert store.stored_record_text("other", [line]) is None
+    line = journal.put_line(record).rstrip(b"\n")
+    assert journal.stored_record_text(run_id, [line]) == json.dumps(record, separators=(",", ":"))
+    assert journal.stored_record_text(run_id, [line, line]) is None  # more lines: replayed
+    assert journal.stored_record_text("other", [line]) is None
     spaced = json.dumps({"id": run_id, "op": "put", "record": record}).encode()
-    assert store.stored_record_text(run_id, [spaced]) is None
-    assert store.stored_record_text(run_id, [line[:-3] + b"x}}"]) is None  # damaged
-    assert store.stored_record_text(run_id, [line[:-1] + b',"op":"del"}']) is None
-    running = store.put_line({**record, "status": "running"}).rstrip(b"\n")
-    assert store.stored_record_text(run_id, [running]) is None  # a reader may settle it
+    assert journal.stored_record_text(run_id, [spaced]) is None
+    assert journal.stored_record_text(run_id, [line[:-3] + b"x}}"]) is None  # damaged
+    assert journal.stored_record_text(run_id, [line[:-1] + b',"op":"del"}']) is None
+    running = journal.put_line({**record, "status": "running"}).rstrip(b"\n")
+    assert journal.stored_record_text(run_id, [running]) is None  # a reader may settle it
 
 
 def _legacy_table() -> dict[str, Any]:
@@ -223,17 +227,17 @@ def test_moving_a_schema_1_history_writes_the_runs_the_plain_move_wrote(tmp_path
     for name in ("fast", "plain"):
         home = tmp_path / name
         home.mkdir()
-        (home / store.LEGACY_NAME).write_text(layout(_legacy_table()), encoding="utf-8")
+        (home / migration.LEGACY_NAME).write_text(layout(_legacy_table()), encoding="utf-8")
         homes.append(home)
     fast = History(homes[0])
     fast.summaries()  # moved by the fast path
-    records, _why = store.read_legacy(homes[1] / store.LEGACY_NAME)
+    records, _why = migration.read_legacy(homes[1] / migration.LEGACY_NAME)
     if records:  # the plain move: every record encoded by put_line
         kept: dict[str, Any] = {}
         for r in records:
             kept.setdefault(r["id"], r)
-        store.rewrite(homes[1] / store.JOURNAL_NAME, sorted(kept.values(), key=_started))
-        (homes[1] / store.LEGACY_NAME).unlink()
+        journal.rewrite(homes[1] / journal.JOURNAL_NAME, sorted(kept.values(), key=_started))
+        (homes[1] / migration.LEGACY_NAME).unlink()
     plain = History(homes[1])
     assert [r.id for r in fast.summaries()] == [r.id for r in plain.summaries()]
     assert fast.all() == plain.all()
@@ -252,7 +256,7 @@ def _started(record: dict[str, Any]) -> str:
 def test_the_tinydb_reader_gives_what_json_loads_gives():
     table = _legacy_table()
     for text in (json.dumps(table), json.dumps({"_default": {}}), json.dumps(table) + " \n"):
-        found = store._tinydb_documents(text)
+        found = migration._tinydb_documents(text)
         assert found is not None and found[0] == json.loads(text)  # NaN: one shared object
     for text in (
         json.dumps(table, indent=1),
@@ -261,7 +265,7 @@ def test_the_tinydb_reader_gives_what_json_loads_gives():
         json.dumps(table)[:-1],
         json.dumps(table) + "x",
     ):
-        assert store._tinydb_documents(text) is None
+        assert migration._tinydb_documents(text) is None
 
 
 @pytest.mark.parametrize("child", ["works", "fails", "fails-writing"])

@@ -17,7 +17,7 @@ from tinydb import Query, TinyDB
 from tui_bench.cli import main
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.machine import procs
-from tui_bench.engine.results import check, store, transfer
+from tui_bench.engine.results import check, journal, summary_cache, tinydb_storage, transfer
 from tui_bench.engine.results.history import History
 
 
@@ -66,18 +66,20 @@ def test_summaries_hold_what_lists_show_and_the_cache_follows_new_writes(isolate
     assert [r.id for r in first] == ids
     assert first[0].spec == {"framework": "torch", "threads": 1, "device": "cpu"}
     assert first[0].env == {"host": "box"} and "cpu_model" not in first[0].env
-    store._write_cache(h.cache_path, {})  # a cache of the wrong shape is ignored, not trusted
+    summary_cache._write_cache(
+        h.cache_path, {}
+    )  # a cache of the wrong shape is ignored, not trusted
     h.update(ids[0], metrics={"step_median_s": 5.0})
     assert History().summaries()[0].metrics["step_median_s"] == 5.0
     # A cache written for another journal (compacted, replaced) is not used.
-    state = {"v": store._CACHE_VERSION, "journal": (0, 0), "end": 0, "lines": 0}
-    head = {"damage": store.Damage(), "deleted": set(), "ids": set(), "running": {}, "groups": {}}
-    store._write_cache(h.cache_path, {**state, **head, "records": {}})
+    state = {"v": summary_cache._CACHE_VERSION, "journal": (0, 0), "end": 0, "lines": 0}
+    head = {"damage": journal.Damage(), "deleted": set(), "ids": set(), "running": {}, "groups": {}}
+    summary_cache._write_cache(h.cache_path, {**state, **head, "records": {}})
     assert len(History().summaries()) == 3
 
 
 def test_the_cache_is_written_once_a_reader_replayed_enough(isolated_home, monkeypatch):
-    monkeypatch.setattr(store, "_CACHE_REFRESH_BYTES", 1)
+    monkeypatch.setattr(summary_cache, "_CACHE_REFRESH_BYTES", 1)
     h = History()
     h.add(record(1))
     assert len(History().summaries()) == 1
@@ -99,7 +101,7 @@ class _Planted:
 def test_a_cache_naming_anything_but_plain_data_is_ignored_never_run(isolated_home, monkeypatch):
     import pickle
 
-    monkeypatch.setattr(store, "_CACHE_REFRESH_BYTES", 1)
+    monkeypatch.setattr(summary_cache, "_CACHE_REFRESH_BYTES", 1)
     h = History()
     h.add(record(1))
     assert len(History().summaries()) == 1 and h.cache_path.exists()  # a real cache loads
@@ -121,7 +123,7 @@ def test_tinydb_still_opens_and_writes_the_history(isolated_home):
     h.add(record(1, id="a"))
     h.add(record(2, id="b"))
     with h.lock:
-        db = TinyDB(h.journal_path, storage=store.JournalStorage)
+        db = TinyDB(h.journal_path, storage=tinydb_storage.JournalStorage)
         assert db.get(Query().id == "b")["label"] == "run 2"
         db.update({"label": "renamed"}, Query().id == "a")
         db.close()
@@ -168,7 +170,9 @@ def test_moving_a_schema_1_history_says_so_once_and_leaves_its_cache(isolated_ho
     assert main(["history", "list"]) == 0
     said = capsys.readouterr().err
     assert said.count("moving the history from") == 1 and "schema 1" in said
-    head = store.read_summaries(isolated_home / "history.jsonl", isolated_home / "history.cache")
+    head = summary_cache.read_summaries(
+        isolated_home / "history.jsonl", isolated_home / "history.cache"
+    )
     assert head.state["end"] == (isolated_home / "history.jsonl").stat().st_size  # from cache
     assert [head.records[f"run-{i}"]["label"] for i in (1, 2, 3)] == ["run 1", "run 2", "run 3"]
     assert sorted(head.records) == ["run-1", "run-2", "run-3"] and head.groups == {
@@ -229,7 +233,7 @@ def test_jsonl_export_import_round_trip_is_idempotent(isolated_home, tmp_path, m
     out = tmp_path / "runs.jsonl"
     assert transfer.export_jsonl(h, out) == 2
     header = json.loads(out.read_text().splitlines()[0])
-    assert header["format"] == "tui-bench-runs" and header["version"] == store.VERSION
+    assert header["format"] == "tui-bench-runs" and header["version"] == journal.VERSION
     other = tmp_path / "other"
     other.mkdir()
     monkeypatch.setenv("TUI_BENCH_HOME", str(other))
@@ -317,7 +321,7 @@ def test_a_full_disk_fails_the_write_in_one_line_and_leaves_no_debris(isolated_h
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patch, pytest.raises(HistoryError, match="No space left"):
-        patch.setattr(store.os, "write", half_then_full)
+        patch.setattr(journal.os, "write", half_then_full)
         h.update(run_id, status="failed")
     assert h.journal_path.read_bytes().endswith(b"\n")  # cut back to the last whole line
     assert History().get(run_id).status == "finished" and not History().warnings
@@ -333,10 +337,10 @@ def test_a_full_disk_during_a_repair_keeps_the_damaged_file(isolated_home, monke
     def full(fd):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store.os, "fsync", full)
+    monkeypatch.setattr(journal.os, "fsync", full)
     with pytest.raises(HistoryError, match="No space left"):
         History().summaries()
-    monkeypatch.setattr(store.os, "fsync", real_fsync)
+    monkeypatch.setattr(journal.os, "fsync", real_fsync)
     assert h.journal_path.read_bytes() == b"\x00\xff binary junk\n"  # never worse
     assert not list(isolated_home.glob(".*.tmp"))
     assert len(History().summaries()) == 1  # and the next start repairs it
@@ -393,7 +397,7 @@ def test_a_run_s_start_reads_the_index_not_every_summary(isolated_home, monkeypa
     """What starting a run reads (settling dead runs, a new batch's group, one run by id) comes
     from the cache's small head and the lines since it: the summaries of every run are never
     loaded, so a run costs the same at 10,000 runs as at 10 (issue 28)."""
-    monkeypatch.setattr(store, "_CACHE_REFRESH_BYTES", 1)
+    monkeypatch.setattr(summary_cache, "_CACHE_REFRESH_BYTES", 1)
     h = History()
     done = [h.add(record(i, group="sweep-a" if i < 3 else None)) for i in range(1, 5)]
     dead = h.add(record(5, status="running", recorder_pid=2**22 + 7, recorder_started=1.0))
@@ -402,16 +406,16 @@ def test_a_run_s_start_reads_the_index_not_every_summary(isolated_home, monkeypa
         record(6, status="running", recorder_pid=me["pid"], recorder_started=me["started"])
     )
     assert len(History().summaries()) == 6  # writes the cache
-    monkeypatch.setattr(store, "_CACHE_REFRESH_BYTES", 10**9)
+    monkeypatch.setattr(summary_cache, "_CACHE_REFRESH_BYTES", 10**9)
     full_reads = []
-    real = store.read_summaries
+    real = summary_cache.read_summaries
 
     def counting(*args, **kwargs):
         found = real(*args, **kwargs)
         full_reads.extend([found] if found.full else [])
         return found
 
-    monkeypatch.setattr(store, "read_summaries", counting)
+    monkeypatch.setattr(summary_cache, "read_summaries", counting)
     fresh = History()
     assert fresh.mark_interrupted() == 1  # the dead recorder's run, from the head's index
     assert fresh.group_summaries("batch-new") == []  # a new batch: no group yet
@@ -430,11 +434,11 @@ def test_one_run_s_lines_are_found_by_search(isolated_home):
     b = h.add(record(2, id="20261101-100001-aaaab"))  # a's id is a prefix of b's
     h.update(a, reason="patched")
     with open(h.journal_path, "ab") as handle:
-        handle.write(store.put_line(record(3, id=a))[:-9])  # a torn write of a's record
-    found = store.lines_of(h.journal_path, [a, b, "none"])
+        handle.write(journal.put_line(record(3, id=a))[:-9])  # a torn write of a's record
+    found = journal.lines_of(h.journal_path, [a, b, "none"])
     assert sorted(found) == [a, b] and len(found[a]) == 2 and len(found[b]) == 1
-    assert store.final_record(a, found[a])["reason"] == "patched"
+    assert journal.final_record(a, found[a])["reason"] == "patched"
     assert History(repair=False).get(a).label == "run 1"
-    assert store.lines_of(isolated_home / "missing.jsonl", [a]) == {}
+    assert journal.lines_of(isolated_home / "missing.jsonl", [a]) == {}
     (isolated_home / "empty.jsonl").write_bytes(b"")
-    assert store.lines_of(isolated_home / "empty.jsonl", [a]) == {}
+    assert journal.lines_of(isolated_home / "empty.jsonl", [a]) == {}

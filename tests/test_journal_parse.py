@@ -1,4 +1,4 @@
-"""``store.loads`` reads journal lines with orjson where that gives what ``json.loads`` gives, and
+"""``jsonlines.loads`` reads journal lines with orjson where that gives what ``json.loads`` gives, and
 with json everywhere else: the same value, of the same type, or the same refusal, for any line."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tui_bench.engine.results import store
+from tui_bench.engine.results import jsonlines
 
 SCALARS = (
     st.none()
@@ -43,7 +43,7 @@ def same(a: object, b: object) -> bool:
 @given(VALUES, st.booleans())
 def test_loads_reads_what_json_reads(value: object, ascii_only: bool) -> None:
     raw = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
-    assert same(store.loads(raw), json.loads(raw))
+    assert same(jsonlines.loads(raw), json.loads(raw))
 
 
 @pytest.mark.parametrize(
@@ -59,11 +59,11 @@ def test_loads_reads_what_json_reads(value: object, ascii_only: bool) -> None:
     ],
 )
 def test_lines_orjson_reads_otherwise_or_refuses_are_read_by_json(raw: bytes) -> None:
-    assert same(store.loads(raw), json.loads(raw))
+    assert same(jsonlines.loads(raw), json.loads(raw))
 
 
 # (Nesting deeper than the interpreter's recursion limit: json raises RecursionError, and so does
-# store.loads, after orjson refuses it; the limit differs between test processes, so it is left out.)
+# jsonlines.loads, after orjson refuses it; the limit differs between test processes, so it is left out.)
 @pytest.mark.parametrize(
     "raw",
     [b'{"x":1,}', b'{"x":"\xff"}', b'{"x":1}x', b""],
@@ -73,7 +73,7 @@ def test_what_json_refuses_is_refused_the_same_way(raw: bytes) -> None:
     with pytest.raises(Exception) as by_json:
         json.loads(raw)
     with pytest.raises(Exception) as by_store:
-        store.loads(raw)
+        jsonlines.loads(raw)
     assert type(by_store.value) is type(by_json.value)
 
 
@@ -89,7 +89,7 @@ def test_checked_object_accepts_what_json_reads_as_an_object(
         expected = isinstance(json.loads(raw), dict)
     except (ValueError, UnicodeDecodeError):
         expected = False
-    assert (store.checked_object(raw) is not None) is expected
+    assert (jsonlines.checked_object(raw) is not None) is expected
 
 
 @pytest.mark.parametrize(
@@ -105,7 +105,7 @@ def test_checked_object_accepts_what_json_reads_as_an_object(
 )
 def test_checked_object_accepts_objects_orjson_refuses(raw: bytes) -> None:
     assert isinstance(json.loads(raw), dict)
-    assert store.checked_object(raw) is not None
+    assert jsonlines.checked_object(raw) is not None
 
 
 @pytest.mark.parametrize(
@@ -114,4 +114,4 @@ def test_checked_object_accepts_objects_orjson_refuses(raw: bytes) -> None:
     ids=["trailing comma", "not UTF-8", "text after", "empty", "a list", "a string", "deep"],
 )
 def test_checked_object_refuses_what_is_not_a_json_object(raw: bytes) -> None:
-    assert store.checked_object(raw) is None
+    assert jsonlines.checked_object(raw) is None

@@ -11,7 +11,7 @@ import pytest
 from conftest import require_module
 
 from tui_bench.engine.machine import sampler
-from tui_bench.engine.results import stability
+from tui_bench.engine.results import auto_repeats, stability, stats
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.stability import assess
 
@@ -43,17 +43,17 @@ def test_short_steps_are_judged_in_blocks_of_100_ms_like_pyperf_values():
     # 20 ms steps with 15 % independent jitter (a bare torch loop on this project's VMs): the
     # 100 ms means that pyperf would take as its values vary ~7 %, and the median is sound
     jitter = noise(300, mean=0.02, cv=0.15, seed=3)
-    k = stability.block_means(jitter)[1]
+    k = stats.block_means(jitter)[1]
     assert k == math.ceil(0.1 / statistics.median(jitter)) in (5, 6)
     assert "cv" not in rules(assess(jitter))
     # the same steps with every other 40-step stretch 35 % slower: the blocks move too
     phases = [t * (1.35 if (i // 40) % 2 else 1.0) for i, t in enumerate(jitter)]
     reason = next(r for r in assess(phases).reasons if r.rule == "cv")
-    k = stability.block_means(phases)[1]
+    k = stats.block_means(phases)[1]
     assert reason.value >= 0.10 and reason.message.startswith(f"{k}-step blocks vary")
     # too few steps for 5 blocks of 100 ms: judged per step, as before
-    assert stability.block_means(jitter[:12])[1] == 2
-    assert stability.block_means(jitter[:9])[1] == 1
+    assert stats.block_means(jitter[:12])[1] == 2
+    assert stats.block_means(jitter[:9])[1] == 1
 
 
 def test_a_step_half_the_mean_away_is_unreliable_range():
@@ -75,7 +75,7 @@ def test_two_modes_are_unreliable_multimodal():
 
 def test_unimodal_noise_is_not_called_multimodal():
     false_alarms = sum(
-        stability.modality(noise(n, seed=s)) > 3.2 for n in (15, 30, 100) for s in range(100)
+        stats.modality(noise(n, seed=s)) > 3.2 for n in (15, 30, 100) for s in range(100)
     )
     assert false_alarms == 0
 
@@ -126,7 +126,8 @@ def test_too_few_steps_for_one_percent_say_how_many_are_needed():
     cv = statistics.stdev(times) / statistics.mean(times)
     assert reason.threshold == math.ceil(4 * 1.96**2 * cv**2 / 0.01**2) > 12
     assert (
-        stability.steps_needed(0.03) == 139 and f"{int(reason.threshold)} needed" in reason.message
+        stats.steps_needed(0.03, stability.CI_TARGET) == 139
+        and f"{int(reason.threshold)} needed" in reason.message
     )
 
 
@@ -211,8 +212,8 @@ def test_forming_waits_for_warm_up_and_steps():
 
 
 def test_median_ci_narrows_with_more_steps():
-    assert stability.median_ci([1.0] * 5) is None
-    lo, hi = stability.median_ci(noise(1000))
+    assert stats.median_ci([1.0] * 5) is None
+    lo, hi = stats.median_ci(noise(1000))
     assert lo < 0.04 < hi and (hi - lo) / 0.04 < 0.01
 
 
@@ -399,7 +400,7 @@ def test_pipelined_window_means_are_judged_once_per_window():
             "step_source": "windows of 10 steps, one sync per window",
         },
     }
-    assert stability.window_means(record["metrics"]["steady_step_times"]) == windows
+    assert stats.window_means(record["metrics"]["steady_step_times"]) == windows
     v = stability.assess_record(Run.from_record(record))
     assert v is not None and "multimodal" not in rules(v)
 
@@ -448,13 +449,13 @@ def test_summary_marks_configurations_whose_runs_are_not_stable():
 
 def test_enough_repeats_stops_at_the_target_or_the_maximum():
     tight = [0.0400, 0.0401, 0.0399, 0.0402, 0.0400, 0.0398]
-    stop, why = stability.enough_repeats(tight, target=0.02, max_repeats=20)
+    stop, why = auto_repeats.enough_repeats(tight, target=0.02, max_repeats=20)
     assert stop and "after 6 repeats" in why and "target ±2 %" in why
-    stop, why = stability.enough_repeats(tight[:5], target=0.02, max_repeats=20)
+    stop, why = auto_repeats.enough_repeats(tight[:5], target=0.02, max_repeats=20)
     assert not stop and "needs 6" in why  # too few for a 95 % CI of the median
     wide = [0.040, 0.046, 0.038, 0.044, 0.041, 0.049]
-    assert not stability.enough_repeats(wide, target=0.02, max_repeats=20)[0]
-    stop, why = stability.enough_repeats(wide, target=0.02, max_repeats=6)
+    assert not auto_repeats.enough_repeats(wide, target=0.02, max_repeats=20)[0]
+    stop, why = auto_repeats.enough_repeats(wide, target=0.02, max_repeats=6)
     assert stop and why.startswith("stopped at the maximum of 6 repeats")
 
 

@@ -676,6 +676,18 @@ class TorchBackend(Backend):
     def served_outputs(self, outputs: torch.Tensor) -> np.ndarray:
         return outputs.float().cpu().numpy()
 
+    # -- generation (spec mode "generate": adapters/generate.py, adapters/torch/generate.py) --
+    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        from adapters.torch.generate import TorchGeneration
+
+        self.generation = TorchGeneration(
+            self.model, self.device, self.api, self.settings.precision
+        )
+        return self.generation.prepare(batch, prompt_tokens, new_tokens)
+
+    def generate(self, prompt: np.ndarray, new_tokens: int, clock: Any) -> np.ndarray:
+        return self.generation.generate(prompt, new_tokens, clock)
+
 
 def make_backend(api: str, device: str, threads: int) -> Backend:
     if api not in APIS:

@@ -233,6 +233,11 @@ def describe_finished(run: Run) -> str:
         parts.append(f"latency p50 {p50 * 1000:.3f} ms")
     if (served := run.metric("inference_samples_per_s")) is not None:
         parts.append(f"{served:.0f} samples/s served")
+    if (tpot := run.metric("tpot_p50_s")) is not None:  # a generation run
+        ttft = run.metric("ttft_p50_s") or 0.0
+        parts.append(f"TTFT p50 {ttft * 1000:.2f} ms, TPOT p50 {tpot * 1000:.3f} ms")
+    if (decoded := run.metric("decode_tokens_per_s")) is not None:
+        parts.append(f"{decoded:.0f} decode tokens/s")
     if (step := run.metric("step_median_s")) is not None:
         parts.append(f"step {step * 1000:.1f} ms median")
     if (train := run.metric("train_wall_s")) is not None:

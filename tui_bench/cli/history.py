@@ -112,8 +112,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     if args.history_command == "recheck":  # the rules live in engine/results/stability.py
         from tui_bench.engine.results import stability
+        from tui_bench.engine.results.recheck import recheck
 
-        rechecked, skipped = stability.recheck(history, args.run_ids)
+        rechecked, skipped = recheck(history, args.run_ids)
         for item in [] if args.json else rechecked:
             was = item["before"] != item["stability"]["verdict"]
             line = f"{item['id']}: {stability.stored_line(item['stability'])}"

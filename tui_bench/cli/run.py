@@ -13,7 +13,7 @@ from typing import Any
 from tui_bench.cli import common, following, spec_flags
 from tui_bench.cli.common import UsageError
 from tui_bench.cli.help import EXAMPLES
-from tui_bench.engine.results import render, stability, tables
+from tui_bench.engine.results import auto_repeats, render, tables
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import sweep as sweep_module
 from tui_bench.engine.runs.presets import PresetError
@@ -371,8 +371,8 @@ def _add_auto_repeats(parser: argparse.ArgumentParser) -> None:
     )
 
 
-DEFAULT_MAX_REPEATS = stability.DEFAULT_MAX_REPEATS
-DEFAULT_TARGET_PCT = 100 * stability.DEFAULT_TARGET_CI
+DEFAULT_MAX_REPEATS = auto_repeats.DEFAULT_MAX_REPEATS
+DEFAULT_TARGET_PCT = 100 * auto_repeats.DEFAULT_TARGET_CI
 
 
 def _auto_repeats(args: argparse.Namespace, overrides: dict) -> dict | None:

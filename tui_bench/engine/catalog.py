@@ -17,8 +17,24 @@ INPUTS = ("host", "device")
 TIMINGS = ("synced", "pipelined")
 AUTOTUNE = ("on", "off")
 SCALINGS = ("weak", "strong")
-# What a run measures: training steps, or timed inference requests (docs/inference.md).
+# What a run measures: training steps, or timed inference requests (docs/inference.md); every API
+# offers these two. An API that generates tokens (the gpt, docs/generation.md) also lists
+# GENERATE in its capabilities' modes (``GENERATES``); SPEC_MODES are what a spec may ask.
 MODES = ("train", "inference")
+GENERATE = "generate"
+GENERATES = (*MODES, GENERATE)
+SPEC_MODES = (*MODES, GENERATE)
+
+
+def generating_apis() -> tuple[tuple[str, str], ...]:
+    """Every (framework, api) whose capabilities say it generates: the generation tests and the
+    generate presets read this, so an API joins them by declaring the mode."""
+    return tuple(
+        (fw.name, api)
+        for fw in FRAMEWORKS.values()
+        for api in fw.apis
+        if GENERATE in fw.capabilities_for(api).modes
+    )
 
 
 @dataclass(frozen=True)
@@ -111,7 +127,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="no (eager)",
                 data_parallel=_TORCH_DDP,
-                modes=MODES,
+                modes=GENERATES,
             ),
             "compile": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
@@ -119,7 +135,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="yes (torch.compile, inductor)",
                 data_parallel=_TORCH_DDP,
-                modes=MODES,
+                modes=GENERATES,
             ),
         },
     ),

@@ -45,6 +45,21 @@ DEFAULT_DATASET = "synthetic-mnist"
 # The fields only training reads: an inference run serves the initial weights (docs/inference.md),
 # so its epochs, learning rate and optimizer decide nothing it measures.
 TRAINING = ("train",)
+# The modes that serve timed requests from the initial weights: forward requests (inference) and
+# token-by-token generation with a KV cache (generate, docs/generation.md).
+SERVING = ("inference", "generate")
+GENERATE = ("generate",)
+# A generation run's lengths when the spec names none, from the gpt's context S: N new tokens =
+# min(S / 2, 128), a prompt of P = min(S - N, 512) tokens (llama-bench's pp512 / tg128 where S
+# allows; the tiny gpt's S 128 gives 64 + 64). Resolved when the spec is made, so it is recorded.
+DEFAULT_NEW_TOKENS = 128
+DEFAULT_PROMPT_TOKENS = 512
+
+
+def generation_lengths(seq_len: int) -> tuple[int, int]:
+    """(P, N) for a context of ``seq_len`` tokens when the spec names neither."""
+    new = min(seq_len // 2, DEFAULT_NEW_TOKENS)
+    return min(seq_len - new, DEFAULT_PROMPT_TOKENS), new
 
 
 def spec_field(
@@ -94,11 +109,13 @@ class RunSpec:
     api: str = spec_field("eager", help=f"the framework's API ({_APIS})")
     model: str = spec_field("cnn", help="network to train", choices=catalog.MODELS)
     # train: timed training steps; inference: timed forward requests at batch_size from the
-    # initial weights (docs/inference.md).
+    # initial weights (docs/inference.md); generate: greedy token-by-token generation with a KV
+    # cache, the gpt only (docs/generation.md).
     mode: str = spec_field(
         "train",
-        help="train: timed training steps; inference: timed requests (latency p50/p90/p99)",
-        choices=catalog.MODES,
+        help="train: timed training steps; inference: timed requests (latency p50/p90/p99); "
+        "generate: the gpt generating tokens (TTFT, TPOT, decode tokens/s)",
+        choices=catalog.SPEC_MODES,
     )
     # Left unset, the model's own dataset (resolved in __post_init__: never None after it, so
     # readers see a str; an explicit None is refused like any other non-name).
@@ -121,7 +138,8 @@ class RunSpec:
     )
     batch_size: int = spec_field(
         128,
-        help="samples per step (inference: per request); a comma list sweeps it, one run each",
+        help="samples per step (inference: per request; generate: sequences per request); a "
+        "comma list sweeps it, one run each",
         low=1,
         high=65536,
         sweeps=True,
@@ -151,10 +169,11 @@ class RunSpec:
     )
     requests: int = spec_field(
         1000,
-        help="inference: timed requests after warmup_steps warm-up ones (p99 needs hundreds)",
+        help="inference, generate: timed requests after warmup_steps warm-up ones (p99 needs "
+        "hundreds)",
         low=1,
         high=10_000_000,
-        modes=("inference",),
+        modes=SERVING,
     )
     repeats: int = spec_field(
         1, help="run the spec N times, each in its own worker", low=1, high=1000
@@ -230,6 +249,24 @@ class RunSpec:
         None, help="gpt: vocabulary V (default: the size's)", low=16, high=1_048_576
     )
 
+    # A generation run (docs/generation.md): each sequence of a request is a P-token prompt from
+    # the test split, then exactly N greedy tokens (no stop token); P + N fit the gpt's context.
+    prompt_tokens: int | None = spec_field(
+        None,
+        help="generate: prompt tokens P per sequence (default: from the gpt's S, tiny 64)",
+        low=1,
+        high=131072,
+        modes=GENERATE,
+    )
+    new_tokens: int | None = spec_field(
+        None,
+        help="generate: tokens generated per sequence N, greedy, always N (default: from the "
+        "gpt's S, tiny 64)",
+        low=1,
+        high=131072,
+        modes=GENERATE,
+    )
+
     def __post_init__(self) -> None:
         # Model-specific defaults, resolved here so the spec records what runs.
         if self.dataset is None:
@@ -240,6 +277,30 @@ class RunSpec:
             object.__setattr__(self, "dropout", MODEL_DROPOUT.get(self.model, DEFAULT_DROPOUT))
         if self.model == SIZED_MODEL and self.size is None:
             object.__setattr__(self, "size", model_manifest.default_gpt_size())
+        if self.mode == "generate" and self.model == SIZED_MODEL:
+            self._resolve_lengths()
+
+    def _resolve_lengths(self) -> None:
+        """A generation run's unset P and N from the gpt's context (``generation_lengths``);
+        a size or a context that is not a valid one is left for validate() to refuse."""
+        if self.prompt_tokens is not None and self.new_tokens is not None:
+            return
+        try:
+            seq_len = self.gpt_dims().seq_len
+        except (KeyError, TypeError, ValueError):
+            return
+        if not isinstance(seq_len, int) or seq_len < 2:
+            return
+        prompt, new = generation_lengths(seq_len)
+        if self.prompt_tokens is None and self.new_tokens is not None:
+            prompt = seq_len - self.new_tokens if isinstance(self.new_tokens, int) else prompt
+            prompt = max(1, min(prompt, DEFAULT_PROMPT_TOKENS))
+        if self.new_tokens is None and isinstance(self.prompt_tokens, int):
+            new = max(1, min(seq_len - self.prompt_tokens, DEFAULT_NEW_TOKENS))
+        if self.prompt_tokens is None:
+            object.__setattr__(self, "prompt_tokens", prompt)
+        if self.new_tokens is None:
+            object.__setattr__(self, "new_tokens", new)
 
     # -- validation ---------------------------------------------------------------------------
     def validate(self) -> RunSpec:
@@ -273,6 +334,7 @@ class RunSpec:
                 f"batch_size {self.batch_size} does not split evenly over {self.workers} workers "
                 "(strong scaling keeps the global batch fixed)",
             )
+        self._check_generation()
         setting = catalog.setting_problem(
             self.framework,
             self.api,
@@ -290,8 +352,9 @@ class RunSpec:
 
     def _check_inference(self) -> None:
         """An inference run is one process timing each request alone, inputs from the host:
-        what it does not do yet is refused, never run as something else."""
-        if self.mode != "inference":
+        what it does not do yet is refused, never run as something else. A generation run is
+        one too (``_check_generation``: the gpt, a prompt and new tokens that fit its context)."""
+        if self.mode not in SERVING:
             return
         for name, plain, why in (
             ("workers", 1, "an inference run is one process"),
@@ -301,9 +364,34 @@ class RunSpec:
             if getattr(self, name) != plain:
                 raise SpecError(
                     name,
-                    f"{name} {getattr(self, name)!r} is not available with mode 'inference' "
-                    f"(only {plain!r}: {why})",
+                    f"{name} {getattr(self, name)!r} is not available with mode "
+                    f"'{self.mode}' (only {plain!r}: {why})",
                 )
+
+    def _check_generation(self) -> None:
+        if self.mode != "generate":
+            for name in ("prompt_tokens", "new_tokens"):
+                if getattr(self, name) is not None:
+                    raise SpecError(
+                        name, f"{name} is a setting of mode 'generate' (mode is '{self.mode}')"
+                    )
+            return
+        if self.model != SIZED_MODEL:
+            raise SpecError(
+                "mode",
+                f"mode 'generate' runs the language model '{SIZED_MODEL}' only; model "
+                f"{_quoted(self.model)} does not generate tokens",
+            )
+        seq_len = self.gpt_dims().seq_len
+        if self.prompt_tokens is None or self.new_tokens is None:  # an unresolved spec
+            raise SpecError("prompt_tokens", "prompt_tokens and new_tokens must both be set")
+        if self.prompt_tokens + self.new_tokens > seq_len:
+            raise SpecError(
+                "new_tokens",
+                f"prompt_tokens {self.prompt_tokens} + new_tokens {self.new_tokens} = "
+                f"{self.prompt_tokens + self.new_tokens} exceeds the gpt's context of {seq_len} "
+                "tokens (--seq-len, or fewer tokens)",
+            )
 
     def _check_size(self) -> None:
         """The gpt's size settings: only for the gpt, and a width its heads divide."""
@@ -406,7 +494,7 @@ class RunSpec:
         where = f"{self.device}×{self.threads}" if self.device == "cpu" else self.device
         if self.workers > 1:  # threads are per worker: 'cpu×1 ×2 workers (weak)'
             where += f" ×{self.workers} workers ({self.scaling})"
-        mode = " inference" if self.mode == "inference" else ""
+        mode = f" {self.mode}" if self.mode in SERVING else ""
         return f"{self.framework}/{self.api}{mode} {self.model_label()} {self.dataset} {where}"
 
 

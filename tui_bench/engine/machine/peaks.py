@@ -507,6 +507,8 @@ def run_figures(
     that sentence as ``mfu_error``: a wrong peak must not give a number that looks right."""
     from tui_bench.engine import flops
 
+    if mode == "generate":  # its figures: machine/bandwidth.generation_figures
+        return {}
     if mode == "inference":
         per_step = flops.inference_request_flops(model, dataset, global_batch, dims)
         out: dict[str, Any] = {"flops_per_request": per_step}

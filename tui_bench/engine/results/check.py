@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tui_bench.engine.kinds import BatchEvent, RunStatus
-from tui_bench.engine.results import store
+from tui_bench.engine.results import jsonlines, summary_cache
 from tui_bench.engine.results.history import History, recorder_alive
 
 # A series file with no record yet may be a reservation in flight (the run is being added).
@@ -33,7 +33,7 @@ def check(home: Path | None = None, repair: bool = False) -> CheckReport:
     readable, problems = history.plan_repair()
     report.problems.extend(problems)
     records = {r["id"]: r for r in readable}
-    summaries = store.read_summaries(history.journal_path, history.cache_path)
+    summaries = summary_cache.read_summaries(history.journal_path, history.cache_path)
     stored = summaries.records
     series_ids = history._series_ids()
     now = time.time()
@@ -91,11 +91,11 @@ def _check_batches(directory: Path, known: set[str]) -> list[str]:
             problems.append(f"batch file {path.name}: unreadable ({exc.strerror or exc})")
             continue
         ids = []
-        for event in store.iter_lines(path):
+        for event in jsonlines.iter_lines(path):
             if event.get("type") == BatchEvent.RUN and isinstance(event.get("run_id"), str):
                 ids.append(event["run_id"])
         lines = raw.count(b"\n")
-        parsed = sum(1 for _ in store.iter_lines(path))
+        parsed = sum(1 for _ in jsonlines.iter_lines(path))
         damaged = lines - parsed
         if damaged > 0:
             problems.append(f"batch file {path.name}: {damaged} damaged line(s)")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tui_bench.engine.results import store
+from tui_bench.engine.results import jsonlines
 from tui_bench.engine.results.export_safety import FORMULA_FIRST, FORMULA_STARTS, csv_cell
 from tui_bench.engine.results.history import records_of
 
@@ -38,7 +38,7 @@ def export_csv(history: History, path: Path, records: Sequence[Run] | None = Non
     this process and a forked one (``_csv_rows_in_two``): the same file, in about two thirds of
     the time on 2 cores."""
     ids = None if records is None else [r.id for r in records]
-    with store.collector_paused():  # 10,000 rows of lists: nothing for it to find
+    with jsonlines.collector_paused():  # 10,000 rows of lists: nothing for it to find
         order = history.run_order(ids)
         if len(order) >= _CSV_FORK_RUNS and _may_fork():
             return _csv_rows_in_two(history.lines_of_runs, order, path)

@@ -1,6 +1,6 @@
 """Run history: every run's record in an append-only journal, plus one series file per run.
 
-The layout and why it is so are in ``store.py``. This module is the read and write API that
+The layout and why it is so are in ``journal.py``. This module is the read and write API that
 everything else uses:
 
 - ``History.summaries()``: every run, the fields lists show (fast: the summary cache);
@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus, SeriesEvent
 from tui_bench.engine.paths import data_home
-from tui_bench.engine.results import store
+from tui_bench.engine.results import journal, jsonlines, migration, summary_cache
+from tui_bench.engine.results.journal import atomic_write
 from tui_bench.engine.results.record import Run
-from tui_bench.engine.results.store import atomic_write
 
 if TYPE_CHECKING:
     from filelock import FileLock
@@ -82,16 +82,18 @@ class History:
     def __init__(self, home: Path | None = None, repair: bool = True) -> None:
         """``repair=False``: read and report only (``history check`` without ``--repair``)."""
         self.home = Path(home) if home else data_home()
-        self.journal_path = self.home / store.JOURNAL_NAME
-        self.legacy_path = self.home / store.LEGACY_NAME
-        self.cache_path = self.home / store.CACHE_NAME
+        self.journal_path = self.home / journal.JOURNAL_NAME
+        self.legacy_path = self.home / migration.LEGACY_NAME
+        self.cache_path = self.home / summary_cache.CACHE_NAME
         self.runs_dir = self.home / "runs"
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.repair = repair
         self.warnings: list[str] = []
         self._checked = False
         self._added: set[str] = set()  # ids this object added: updated without a lookup
-        self._known: store.Summaries | None = None  # the last read: the next reads what follows
+        self._known: summary_cache.Summaries | None = (
+            None  # the last read: the next reads what follows
+        )
 
     @functools.cached_property
     def lock(self) -> FileLock:
@@ -120,11 +122,11 @@ class History:
             return []
         return [r for r in self.summaries() if r.group == group]
 
-    def _read_summaries(self, full: bool = True) -> store.Summaries:
+    def _read_summaries(self, full: bool = True) -> summary_cache.Summaries:
         """Summaries as the journal stands now: the first read loads the cache, later ones read
         only what was appended since (a run's supervisor reads them several times). ``full=False``:
         the index alone (ids, running runs, groups)."""
-        self._known = store.read_summaries(
+        self._known = summary_cache.read_summaries(
             self.journal_path, self.cache_path, self._known, full=full
         )
         return self._known
@@ -142,11 +144,11 @@ class History:
     def record_texts(self, ids: Iterable[str] | None = None) -> Iterator[tuple[str, str]]:
         """What ``records`` yields, as JSON text (``json.dumps(record, separators=(",", ":"),
         default=str)``) with its run's id: copied from the journal where a run is one line
-        written as we write it (``store.stored_record_text``), else parsed and encoded."""
+        written as we write it (``journal.stored_record_text``), else parsed and encoded."""
         for run_id, lines in self._journal_lines(ids):
-            text = store.stored_record_text(run_id, lines)
+            text = journal.stored_record_text(run_id, lines)
             if text is None:
-                record = store.final_record(run_id, lines)
+                record = journal.final_record(run_id, lines)
                 if record is None:
                     continue
                 text = json.dumps(settle(record), separators=(",", ":"), default=str)
@@ -167,22 +169,22 @@ class History:
     def lines_of_runs(self, order: list[str]) -> Iterator[tuple[str, list[bytes]]]:
         """Each of these runs' id and journal lines, in this order."""
         if len(order) <= _FEW_RUNS:  # a sweep's runs, a group: searched for, not split out
-            lines = store.lines_of(self.journal_path, order)
+            lines = journal.lines_of(self.journal_path, order)
         else:
-            lines = store.lines_by_run(self.journal_path, keep=set(order))
+            lines = journal.lines_by_run(self.journal_path, keep=set(order))
         for run_id in order:
             yield run_id, lines.pop(run_id, [])
 
     def get(self, run_id: str) -> Run:
         """A run by id or unique id prefix."""
         self._ensure_sound()
-        lines = store.lines_of(self.journal_path, [run_id]).get(run_id)
-        record = store.final_record(run_id, lines) if lines else None
+        lines = journal.lines_of(self.journal_path, [run_id]).get(run_id)
+        record = journal.final_record(run_id, lines) if lines else None
         if record is not None:  # a whole id: found without reading every run's summary
             return Run.from_record(settle(record))
         full_id = self.resolve(run_id)
-        lines = store.lines_of(self.journal_path, [full_id]).get(full_id, [])
-        record = store.final_record(full_id, lines)
+        lines = journal.lines_of(self.journal_path, [full_id]).get(full_id, [])
+        record = journal.final_record(full_id, lines)
         if record is None:  # deleted between the two reads
             raise HistoryError(f"no run with id {run_id!r}")
         return Run.from_record(settle(record))
@@ -215,7 +217,7 @@ class History:
         record.setdefault("id", new_run_id())
         record.setdefault("started_at", now_iso())
         record["id"] = str(record["id"])
-        self._append([store.put_line(record)], "adding a run")
+        self._append([journal.put_line(record)], "adding a run")
         self._added.add(record["id"])
         return record["id"]
 
@@ -223,10 +225,10 @@ class History:
         with self.lock:
             self._ensure_sound(locked=True)
             if run_id not in self._added:  # the runner updates what it added: no lookup then
-                lines = store.lines_of(self.journal_path, [run_id]).get(run_id, [])
-                if store.final_record(run_id, lines) is None:
+                lines = journal.lines_of(self.journal_path, [run_id]).get(run_id, [])
+                if journal.final_record(run_id, lines) is None:
                     raise HistoryError(f"no run with id {run_id}")
-            self._append([store.patch_line(run_id, fields)], "updating a run", locked=True)
+            self._append([journal.patch_line(run_id, fields)], "updating a run", locked=True)
 
     def delete(self, run_ids: Iterable[str]) -> int:
         """Delete runs and their files. A run in progress is refused: stop it first."""
@@ -244,7 +246,7 @@ class History:
             self.series_path(run_id).unlink(missing_ok=True)
             self.log_path(run_id).unlink(missing_ok=True)
         if present:
-            self._append([store.delete_line(i) for i in present], "deleting runs")
+            self._append([journal.delete_line(i) for i in present], "deleting runs")
         return len(present)
 
     def import_records(self, records: list[dict[str, Any]]) -> list[str]:
@@ -252,7 +254,7 @@ class History:
         known = {r["id"] for r in self._summary_records()}
         new = [r for r in records if r["id"] not in known]
         if new:
-            self._append([store.put_line(r) for r in new], "importing runs")
+            self._append([journal.put_line(r) for r in new], "importing runs")
         return [r["id"] for r in new]
 
     def mark_interrupted(self) -> int:
@@ -289,9 +291,9 @@ class History:
     def compact(self) -> None:
         """One ``put`` per live run, written aside and swapped in (superseded lines dropped)."""
         with self.lock:
-            records = store.replay(store.scan(self.journal_path).entries)
+            records = journal.replay(journal.scan(self.journal_path).entries)
             try:
-                store.rewrite(self.journal_path, _ordered(records.values()))
+                journal.rewrite(self.journal_path, _ordered(records.values()))
             except OSError as exc:
                 raise _write_failed(exc, "compacting") from exc
 
@@ -301,12 +303,12 @@ class History:
                 return self._append(lines, what, locked=True)
         self._ensure_sound(locked=True)
         try:
-            store.append(self.journal_path, lines)
+            journal.append(self.journal_path, lines)
         except OSError as exc:
             raise _write_failed(exc, what) from exc
 
     # -- integrity ------------------------------------------------------------------------------
-    def _ensure_sound(self, locked: bool = False) -> store.Summaries | None:
+    def _ensure_sound(self, locked: bool = False) -> summary_cache.Summaries | None:
         """Once per History: migrate a schema-1 file, and repair a damaged journal. Returns the
         summaries it read when they are current (nothing needed repair)."""
         if self._checked:
@@ -328,13 +330,13 @@ class History:
             size = self.legacy_path.stat().st_size / 1e6
             _progress(
                 f"tui-bench: moving the history from {self.legacy_path} (schema 1, {size:.0f} MB) "
-                f"to {store.JOURNAL_NAME}; once, seconds at 10,000 runs"
+                f"to {journal.JOURNAL_NAME}; once, seconds at 10,000 runs"
             )
         self.warnings.extend(self._rebuild())
         self._checked = True
         return None
 
-    def _needs_repair(self, found: store.Summaries, locked: bool) -> bool:
+    def _needs_repair(self, found: summary_cache.Summaries, locked: bool) -> bool:
         return (
             self.legacy_path.exists()
             or bool(found.damage)
@@ -342,7 +344,7 @@ class History:
             or self._lost_runs(found)
         )
 
-    def _torn(self, found: store.Summaries, locked: bool) -> bool:
+    def _torn(self, found: summary_cache.Summaries, locked: bool) -> bool:
         """A partial last line is a write in flight while a writer holds the lock; with the
         lock free it was torn by a crash, and the run it held must come from its series."""
         if not found.torn:
@@ -353,11 +355,11 @@ class History:
 
         try:
             with self.lock.acquire(timeout=0):
-                return store.scan(self.journal_path, only=b"\x00").torn
+                return journal.scan(self.journal_path, only=b"\x00").torn
         except Timeout:
             return False
 
-    def _lost_runs(self, found: store.Summaries) -> bool:
+    def _lost_runs(self, found: summary_cache.Summaries) -> bool:
         """Does a series file hold a run the journal lacks (a line damaged into another valid
         line, a journal restored from a backup)? Empty or just-created files are runs being
         started, not lost."""
@@ -388,18 +390,18 @@ class History:
         self, texts: dict[int, bytes] | None
     ) -> tuple[list[dict[str, Any]], list[str]]:
         """``plan_repair``; ``texts``: filled with the stored JSON text of the schema-1 records
-        that can be written as they are (``store.read_legacy``)."""
+        that can be written as they are (``migration.read_legacy``)."""
         problems: list[str] = []
-        found = store.scan(self.journal_path)
-        records = store.replay(found.entries)
+        found = journal.scan(self.journal_path)
+        records = journal.replay(found.entries)
         if found.damage:
-            problems.append(f"{store.JOURNAL_NAME}: {found.damage.describe()}")
+            problems.append(f"{journal.JOURNAL_NAME}: {found.damage.describe()}")
         if found.torn:
-            problems.append(f"{store.JOURNAL_NAME}: its last line was cut short (a crash)")
+            problems.append(f"{journal.JOURNAL_NAME}: its last line was cut short (a crash)")
         if self.legacy_path.exists():
-            legacy, why = store.read_legacy(self.legacy_path, texts)
+            legacy, why = migration.read_legacy(self.legacy_path, texts)
             if why:
-                problems.append(f"{store.LEGACY_NAME} (schema 1): {why}")
+                problems.append(f"{migration.LEGACY_NAME} (schema 1): {why}")
             for record in legacy:
                 records.setdefault(record["id"], record)
             if texts:  # only the records kept (the others' ids may be reused once they are gone)
@@ -417,21 +419,23 @@ class History:
         return _ordered(records.values()), problems
 
     def _rebuild(self) -> list[str]:
-        with store.collector_paused():  # every run's record in memory at once, no cycles
+        with jsonlines.collector_paused():  # every run's record in memory at once, no cycles
             return self._rebuild_records()
 
     def _rebuild_records(self) -> list[str]:
         texts: dict[int, bytes] = {}
         records, problems = self._plan_repair(texts)
-        stamp = store.aside_name("history.damaged", ".jsonl")
+        stamp = journal.aside_name("history.damaged", ".jsonl")
         damaged = bool(problems) and self.journal_path.exists()
         try:
-            kept = store.rewrite(
+            kept = journal.rewrite(
                 self.journal_path, records, keep_as=stamp if damaged else None, texts=texts
             )
-            store.cache_records(self.journal_path, self.cache_path, records)  # not parsed again
+            summary_cache.cache_records(
+                self.journal_path, self.cache_path, records
+            )  # not parsed again
             if self.legacy_path.exists():
-                legacy_kept = self.legacy_path.with_name(store.aside_name("history.v1", ".json"))
+                legacy_kept = self.legacy_path.with_name(journal.aside_name("history.v1", ".json"))
                 os.replace(self.legacy_path, legacy_kept)
         except OSError as exc:
             raise _write_failed(exc, "repairing") from exc
@@ -463,7 +467,7 @@ class History:
 def records_of(runs: Iterable[tuple[str, list[bytes]]]) -> Iterator[dict[str, Any]]:
     """Each run's record from its journal lines, settled (``History.records``)."""
     for run_id, lines in runs:
-        record = store.final_record(run_id, lines)
+        record = journal.final_record(run_id, lines)
         if record is not None:
             yield settle(record)
 
@@ -536,4 +540,4 @@ def last_worker(path: Path) -> dict[str, Any] | None:
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Complete JSON-object lines of a series or batch file; damaged lines (a torn last line
     after a crash, binary, another shape) are skipped."""
-    return store.iter_lines(path)
+    return jsonlines.iter_lines(path)

@@ -46,6 +46,8 @@ class Metric:
     # latency for the steady step, inference samples/s for training samples/s): what a view
     # reads of an inference run when it is asked for the training figure (``in_mode``).
     stands_for: str = ""
+    # The spec mode whose runs carry it in ``stands_for``'s place (empty: inference).
+    mode: str = ""
 
     @property
     def lower_is_better(self) -> bool:
@@ -90,6 +92,7 @@ def _m(
     column: str = "",
     was: str = "",
     stands_for: str = "",
+    mode: str = "",
 ) -> Metric:
     return Metric(
         key,
@@ -104,6 +107,7 @@ def _m(
         column,
         was,
         stands_for,
+        mode,
     )
 
 
@@ -144,6 +148,51 @@ REGISTRY: tuple[Metric, ...] = (
        "s", False, digits=3, note="the first warm-up request"),
     _m("flops_per_request", "GFLOP per inference request", "GFLOP/request", "FLOP", None,
        1e-9, 3, "forward FLOPs of one request's batch (engine/flops.py)"),
+    # A generation run (spec mode "generate", docs/generation.md): each request timed alone from
+    # a synchronised start; TTFT to its first token on the host, E2E to its last, TPOT = (E2E −
+    # TTFT) / (N − 1) per request, ITL every gap between tokens (per-token timing only).
+    _m("ttft_p50_s", "generation TTFT p50 s (time to the first token on the host)",
+       "TTFT p50 ms", "s", False, 1000, 2, "prefill + first token, per request",
+       (RUN, CHOICE, PAGE)),
+    _m("ttft_p90_s", "generation TTFT p90 s", "TTFT p90 ms", "s", False, 1000, 2),
+    _m("ttft_p99_s", "generation TTFT p99 s", "TTFT p99 ms", "s", False, 1000, 2,
+       "a run's latency note says when its requests are too few to bound it",
+       (RUN, CHOICE, PAGE)),
+    _m("tpot_p50_s", "generation TPOT p50 s (time per output token after the first)",
+       "TPOT p50 ms", "s", False, 1000, 3, "(E2E − TTFT) / (N − 1) per request",
+       (RUN, CHOICE, PAGE), stands_for="step_median_s", mode="generate"),
+    _m("tpot_p90_s", "generation TPOT p90 s", "TPOT p90 ms", "s", False, 1000, 3),
+    _m("tpot_p99_s", "generation TPOT p99 s", "TPOT p99 ms", "s", False, 1000, 3,
+       "a run's latency note says when its requests are too few to bound it",
+       (RUN, CHOICE, PAGE)),
+    _m("e2e_p50_s", "generation request E2E p50 s (start to the last token)", "E2E p50 ms",
+       "s", False, 1000, 2, places=(RUN, CHOICE)),
+    _m("e2e_p99_s", "generation request E2E p99 s", "E2E p99 ms", "s", False, 1000, 2),
+    _m("itl_p50_s", "generation inter-token latency p50 s", "ITL p50 ms", "s", False, 1000, 3,
+       "every gap between two tokens of a request (per-token timing only)"),
+    _m("itl_p99_s", "generation inter-token latency p99 s", "ITL p99 ms", "s", False, 1000, 3),
+    _m("generate_requests", "timed generation requests behind each percentile", "gen requests",
+       "", None, digits=0, note="after the warm-up requests"),
+    _m("prefill_tokens_per_s", "prefill tokens/s (batch × P / TTFT)", "prefill tokens/s",
+       "tokens/s", True, digits=0, note="batch × prompt tokens × requests / summed TTFT",
+       places=(RUN, CHOICE, PAGE)),
+    _m("decode_tokens_per_s", "decode tokens/s (batch × (N − 1) / (E2E − TTFT))",
+       "decode tokens/s", "tokens/s", True, digits=0,
+       note="batch × (N − 1) × requests / summed E2E − TTFT", places=(RUN, CHOICE, PAGE),
+       stands_for="samples_per_s", mode="generate"),
+    _m("prefill_flops_per_token", "prefill MFLOP per prompt token", "prefill MFLOP/token",
+       "FLOP", None, 1e-6, 2, "matmul FLOPs, head on the last position only"),
+    _m("prefill_mfu", "prefill MFU", "prefill MFU %", "", True, 100, 1,
+       "at the p50 TTFT, of the measured matmul peak", (RUN, PAGE)),
+    _m("prefill_mfu_nominal", "prefill MFU of the nominal peak", "prefill MFU % nominal", "",
+       True, 100, 1, "of the vendor / ISA peak"),
+    _m("decode_bytes_per_step", "bytes read per decode step MB", "MB/decode step", "B", None,
+       1e-6, 2, "weights in their stored precision + the whole static KV cache"),
+    _m("decode_gbps", "decode GB/s achieved (bytes per step / p50 TPOT)", "decode GB/s", "GB/s",
+       True, 1, 2, "at the p50 TPOT", (RUN, CHOICE, PAGE)),
+    _m("mbu", "MBU", "MBU %", "", True, 100, 1, "of the measured memory bandwidth", (RUN, PAGE)),
+    _m("mbu_nominal", "MBU of the nominal bandwidth", "MBU % nominal", "", True, 100, 1,
+       "of the vendor's HBM bandwidth", (RUN, PAGE)),
     _m("val_accuracy", "validation accuracy, last epoch", "val accuracy", "", True, digits=4,
        note="last epoch", places=(RUN, CHOICE)),
     _m("test_s", "test (inference) time s", "test s", "s", False,
@@ -228,15 +277,17 @@ def placed(place: str) -> tuple[Metric, ...]:
 COMPARED_BY_DEFAULT = "step_median_s"
 
 INFERENCE = "inference"  # spec mode of a run that serves requests (docs/inference.md)
+GENERATE = "generate"  # spec mode of a run that generates tokens (docs/generation.md)
 
 
 def in_mode(key: str, mode: str | None) -> str:
     """The key a run of ``mode`` carries for the figure ``key`` names: an inference run's
     ``latency_p50_s`` for ``step_median_s``, its ``inference_samples_per_s`` for
-    ``samples_per_s`` (each entry's ``stands_for``); any other key as it is."""
-    if mode == INFERENCE:
+    ``samples_per_s``; a generation run's ``tpot_p50_s`` and ``decode_tokens_per_s`` (each
+    entry's ``stands_for`` in its ``mode``); any other key as it is."""
+    if mode in (INFERENCE, GENERATE):
         for m in REGISTRY:
-            if m.stands_for == key:
+            if m.stands_for == key and (m.mode or INFERENCE) == mode:
                 return m.key
     return key
 

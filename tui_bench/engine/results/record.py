@@ -1,6 +1,6 @@
 """A run as a value: the one reader of a stored history record.
 
-The history keeps each run as a JSON object (``results/store.py``: a journal of dicts, written by
+The history keeps each run as a JSON object (``results/journal.py``: a journal of dicts, written by
 ``runs/runner.py`` and ``runs/fleet.py``). Everything that reads runs back — tables, trends,
 regression checks, cards, figures, exports, the TUI and the CLI — goes through ``Run`` instead of
 digging into that dict: one place says where a field lives, what a missing or damaged one means,

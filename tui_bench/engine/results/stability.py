@@ -10,18 +10,22 @@ A reason is ``{rule, value, threshold, message, level}``; the verdict is the wor
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tui_bench.engine.machine.peaks import Peak
 from tui_bench.engine.results import changepoints
-from tui_bench.engine.results.record import Reason, Run, number
-from tui_bench.engine.results.stats import quantile
-
-if TYPE_CHECKING:  # history reads records through record.Run; only its type is needed here
-    from tui_bench.engine.results.history import History
+from tui_bench.engine.results.record import Reason, Run
+from tui_bench.engine.results.stats import (
+    block_means,
+    mean_std,
+    modality,
+    quantile,
+    repeat_spread,
+    steps_needed,
+    window_means,
+)
 
 STABLE, NOISY, UNRELIABLE = "stable", "noisy", "unreliable"
 _RANK = {STABLE: 0, NOISY: 1, UNRELIABLE: 2}
@@ -29,10 +33,6 @@ _RANK = {STABLE: 0, NOISY: 1, UNRELIABLE: 2}
 # -- thresholds (sources in docs/stability.md) -------------------------------------------------
 CV_UNRELIABLE = 0.10  # pyperf check: std dev > 10 % of the mean
 RANGE_UNRELIABLE = 0.50  # pyperf check: min or max 50 % away from the mean
-# pyperf judges values that each took at least its min_time (100 ms: it calibrates the loops per
-# value to reach it); shorter steps are judged as the means of consecutive blocks that long.
-VALUE_MIN_S = 0.1
-MIN_VALUES = 5  # but never fewer than this many values: short runs are judged per step
 MVALUE_MULTIMODAL = 3.2  # BenchmarkDotNet MValue: > 3.2 is a multimodal distribution
 MVALUE_MIN_SAMPLES = 15  # BenchmarkDotNet only judges modality with 15 samples or more
 PAUSE_FACTOR = 10.0  # a step ten times the median is a pause (hyperfine's "outlier" warning)
@@ -42,7 +42,6 @@ GPU_CLOCK_FRACTION = 0.75  # nvbench's throttle threshold: SM clock < 75 % of th
 REPEAT_SPREAD_NOISY = 0.07  # TorchBench: (max - min) / min of repeats under 7 % is stable
 TUKEY_K = 3.0  # Tukey's "far out" fences: beyond Q1 - 3 IQR or Q3 + 3 IQR
 CI_TARGET = 0.01  # resolve +-1 % at 95 %
-Z95 = 1.96
 SHORT_STEP_S = 0.001  # steps under 1 ms timed one at a time are mostly clock and sync overhead
 MIN_OBSERVED_SAMPLES = 3  # fewer sampler windows inside the steady phase: observation unknown
 MIN_CLASSIFY_STEPS = 10  # change points need at least this many steps
@@ -82,43 +81,6 @@ class Verdict:
         }
 
 
-# -- the statistics the rules use ---------------------------------------------------------------
-def _mean_std(values: Sequence[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, 0.0
-    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return mean, math.sqrt(var)
-
-
-def mvalue(values: Sequence[float], bin_width: float | None = None, offset: float = 0.0) -> float:
-    """BenchmarkDotNet's modality value: the histogram's summed rises and falls (zero bins on
-    both ends) divided by its tallest bin. One mode gives 2, two modes 4, and so on. The bin
-    width defaults to Scott's rule (3.49 s n^-1/3), the rule BenchmarkDotNet starts from;
-    ``offset`` (a fraction of a bin) moves the bins' origin."""
-    n = len(values)
-    if n < 2:
-        return 2.0
-    _, std = _mean_std(values)
-    width = bin_width if bin_width is not None else 3.49 * std * n ** (-1 / 3)
-    low, high = min(values), max(values)
-    if width <= 0 or high == low:
-        return 2.0
-    origin = low - offset * width
-    bins = [0] * (int((high - origin) / width) + 1)
-    for v in values:
-        bins[min(int((v - origin) / width), len(bins) - 1)] += 1
-    heights = [0, *bins, 0]
-    rises = sum(abs(heights[i] - heights[i - 1]) for i in range(1, len(heights)))
-    return rises / max(bins)
-
-
-def modality(values: Sequence[float]) -> float:
-    """mValue at Scott's bin width, where BenchmarkDotNet starts, the larger of two bin origins
-    half a bin apart: two modes a bin apart can straddle one grid's edges and look like one."""
-    return max(mvalue(values), mvalue(values, offset=0.5))
-
-
 def change_points(series: Sequence[float], min_size: int | None = None) -> list[int]:
     """Indices where the mean level of a run's step times changes: ``changepoints`` binary
     segmentation (ruptures' ``Binseg(model="l2")`` with ``pen``), σ floored at 0.1 % of the
@@ -150,48 +112,9 @@ def classify_steady_state(series: Sequence[float]) -> tuple[str, list[int]]:
     return "warm-up", kept_points
 
 
-def steps_needed(rel_std: float, target: float = CI_TARGET) -> int:
-    """Steps to resolve +-target at 95 % for this relative spread: n = ceil(4 z^2 s^2 / target^2)."""
-    return math.ceil(4 * Z95**2 * rel_std**2 / target**2)
-
-
-def median_ci(values: Sequence[float]) -> tuple[float, float] | None:
-    """Distribution-free 95 % confidence interval of the median from order statistics (the
-    binomial normal approximation, as pyperf and Le Boudec's "Performance Evaluation" give it);
-    None when there are too few values (under 6)."""
-    n = len(values)
-    if n < 6:
-        return None
-    z = Z95
-    ordered = sorted(values)
-    lo = max(0, math.floor((n - z * math.sqrt(n)) / 2) - 1)
-    hi = min(n - 1, math.ceil(1 + (n + z * math.sqrt(n)) / 2) - 1)
-    return ordered[lo], ordered[hi]
-
-
-def repeat_spread(medians: Sequence[float]) -> float | None:
-    """TorchBench's stableness figure: (max - min) / min over repeats' medians."""
-    known = [m for m in map(number, medians) if m is not None and m > 0]
-    if len(known) < 2:
-        return None
-    return (max(known) - min(known)) / min(known)
-
-
 # -- the rules --------------------------------------------------------------------------------
 def _pct(x: float) -> str:
     return f"{100 * x:.0f} %" if x >= 0.1 else f"{100 * x:.1f} %"
-
-
-def block_means(times: Sequence[float]) -> tuple[list[float], int]:
-    """pyperf's values from steps: the means of consecutive blocks of k steps, k chosen so that
-    a block lasts ``VALUE_MIN_S`` (1 for steps that long), with at least ``MIN_VALUES`` blocks;
-    a last partial block is left out. Returns (values, k)."""
-    med = quantile(times, 0.5)
-    k = math.ceil(VALUE_MIN_S / med) if med > 0 else 1
-    k = max(1, min(k, len(times) // MIN_VALUES))
-    if k == 1:
-        return list(times), 1
-    return [sum(times[i : i + k]) / k for i in range(0, len(times) - k + 1, k)], k
 
 
 # An inference run's timing as its worker records it (adapters/serve.py, run_inference): each
@@ -203,7 +126,7 @@ def _step_rules(times: Sequence[float], unit: str = "step") -> tuple[list[Reason
     # ``unit``: what one timed value is, "step" or (an inference run's) "request"
     reasons: list[Reason] = []
     n = len(times)
-    mean, std = _mean_std(times)
+    mean, std = mean_std(times)
     med = quantile(times, 0.5)
     cv = std / mean if mean > 0 else 0.0
     # CV and range are pyperf check's rules, judged on values of >= 100 ms as pyperf's are:
@@ -211,7 +134,7 @@ def _step_rules(times: Sequence[float], unit: str = "step") -> tuple[list[Reason
     # docs/stability.md), which says nothing about the run's median; a slow phase or a stolen
     # core moves the blocks too.
     values, k = block_means(times)
-    v_mean, v_std = _mean_std(values)
+    v_mean, v_std = mean_std(values)
     v_cv = v_std / v_mean if v_mean > 0 else 0.0
     of = f"{unit} times" if k == 1 else f"{k}-{unit} blocks"
     if v_cv >= CV_UNRELIABLE:
@@ -295,7 +218,7 @@ def _step_rules(times: Sequence[float], unit: str = "step") -> tuple[list[Reason
                     NOISY,
                 )
             )
-    need = steps_needed(cv)
+    need = steps_needed(cv, CI_TARGET)
     if n < need:
         reasons.append(
             Reason(
@@ -537,17 +460,6 @@ def compact_times(times: Sequence[float]) -> list[float]:
     return [float(f"{float(t):.4g}") for t in times]
 
 
-def window_means(times: Sequence[float]) -> list[float]:
-    """One value per pipelined window: without device timers the worker gives every step of a
-    window the window's mean, and judging those copies as separate steps would invent modes and
-    shrink the spread."""
-    out: list[float] = []
-    for t in times:
-        if not out or t != out[-1]:
-            out.append(t)
-    return out
-
-
 def assess_record(run: Run, repeat_medians: Sequence[float] | None = None) -> Verdict | None:
     """The verdict for a history record, from what it stores; None for a run with no figures
     (failed before its steady phase, or recorded before step times were kept)."""
@@ -636,7 +548,7 @@ def relative_noise(records: Sequence[Run], values: Sequence[float]) -> float | N
     for run in records:
         clean = [t for t in run.step_times or () if t > 0]
         if len(clean) >= 2:
-            mean, std = _mean_std(clean)
+            mean, std = mean_std(clean)
             return std / mean if mean else None
     return None
 
@@ -658,59 +570,3 @@ def stability_note(records: Sequence[Run], unjudged: bool = True) -> str:
     if not_judged and unjudged:
         notes.append(f"{not_judged} of {len(finished)} not judged (history recheck)")
     return "; ".join(notes)
-
-
-DEFAULT_TARGET_CI = 0.02  # `--repeats auto`: stop when the median's 95 % CI is within +-2 %
-DEFAULT_MAX_REPEATS = 20  # `--repeats auto`: or when this many repeats have run
-MIN_REPEATS_FOR_CI = 6  # the order-statistic 95 % CI of a median needs 6 values (then min..max)
-
-
-def enough_repeats(
-    medians: Sequence[float],
-    target: float = DEFAULT_TARGET_CI,
-    max_repeats: int = DEFAULT_MAX_REPEATS,
-) -> tuple[bool, str]:
-    """Should a configuration's repeats stop? True with why (the CI reached the target, or the
-    maximum was reached), or False with where it stands. The interval is the distribution-free
-    95 % CI of the median of the repeats' medians, as a share of that median."""
-    known = [m for m in map(number, medians) if m is not None and m > 0]
-    n = len(known)
-    ci = median_ci(known)
-    width = None
-    if ci is not None:
-        mid = quantile(known, 0.5)
-        width = max(mid - ci[0], ci[1] - mid) / mid if mid else None
-    if width is not None and width <= target:
-        return (
-            True,
-            f"95 % CI of the median ±{100 * width:.1f} % after {n} repeats (target ±{100 * target:g} %)",
-        )
-    if n >= max_repeats:
-        where = f"±{100 * width:.1f} %" if width is not None else "not computable"
-        return (
-            True,
-            f"stopped at the maximum of {max_repeats} repeats; 95 % CI of the median {where} (target ±{100 * target:g} %)",
-        )
-    if width is None:
-        return False, f"{n} repeat(s): a 95 % CI of the median needs {MIN_REPEATS_FOR_CI}"
-    return False, f"95 % CI of the median ±{100 * width:.1f} % after {n} repeats"
-
-
-def recheck(history: History, run_ids: Sequence[str] = ()) -> tuple[list[dict[str, Any]], int]:
-    """Judge finished runs again from their stored step times (all, or ``run_ids``), with their
-    configuration's repeats, and store the new verdicts. Returns ``[{id, before, stability}]``
-    and how many runs had no step times to judge (recorded before they were kept)."""
-    records = history.all()
-    chosen = [history.get(i) for i in run_ids] if run_ids else records
-    out, skipped = [], 0
-    for run in chosen:
-        if not run.finished:
-            continue
-        verdict = assess_record(run, repeat_medians=repeat_medians_for(run, records))
-        if verdict is None:
-            skipped += 1
-            continue
-        stored = verdict.as_dict()
-        history.update(run.id, stability=stored)
-        out.append({"id": run.id, "before": run.verdict, "stability": stored})
-    return out, skipped

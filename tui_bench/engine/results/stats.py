@@ -1,4 +1,6 @@
-"""Statistics over repeats: summaries with spread, ratios of medians, Mann-Whitney U, thread scaling.
+"""Statistics over repeats: summaries with spread, ratios of medians, Mann-Whitney U, thread scaling;
+and over a run's step times: pyperf's block means, BenchmarkDotNet's modality, a median's CI, the
+repeats' spread, the steps a CI needs (the estimators ``stability``'s rules judge by).
 
 Pure stdlib (no numpy, no scipy): the app process stays light, and every formula is here to read.
 Conventions match numpy/scipy defaults so figures can be checked against them:
@@ -15,11 +17,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from tui_bench.engine.results.record import number
+
 MIN_REPEATS_FOR_TEST = 5  # per side; fewer and a rank test says nothing useful at any alpha
 ALPHA = 0.05
 EXACT_LIMIT = 50  # per side: the exact distribution is cheap up to here
 SPREAD_STD_FRACTION = 0.10
 SPREAD_RANGE_FRACTION = 0.50
+Z95 = 1.96
+# pyperf judges values that each took at least its min_time (100 ms: it calibrates the loops per
+# value to reach it); shorter steps are judged as the means of consecutive blocks that long.
+VALUE_MIN_S = 0.1
+MIN_VALUES = 5  # but never fewer than this many values: short runs are judged per step
 
 
 # -- one sample ---------------------------------------------------------------------------------
@@ -105,6 +114,94 @@ def spread_warning(mean: float, std: float | None, low: float, high: float) -> s
             f"min/max ({low:.4g}/{high:.4g}) beyond ±{SPREAD_RANGE_FRACTION:.0%} of the mean"
         )
     return "high spread: " + "; ".join(problems) if problems else None
+
+
+# -- a run's step times ------------------------------------------------------------------------
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample std (0 with one value), summed plainly (``summarize`` sums exactly)."""
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return mean, math.sqrt(var)
+
+
+def mvalue(values: Sequence[float], bin_width: float | None = None, offset: float = 0.0) -> float:
+    """BenchmarkDotNet's modality value: the histogram's summed rises and falls (zero bins on
+    both ends) divided by its tallest bin. One mode gives 2, two modes 4, and so on. The bin
+    width defaults to Scott's rule (3.49 s n^-1/3), the rule BenchmarkDotNet starts from;
+    ``offset`` (a fraction of a bin) moves the bins' origin."""
+    n = len(values)
+    if n < 2:
+        return 2.0
+    _, std = mean_std(values)
+    width = bin_width if bin_width is not None else 3.49 * std * n ** (-1 / 3)
+    low, high = min(values), max(values)
+    if width <= 0 or high == low:
+        return 2.0
+    origin = low - offset * width
+    bins = [0] * (int((high - origin) / width) + 1)
+    for v in values:
+        bins[min(int((v - origin) / width), len(bins) - 1)] += 1
+    heights = [0, *bins, 0]
+    rises = sum(abs(heights[i] - heights[i - 1]) for i in range(1, len(heights)))
+    return rises / max(bins)
+
+
+def modality(values: Sequence[float]) -> float:
+    """mValue at Scott's bin width, where BenchmarkDotNet starts, the larger of two bin origins
+    half a bin apart: two modes a bin apart can straddle one grid's edges and look like one."""
+    return max(mvalue(values), mvalue(values, offset=0.5))
+
+
+def steps_needed(rel_std: float, target: float) -> int:
+    """Steps to resolve +-target at 95 % for this relative spread: n = ceil(4 z^2 s^2 / target^2)."""
+    return math.ceil(4 * Z95**2 * rel_std**2 / target**2)
+
+
+def median_ci(values: Sequence[float]) -> tuple[float, float] | None:
+    """Distribution-free 95 % confidence interval of the median from order statistics (the
+    binomial normal approximation, as pyperf and Le Boudec's "Performance Evaluation" give it);
+    None when there are too few values (under 6)."""
+    n = len(values)
+    if n < 6:
+        return None
+    z = Z95
+    ordered = sorted(values)
+    lo = max(0, math.floor((n - z * math.sqrt(n)) / 2) - 1)
+    hi = min(n - 1, math.ceil(1 + (n + z * math.sqrt(n)) / 2) - 1)
+    return ordered[lo], ordered[hi]
+
+
+def repeat_spread(medians: Sequence[float]) -> float | None:
+    """TorchBench's stableness figure: (max - min) / min over repeats' medians."""
+    known = [m for m in map(number, medians) if m is not None and m > 0]
+    if len(known) < 2:
+        return None
+    return (max(known) - min(known)) / min(known)
+
+
+def block_means(times: Sequence[float]) -> tuple[list[float], int]:
+    """pyperf's values from steps: the means of consecutive blocks of k steps, k chosen so that
+    a block lasts ``VALUE_MIN_S`` (1 for steps that long), with at least ``MIN_VALUES`` blocks;
+    a last partial block is left out. Returns (values, k)."""
+    med = quantile(times, 0.5)
+    k = math.ceil(VALUE_MIN_S / med) if med > 0 else 1
+    k = max(1, min(k, len(times) // MIN_VALUES))
+    if k == 1:
+        return list(times), 1
+    return [sum(times[i : i + k]) / k for i in range(0, len(times) - k + 1, k)], k
+
+
+def window_means(times: Sequence[float]) -> list[float]:
+    """One value per pipelined window: without device timers the worker gives every step of a
+    window the window's mean, and judging those copies as separate steps would invent modes and
+    shrink the spread."""
+    out: list[float] = []
+    for t in times:
+        if not out or t != out[-1]:
+            out.append(t)
+    return out
 
 
 # -- two samples --------------------------------------------------------------------------------

@@ -353,6 +353,10 @@ def _check_fields(config: dict[str, Any], fail) -> RunSpec:
         for name in GPT_FIELDS:
             check_declared(declared_option(name, RunSpec), getattr(spec, name))
         catalog_free.update(dict.fromkeys(GPT_FIELDS))
+        if spec.mode == "generate":  # the gpt's alone, checked with the model at expansion;
+            for name in ("prompt_tokens", "new_tokens"):  # an inference run's rules meanwhile
+                check_declared(declared_option(name, RunSpec), getattr(spec, name))
+            catalog_free.update(mode="inference", prompt_tokens=None, new_tokens=None)
         spec.with_changes(**catalog_free).validate()
     except SpecError as exc:
         raise fail(exc.field, _strip_field(exc.field, str(exc))) from None

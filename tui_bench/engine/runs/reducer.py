@@ -25,7 +25,7 @@ from tui_bench.engine.kinds import ENDED, BatchEvent, RunStatus, SeriesEvent, Wo
 from tui_bench.engine.machine import peaks
 from tui_bench.engine.machine.limits import Limits, Mfu
 from tui_bench.engine.results import stability
-from tui_bench.engine.spec import RunSpec
+from tui_bench.engine.spec import SERVING, RunSpec
 
 # A spec in an event that this version cannot read: written by another version (SpecError), or
 # not a mapping at all. The view keeps the previous spec rather than fail.
@@ -390,7 +390,7 @@ class BatchView:
         if run_id != self.run_id or (
             changed and (verdict is None or now() - at >= FORMING_EVERY_S)
         ):
-            inference = self.spec.mode == "inference"
+            inference = self.spec.mode in SERVING
             verdict = stability.forming(
                 timed, timing=stability.INFERENCE_TIMING if inference else "synced"
             )
@@ -398,13 +398,15 @@ class BatchView:
         if verdict is None:
             return None
         first = stability.stored_line(verdict.as_dict()) or verdict.verdict
-        unit = "request" if self.spec.mode == "inference" else "step"
+        unit = "request" if self.spec.mode in SERVING else "step"
         return f"so far {first}" if verdict.reasons else f"so far {verdict.verdict} ({unit} times)"
 
     def limits_text(self, now: Callable[[], float] = time.monotonic) -> str | None:
         """Achieved FLOP/s and MFU as they form (the steady steps' median so far, against the
         cached measured peak: never measured here), then the result's own figures; None before
         the first steady step or for a model without a FLOP count."""
+        if self.spec.mode == "generate":  # its prefill MFU and MBU: the run's summary has them
+            return None
         if (
             self.metrics.get("flops_per_step") is not None
             or self.metrics.get("flops_per_request") is not None
@@ -460,7 +462,7 @@ class BatchView:
     def timed(self) -> list[float]:
         """What the run times one at a time so far: its steady steps, or an inference run's
         requests."""
-        return self.latencies if self.spec.mode == "inference" else self.step_times
+        return self.latencies if self.spec.mode in SERVING else self.step_times
 
     def latest_figures(self) -> dict[str, Any]:
         """Steady-state step time, samples/s and accuracy as far as they are known."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.machine import doctor, peaks, procs
+from tui_bench.engine.machine import bandwidth, doctor, peaks, procs
 from tui_bench.engine.machine.energy import run_energy
 from tui_bench.engine.machine.sysinfo import machine_fingerprint
 from tui_bench.engine.results import loc, stability
@@ -83,7 +83,23 @@ class RunResult:
             else None
         )
         # How good the number is: FLOPs, achieved FLOP/s and MFU against the named peaks,
-        # joules per step per device (docs/limits.md).
+        # joules per step per device (docs/limits.md). A generation run: its prefill's FLOPs and
+        # MFU at the p50 TTFT, a decode step's bytes and MBU at the p50 TPOT (docs/generation.md).
+        if spec.mode == "generate" and (dims := spec.model_dims()) is not None:
+            m.update(
+                bandwidth.generation_figures(
+                    dims,
+                    spec.batch_size,
+                    spec.prompt_tokens or 1,
+                    spec.new_tokens or 1,
+                    spec.precision,
+                    self.summary,
+                    spec.device,
+                    (self.started or {}).get("device_name"),
+                    spec.threads,
+                    measured_problem=problem,
+                )
+            )
         m.update(
             peaks.run_figures(
                 self.spec.model,

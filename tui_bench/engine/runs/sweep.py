@@ -22,7 +22,7 @@ from typing import Any
 from tui_bench.engine.errors import PresetError
 from tui_bench.engine.kinds import RunStatus
 from tui_bench.engine.paths import data_home
-from tui_bench.engine.results import stability
+from tui_bench.engine.results import auto_repeats
 from tui_bench.engine.results.history import (
     History,
     HistoryError,
@@ -60,7 +60,7 @@ def check_auto_repeats(value: Any) -> dict[str, Any]:
             f"auto repeats: max must be a whole number from 2 to {MAX_AUTO_REPEATS}, "
             f"got {_shown(most)}"
         )
-    target = value.get("target_ci", stability.DEFAULT_TARGET_CI)
+    target = value.get("target_ci", auto_repeats.DEFAULT_TARGET_CI)
     if isinstance(target, bool) or not isinstance(target, (int, float)) or not 0 < target < 1:
         raise ValueError(
             f"auto repeats: target_ci must be a fraction between 0 and 1, got {_shown(target)}"
@@ -324,9 +324,9 @@ def auto_repeats_check(sweep: Sweep, config_key: str, history: History) -> str |
         for run in mine
         if run.finished and (median := run.figure("step_median_s")) is not None
     ]
-    stop, why = stability.enough_repeats(
+    stop, why = auto_repeats.enough_repeats(
         medians,
-        target=float(sweep.auto_repeats.get("target_ci", stability.DEFAULT_TARGET_CI)),
+        target=float(sweep.auto_repeats.get("target_ci", auto_repeats.DEFAULT_TARGET_CI)),
         max_repeats=int(sweep.auto_repeats["max"]),
     )
     if stop:

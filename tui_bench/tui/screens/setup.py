@@ -21,7 +21,7 @@ from tui_bench.engine import catalog
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.sampler import Nvml
-from tui_bench.engine.results import stability
+from tui_bench.engine.results import auto_repeats
 from tui_bench.engine.spec import (
     GPT_FIELDS,
     SIZED_MODEL,
@@ -58,7 +58,10 @@ UNSET = "unset"  # what an optional number's empty input shows
 # repeats may also say "auto" (`tui-bench run --repeats auto`): until the median is known, with
 # the CLI's default target and maximum
 AUTO = "auto"
-AUTO_REPEATS = {"max": stability.DEFAULT_MAX_REPEATS, "target_ci": stability.DEFAULT_TARGET_CI}
+AUTO_REPEATS = {
+    "max": auto_repeats.DEFAULT_MAX_REPEATS,
+    "target_ci": auto_repeats.DEFAULT_TARGET_CI,
+}
 
 
 def field_label(name: str) -> str:
