@@ -291,6 +291,129 @@ for idx in requests:
     times.append((time.perf_counter_ns() - t0) * 1e-9)
 """
 
+# JAX: the reference CNN as a Flax NNX module with optax, one nnx.jit step (api flax), or as a pure
+# function of a params dict under jax.jit (api jit), as a user of each writes it. Threads: the
+# affinity mask (set by this script before the process starts, as the worker pins it).
+JAX_MODEL = r"""
+import functools
+import jax, jax.numpy as jnp, optax
+from flax import nnx
+glorot = nnx.initializers.glorot_uniform()
+class Cnn(nnx.Module):
+    def __init__(self, rngs):
+        kw = dict(padding="VALID", kernel_init=glorot, rngs=rngs)
+        self.conv1, self.conv2 = nnx.Conv(1, 32, (5, 5), **kw), nnx.Conv(32, 64, (3, 3), **kw)
+        self.dense = nnx.Linear(1600, 1024, kernel_init=glorot, rngs=rngs)
+        self.drop = nnx.Dropout(0.25, rngs=rngs)
+        self.out = nnx.Linear(1024, 10, kernel_init=glorot, rngs=rngs)
+    def __call__(self, x):
+        x = nnx.max_pool(nnx.relu(self.conv1(x)), (2, 2), strides=(2, 2))
+        x = nnx.max_pool(nnx.relu(self.conv2(x)), (2, 2), strides=(2, 2))
+        return self.out(self.drop(nnx.relu(self.dense(x.reshape(x.shape[0], -1)))))
+device = jax.devices("cpu")[0]
+"""
+
+FLAX = (
+    JAX_MODEL
+    + r"""
+model = nnx.jit(lambda: Cnn(nnx.Rngs(params=0, dropout=1)))()
+optimizer = nnx.Optimizer(model, optax.adam(1e-3, eps=1e-7), wrt=nnx.Param)
+both = (model, optimizer)
+nnx.update(both, jax.device_put(nnx.state(both), device))
+@nnx.jit
+def step(model, optimizer, xb, yb):
+    def loss_fn(m):
+        return optax.softmax_cross_entropy_with_integer_labels(m(xb), yb).mean()
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)
+    return loss
+model.train()
+for idx in batches:
+    t0 = time.perf_counter()
+    xb, yb = jax.device_put((x[idx], y[idx]), device)
+    float(step(model, optimizer, xb, yb))
+    times.append(time.perf_counter() - t0)
+"""
+)
+
+JAX_PURE = (
+    JAX_MODEL
+    + r"""
+model = nnx.jit(lambda: Cnn(nnx.Rngs(params=0, dropout=1)))()
+params = {"/".join(map(str, k)): v for k, v in nnx.to_flat_state(nnx.state(model, nnx.Param))}
+params = {k: v[...] for k, v in params.items()}
+def apply(p, x, key=None):
+    conv = lambda x, n: jax.lax.conv_general_dilated(x, p[n + "/kernel"], (1, 1), "VALID",
+        dimension_numbers=("NHWC", "HWIO", "NHWC")) + p[n + "/bias"]
+    pool = lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    x = pool(jax.nn.relu(conv(x, "conv1")))
+    x = pool(jax.nn.relu(conv(x, "conv2")))
+    x = jax.nn.relu(x.reshape(x.shape[0], -1) @ p["dense/kernel"] + p["dense/bias"])
+    if key is not None:
+        x = jnp.where(jax.random.bernoulli(key, 0.75, x.shape), x / 0.75, 0)
+    return x @ p["out/kernel"] + p["out/bias"]
+"""
+)
+
+JAX_JIT = (
+    JAX_PURE
+    + r"""
+tx = optax.adam(1e-3, eps=1e-7)
+def loss_fn(p, key, xb, yb):
+    return optax.softmax_cross_entropy_with_integer_labels(apply(p, xb, key), yb).mean()
+@functools.partial(jax.jit, donate_argnums=(0, 1))
+def step(p, opt_state, key, xb, yb):
+    key, sub = jax.random.split(key)
+    loss, grads = jax.value_and_grad(loss_fn)(p, sub, xb, yb)
+    updates, opt_state = tx.update(grads, opt_state, p)
+    return optax.apply_updates(p, updates), opt_state, key, loss
+params, opt_state, key = jax.device_put((params, tx.init(params), jax.random.key(1)), device)
+for idx in batches:
+    t0 = time.perf_counter()
+    xb, yb = jax.device_put((x[idx], y[idx]), device)
+    params, opt_state, key, loss = step(params, opt_state, key, xb, yb)
+    float(loss)
+    times.append(time.perf_counter() - t0)
+"""
+)
+
+REQUESTS_JAX = r"""
+test = data.load("synthetic-mnist", train_samples=args["train_samples"],
+                 test_samples=args["test_samples"]).x_test
+order = data.epoch_order(len(test), 0, 1)
+requests = [np.take(order, np.arange(i * B, (i + 1) * B), mode="wrap") for i in range(T)]
+"""
+
+JIT_INFER = (
+    JAX_PURE
+    + REQUESTS_JAX
+    + r"""
+params = jax.device_put(params, device)
+forward = jax.jit(apply)
+for idx in requests:
+    xb = test[idx]
+    t0 = time.perf_counter_ns()
+    jax.block_until_ready(forward(params, jax.device_put(xb, device)))
+    times.append((time.perf_counter_ns() - t0) * 1e-9)
+"""
+)
+
+FLAX_INFER = (
+    JAX_MODEL
+    + REQUESTS_JAX
+    + r"""
+model = nnx.jit(lambda: Cnn(nnx.Rngs(params=0, dropout=1)))()
+nnx.update(model, jax.device_put(nnx.state(model), device))
+model.eval()
+forward = nnx.jit(lambda m, x: m(x))
+for idx in requests:
+    xb = test[idx]
+    t0 = time.perf_counter_ns()
+    jax.block_until_ready(forward(model, jax.device_put(xb, device)))
+    times.append((time.perf_counter_ns() - t0) * 1e-9)
+"""
+)
+
 # The same requests for MXNet, Theano, Keras and TensorFlow: the test split in tui-bench's
 # order, each request timed alone until its output exists.
 REQUESTS = r"""
@@ -497,6 +620,8 @@ BARE_INFERENCE = {
     ("tensorflow", "graph"): TF_INFER,
     ("tensorflow", "xla"): TF_INFER,
     ("tensorflow", "estimator"): ESTIMATOR_INFER,
+    ("jax", "flax"): FLAX_INFER,
+    ("jax", "jit"): JIT_INFER,
 }
 
 BARE = {
@@ -513,6 +638,8 @@ BARE = {
     ("mxnet", "gluon"): MXNET_GLUON,
     ("mxnet", "hybrid"): MXNET_GLUON,
     ("mxnet", "module"): MXNET_MODULE,
+    ("jax", "flax"): FLAX,
+    ("jax", "jit"): JAX_JIT,
 }
 
 

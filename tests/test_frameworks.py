@@ -229,6 +229,8 @@ def test_transformer_trains_identically_everywhere(
         assert attention.startswith("SDPA ") and "(training, dropout 0)" in attention
     elif framework in ("mxnet", "theano"):
         assert attention.startswith("written out")
+    elif framework == "jax":  # dropout off: the fused call, in training and evaluation
+        assert attention.startswith("jax.nn.dot_product_attention")
     else:  # TF 2.15's Keras (the Estimator) has no fused attention to pick
         kernel = "einsum + softmax + dropout" if api == "estimator" else "ops.dot_product_attention"
         assert f"MultiHeadAttention {kernel}" in attention
@@ -322,6 +324,7 @@ def test_gpt_tiny_trains_from_the_shared_draw(
 
 # One API per way bf16 reaches the model: torch autocast, TF's mixed policy, Keras' on each backend.
 BF16_PATHS = [("torch", "eager"), ("tensorflow", "graph"), ("keras", "torch"), ("keras", "jax")]
+BF16_PATHS += [("jax", "flax")]  # the modules' compute dtype
 
 
 @pytest.mark.parametrize(("framework", "api"), BF16_PATHS)
@@ -338,6 +341,9 @@ def test_transformer_runs_bf16_on_the_cpu_and_says_if_emulated(bench_env, framew
     if framework == "torch":
         assert settings["autocast"] == "bfloat16"
         assert settings["attention"].startswith("SDPA math (training")
+    elif framework == "jax":
+        assert settings["policy"] == "mixed_bfloat16"
+        assert settings["attention"].startswith("written out: einsum + softmax + dropout")
     else:
         assert settings["policy"] == "mixed_bfloat16"
         assert "MultiHeadAttention einsum + softmax + dropout" in settings["attention"]
@@ -364,6 +370,8 @@ BUILD_PATHS = [
     ("mxnet", "module"),
     ("theano", "theano"),
     ("theano", "keras2"),
+    ("jax", "flax"),  # Flax NNX modules
+    ("jax", "jit"),  # pure functions of a params dict: a second model-building path
 ]
 TINY = {"batch_size": 8, "epochs": 1, "steps_per_epoch": 1, "warmup_steps": 0}
 
@@ -395,6 +403,8 @@ GPT_PROBES = [
     ("mxnet", "module"),
     ("theano", "theano"),
     ("theano", "keras2"),
+    ("jax", "flax"),
+    ("jax", "jit"),
 ]
 
 
@@ -487,6 +497,8 @@ def test_gpt_builds_the_same_model_from_the_same_draw_everywhere(
     attention = started["settings"]["attention"]
     if framework in ("mxnet", "theano"):  # no fused kernel: the mask is part of the code
         assert attention.startswith("written out") and "causal mask" in attention
+    elif framework == "jax":  # dropout off: the fused call, causal
+        assert attention.startswith("jax.nn.dot_product_attention") and "causal" in attention
     elif api == "estimator":  # Keras 2.15: no ops.dot_product_attention, a masked softmax
         assert attention.startswith("MultiHeadAttention einsum + softmax + dropout, causal mask")
     else:  # Keras 3 (tf.keras on TF 2.21 is Keras 3 on its TF backend)
@@ -518,6 +530,7 @@ THREAD_MECHANISMS = [
     ("mxnet", "gluon"),  # OMP_NUM_THREADS before import
     ("theano", "theano"),  # OpenBLAS's pool + Theano's OpenMP flag, read back from both
     ("theano", "keras2"),
+    ("jax", "flax"),  # CPU affinity only, read back as the mask's size
 ]
 
 
@@ -529,6 +542,7 @@ THREADS_SET_AS = {
     ("tensorflow", "xla"): ("tensorflow", "graph"),
     ("mxnet", "hybrid"): ("mxnet", "gluon"),
     ("mxnet", "module"): ("mxnet", "gluon"),
+    ("jax", "jit"): ("jax", "flax"),
 }
 
 
@@ -552,6 +566,7 @@ def test_two_threads_take_effect_and_mlp_counts_match(bench_env, framework, api)
 # -- devices ---------------------------------------------------------------------------------------
 GPU_CHECKS = [("torch", "eager"), ("tensorflow", "eager"), ("keras", "torch"), ("keras", "jax")]
 GPU_CHECKS += [("mxnet", "gluon"), ("tensorflow", "estimator"), ("theano", "theano")]
+GPU_CHECKS += [("jax", "flax")]
 
 
 @pytest.mark.parametrize(("framework", "api"), GPU_CHECKS)
@@ -605,6 +620,7 @@ SETTINGS_CHECKS = [
     ("keras", "jax"),
     ("mxnet", "hybrid"),
     ("mxnet", "module"),
+    ("jax", "jit"),
 ]
 
 

@@ -121,6 +121,23 @@ PINNED: dict[str, tuple[int, int]] = {
     "theano/keras2/vgg16": (15, 27),
     "theano/keras2/lstm": (4, 27),
     "theano/keras2/transformer": (58, 27),
+    # JAX (issue 47): Flax NNX modules (adapters/jax/flax_models.py; the LSTM is Keras' fused
+    # layer written out under lax.scan), and pure functions with their own initialisers
+    # (adapters/jax/jit_models.py).
+    "jax/flax/*": (205, 27),
+    "jax/flax/gpt": (60, 27),
+    "jax/flax/cnn": (26, 27),
+    "jax/flax/mlp": (21, 27),
+    "jax/flax/vgg16": (39, 27),
+    "jax/flax/lstm": (37, 27),
+    "jax/flax/transformer": (53, 27),
+    "jax/jit/*": (174, 37),
+    "jax/jit/gpt": (83, 37),
+    "jax/jit/cnn": (39, 37),
+    "jax/jit/mlp": (27, 37),
+    "jax/jit/vgg16": (43, 37),
+    "jax/jit/lstm": (38, 37),
+    "jax/jit/transformer": (80, 37),
 }
 
 

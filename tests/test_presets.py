@@ -342,21 +342,21 @@ def _every_framework_api() -> set[tuple[str, str]]:
 
 
 def test_inference_quick_serves_both_models_at_batch_1_and_64_in_every_framework_api():
-    """Every framework × API (15), the CNN and the transformer, batch 1 and 64, fp32 on the
+    """Every framework × API (17: JAX's flax and jit among them), the CNN and the transformer, batch 1 and 64, fp32 on the
     CPU, inference mode; each configuration valid. Those whose API does not serve inference yet
     are skipped with the catalog's one-line reason, never refused as a whole."""
     from tui_bench.engine import catalog
 
     configs = presets.expand(presets.load(REPO / "presets" / "inference-quick.toml"), probe=None)
     specs = [c.spec for c in configs]
-    assert len(_every_framework_api()) == 15
+    assert len(_every_framework_api()) == 17
     assert {(s.framework, s.api) for s in specs} == _every_framework_api()
     assert {(s.model, s.dataset) for s in specs} == {
         ("cnn", "synthetic-mnist"),
         ("transformer", "synthetic-imdb"),
     }
     assert {s.batch_size for s in specs} == {1, 64}
-    assert len(configs) == 15 * 2 * 2
+    assert len(configs) == 17 * 2 * 2
     assert all(s.mode == "inference" and s.device == "cpu" and s.precision == "fp32" for s in specs)
     # p50 and p90 bounded by the worker's tail rule, p99 not: the description says which
     from adapters.serve import tail_bounded

@@ -1,0 +1,206 @@
+"""The JAX adapter (APIs ``flax`` and ``jit``) in its own runtime: one subprocess builds every model
+in both APIs and reports what the tests below hold to torch's: parameter counts, the shared draw's
+first loss against the float64 references, the LSTM's initialisers, dropout's semantics, the
+device input path and the precision settings as applied and read back.
+
+The app environment has no jax: the checks run in the ``jax`` runtime (``tui-bench runtime setup
+jax``), found as tests/test_frameworks.py finds every runtime (a missing one skips, or fails with
+``TUI_BENCH_REQUIRE_RUNTIMES=1``). Training through the real worker is tests/test_frameworks.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+
+import pytest
+from conftest import REPO
+from test_frameworks import INITIAL_LOSS_RTOL, runtime_for
+
+from tui_bench.engine import catalog
+
+pytestmark = pytest.mark.slow
+
+# torch's trainable parameters for the same models (tests/test_frameworks.py pins the CNN, the
+# MLP, the transformer and the gpt; VGG16 on CIFAR-10 and the LSTM on IMDb as torch counts them).
+TORCH_PARAMS = {
+    "cnn": 1_669_002,
+    "mlp": 669_706,
+    "vgg16": 14_982_474,
+    "lstm": 771_713,
+    "transformer": 1_062_273,
+    "gpt": 1_461_760,
+}
+
+SCRIPT = r"""
+import importlib.util, json, sys
+here = sys.argv[1] + "/adapters"
+spec = importlib.util.spec_from_file_location(
+    "adapters", here + "/__init__.py", submodule_search_locations=[here])
+package = importlib.util.module_from_spec(spec)
+sys.modules["adapters"] = package
+spec.loader.exec_module(package)
+sys.path.insert(0, sys.argv[1] + "/tests")
+import numpy as np
+from adapters import backend as contract, data, models, shared_init
+from adapters.jax import adapter, flax_models
+from gpt_reference import gpt_loss
+from transformer_reference import transformer_loss
+
+DATASETS = {"cnn": "synthetic-mnist", "mlp": "synthetic-mnist", "vgg16": "synthetic-cifar10",
+            "lstm": "synthetic-imdb", "transformer": "synthetic-imdb", "gpt": "synthetic-tokens"}
+out = {"params": {}, "initial": {}, "reference": {}}
+
+def dataset_for(model):
+    dims = models.gpt_dims({}) if model == "gpt" else None
+    tokens = (dims.seq_len, dims.vocab_size) if dims else None
+    return dims, data.load(DATASETS[model], train_samples=40, test_samples=8, tokens=tokens)
+
+def backend(api, model, dropout=0.0, precision="fp32"):
+    dims, dataset = dataset_for(model)
+    b = adapter.make_backend(api, "cpu", 1)
+    applied = b.apply_settings(contract.Settings(precision=precision))
+    b.build(contract.Hyper(model, 4, 0.01, "sgd", dropout, 0, dims=dims), dataset)
+    return b, dataset, dims, applied
+
+for api in adapter.APIS:
+    for model in DATASETS:
+        b, dataset, dims, _ = backend(api, model)
+        out["params"][f"{api}/{model}"] = b.param_count()
+        if model in shared_init.SHARED_MODELS:
+            first = data.batches(len(dataset.x_train), 4, 0, 1, 1)[0]
+            x, y = dataset.x_train[first], dataset.y_train[first]
+            out["initial"][f"{api}/{model}"] = b.evaluate(x, y, 4)[0]
+            if model == "gpt":
+                reference = gpt_loss(shared_init.gpt_weights(0, dims), dims.heads, x, y)
+            else:
+                shape = dataset.shape
+                weights = shared_init.transformer_weights(0, shape.vocab_size, shape.input_shape[0])
+                reference = transformer_loss(weights, x, y)
+            out["reference"][model] = reference
+
+# The LSTM's recurrent kernel: orthogonal as one (hidden, 4·hidden) matrix, forget bias 1.
+b, *_ = backend("flax", "lstm")
+w = np.asarray(b.model.lstm.recurrent[...], dtype=np.float64)
+bias = np.asarray(b.model.lstm.bias[...])
+out["lstm_gram_error"] = float(np.abs(w @ w.T - np.eye(w.shape[0])).max())
+out["lstm_forget_bias"] = sorted(set(bias[128:256].tolist()))
+out["lstm_other_bias"] = sorted(set(np.concatenate([bias[:128], bias[256:]]).tolist()))
+
+# A wrong shared draw is refused by name, never broadcast.
+model = b = None
+b, dataset, dims, _ = backend("flax", "transformer")
+weights = shared_init.transformer_weights(0, dataset.shape.vocab_size, dataset.shape.input_shape[0])
+del weights["head.bias"]
+try:
+    flax_models.load_shared(b.model, "transformer", weights)
+    out["missing_weight"] = None
+except ValueError as exc:
+    out["missing_weight"] = str(exc)
+
+# Dropout: training drops (two steps' forward differ), evaluation does not (equal twice).
+for api in adapter.APIS:
+    b, dataset, dims, _ = backend(api, "mlp", dropout=0.5)
+    x, y = dataset.x_train[:4], dataset.y_train[:4]
+    out[f"{api}_eval_twice"] = [b.evaluate(x, y, 4)[0] for _ in range(2)]
+    b._mode(True)
+    if api == "flax":
+        logits = [np.asarray(b.model(x)) for _ in range(2)]
+    else:
+        import jax
+        keys = jax.random.split(b.key)
+        logits = [np.asarray(b.apply(b.params, x, k, 0.5)) for k in keys]
+    out[f"{api}_train_differs"] = bool(np.abs(logits[0] - logits[1]).max() > 0)
+
+# Device input gathers what host input gathers.
+b, dataset, dims, _ = backend("flax", "cnn")
+idx = np.array([5, 3, 20, 7])
+host = b.take(dataset.x_train, dataset.y_train, idx)
+resident = b.take(*b.to_device(dataset.x_train, dataset.y_train), idx)
+out["device_input_same"] = bool(
+    np.array_equal(np.asarray(host[0]), np.asarray(resident[0]))
+    and np.array_equal(np.asarray(host[1]), np.asarray(resident[1])))
+out["device_input_loss"] = b.loss_value(b.train_step(*resident))
+
+# Precision, read back.
+_, _, _, out["fp32"] = backend("flax", "cnn")
+b, dataset, dims, out["bf16"] = backend("jit", "transformer", precision="bf16")
+out["bf16_logits_dtype"] = str(b._logits(dataset.x_train[:2]).dtype)
+try:
+    adapter.make_backend("flax", "cpu", 1).apply_settings(contract.Settings(precision="amp-fp16"))
+    out["fp16"] = None
+except RuntimeError as exc:
+    out["fp16"] = str(exc)
+print("RESULT " + json.dumps(out, default=str))
+"""
+
+_REPORT: dict = {}
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    if not _REPORT:
+        if "jax" not in catalog.FRAMEWORKS:  # its manifest is read through the entry point
+            message = "jax is not a registered framework here (tui_bench.frameworks entry point)"
+            if os.environ.get("TUI_BENCH_REQUIRE_RUNTIMES") == "1":
+                pytest.fail(message)
+            pytest.skip(message)
+        runtime = runtime_for("jax", "flax")
+        done = subprocess.run(
+            [runtime.python, "-I", "-c", SCRIPT, str(REPO)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"},
+        )
+        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+        assert done.returncode == 0 and lines, done.stderr[-3000:]
+        _REPORT.update(json.loads(lines[-1][len("RESULT ") :]))
+    return _REPORT
+
+
+@pytest.mark.parametrize("api", ["flax", "jit"])
+@pytest.mark.parametrize("model", sorted(TORCH_PARAMS))
+def test_every_model_has_torchs_parameter_count(report, api, model) -> None:
+    assert report["params"][f"{api}/{model}"] == TORCH_PARAMS[model]
+
+
+@pytest.mark.parametrize("api", ["flax", "jit"])
+@pytest.mark.parametrize("model", ["transformer", "gpt"])
+def test_the_shared_draw_gives_the_float64_references_first_loss(report, api, model) -> None:
+    loss = report["initial"][f"{api}/{model}"]
+    assert loss == pytest.approx(report["reference"][model], rel=INITIAL_LOSS_RTOL)
+    if model == "gpt":
+        assert loss == pytest.approx(math.log(8192), abs=0.05)  # ≈ ln V from GPT-2's init
+
+
+def test_lstm_initialisers_are_keras(report) -> None:
+    assert report["lstm_gram_error"] < 1e-5  # orthogonal as a whole, not per gate
+    assert report["lstm_forget_bias"] == [1.0] and report["lstm_other_bias"] == [0.0]
+
+
+def test_a_wrong_shared_draw_is_refused(report) -> None:
+    assert "do not match" in report["missing_weight"]
+
+
+@pytest.mark.parametrize("api", ["flax", "jit"])
+def test_dropout_drops_while_training_and_never_in_evaluation(report, api) -> None:
+    first, second = report[f"{api}_eval_twice"]
+    assert first == second
+    assert report[f"{api}_train_differs"] is True
+
+
+def test_device_input_gathers_the_same_batch_as_host_input(report) -> None:
+    assert report["device_input_same"] is True and report["device_input_loss"] > 0
+
+
+def test_precision_is_applied_and_read_back(report) -> None:
+    fp32, bf16 = report["fp32"], report["bf16"]
+    assert fp32["precision"] == "fp32" and fp32["policy"] == "float32"
+    assert fp32["matmul_precision"] == "float32" and fp32["compile"] == "XLA (nnx.jit)"
+    assert bf16["compile"] == "XLA (jax.jit)" and bf16["policy"] == "mixed_bfloat16"
+    assert bf16["dtypes"] == "parameters float32, compute bfloat16, loss float32"
+    assert report["bf16_logits_dtype"] == "bfloat16"  # the compute dtype really is bf16
+    assert "loss scaling" in report["fp16"]
