@@ -168,7 +168,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 compiles="graph (tf.function), XLA off (jit_compile=False)",
-                modes=MODES,
+                modes=GENERATES,
                 why_not={
                     "input": _TF_DATA_ON_HOST,
                     "workers": "Keras fit shards its own tf.data input under a strategy; tui-bench "
@@ -181,7 +181,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="no (eager)",
                 data_parallel=_TF_MULTI_WORKER,
-                modes=MODES,
+                modes=GENERATES,
             ),
             "graph": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
@@ -189,14 +189,14 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="graph (tf.function), XLA off",
                 data_parallel=_TF_MULTI_WORKER,
-                modes=MODES,
+                modes=GENERATES,
             ),
             "xla": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
                 precisions_gpu=PRECISIONS,
                 inputs=INPUTS,
                 compiles="XLA (tf.function(jit_compile=True))",
-                modes=MODES,
+                modes=GENERATES,
                 why_not={
                     "workers": "tui-bench has no multi-worker path for the XLA-compiled step yet "
                     "(use eager or graph)"
@@ -210,6 +210,10 @@ FRAMEWORKS: dict[str, Framework] = {
                 compiles="graph (TF1 session), XLA off",
                 modes=MODES,
                 why_not={
+                    "mode": "the Estimator has no generation path: predict() streams input_fn's "
+                    "batches through a fixed TF1 graph, so a token cannot feed the next step nor a "
+                    "KV cache persist without hand-built TF1 state (Estimator users serve an "
+                    "exported SavedModel)",
                     "precision": "the Estimator's TF1 graph has no mixed-precision policy here",
                     "input": "the Estimator reads batches through its input_fn, on the host",
                     "timing": "every Estimator step is a session.run that returns its loss",
