@@ -48,7 +48,7 @@ def test_the_backlog_fold_and_one_event_at_a_time_agree():
     assert len(folded.losses) == 40  # the current run's curve only: per-run state resets
     assert [r.run_id for r in folded.runs] == ["r1", "r2"]
     assert [len(r.epoch_records) for r in folded.runs] == [2, 2]
-    assert all(r.result and r.result["status"] == "finished" for r in folded.runs)
+    assert all(r.result and r.result.status == "finished" for r in folded.runs)
     assert folded.header["label"] == "two runs" and folded.supervisor["pid"] == 1
 
 

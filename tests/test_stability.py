@@ -467,5 +467,5 @@ def test_the_live_view_reads_the_verdict_from_the_result_record():
     view = BatchView()
     view._result({"status": "finished", "metrics": {"step_median_s": 0.04}, "stability": stored})
     text = outcome(view, "run", "f5").message
-    assert "1 run(s) finished: step 40.0 ms median" in text
+    assert "1 run(s) finished: median step time 40.0 ms" in text  # the registry's words
     assert "\nunreliable: " in text

@@ -151,6 +151,7 @@ def fake_events(
                 "type": "result",
                 "record": {
                     "id": run_id,
+                    "spec": spec.to_dict(),  # the history record: what the runner writes
                     "status": "finished",
                     "reason": None,
                     "metrics": metrics,
@@ -322,6 +323,7 @@ def fake_inference_events(
             "type": "result",
             "record": {
                 "id": run_id,
+                "spec": spec.to_dict(),  # the history record: what the runner writes
                 "status": "finished",
                 "reason": None,
                 "metrics": {**summary, "threads_effective": spec.threads},

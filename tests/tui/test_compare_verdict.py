@@ -57,7 +57,10 @@ async def test_the_screen_states_the_verdict_the_cli_and_verdict_text_state(
         assert isinstance(screen, CompareScreen)
         screen.compare(["g"])  # through the history, as History's c hands ids over
         await wait_for(pilot, lambda: bool(screen.records), what="the runs of g")
-        shown = [line for line in note_lines(screen) if line.startswith("verdict")]
+        await pilot.press("v")  # the verdict, folded to a line, opens whole
+        await pilot.pause()
+        opened = str(screen.query_one("#compare-verdict", Static).render()).splitlines()
+        shown = [line for line in opened if line.startswith("verdict")]
         assert shown == printed
 
 

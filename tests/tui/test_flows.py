@@ -182,7 +182,7 @@ async def test_sweep_preset_runs_through_engine_then_cancel_says_how_to_resume(t
         await wait_for(pilot, lambda: app.live is not None and app.live.done, 240, "the sweep")
         await pilot.pause(1.2)  # a redraw tick
         live = app.live
-        assert [r["status"] for r in live.results] == ["finished", "finished"], notes(app)
+        assert [r.status for r in live.results] == ["finished", "finished"], notes(app)
         header = str(app.screen.query_one("#run-header", Static).render())
         assert "run 2 of 2 · framework=torch api=eager · repeat 2/2" in header
         assert "skipped 1× framework 'nope'" in header

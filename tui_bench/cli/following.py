@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from tui_bench.cli.common import console, summary_table
 from tui_bench.engine.errors import HistoryError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import latency, stability
+from tui_bench.engine.results import latency, metrics, stability
 from tui_bench.engine.results.history import History
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.runs import follow, supervisor
@@ -62,17 +62,25 @@ class RunDisplay:
                 f"build {event.get('build_s') or 0:.1f} s"
             )
 
-    def epoch_finished(self, event: dict[str, Any]) -> None:
+    def epoch_finished(self, event: dict[str, Any], rate: tuple[str, int] = ("", 1)) -> None:
+        """An epoch's line; ``rate``: the key the run states its rate under and the samples it
+        counts per unit of it (a gpt's tokens/s: S tokens a sample)."""
         if not self.enabled:
             return
         acc = event.get("val_accuracy")
         median = event.get("step_median_s")
+        samples = event.get("samples_per_s")
+        key, per_sample = rate if rate[0] else ("samples_per_s", 1)
         self.console.print(
             f"  epoch {event.get('epoch')}: {event.get('wall_s') or 0:.2f} s"
-            + (f" (warm-up {event['warmup_s']:.2f} s)" if event.get("warmup_s") else "")
-            + (f", step {median * 1000:.1f} ms median" if median else "")
-            + (f", {event['samples_per_s']:.0f} samples/s" if event.get("samples_per_s") else "")
-            + (f", val acc {acc:.4f}" if acc is not None else "")
+            + (
+                f" (warm-up {_said('warmup_s', event['warmup_s'])})"
+                if event.get("warmup_s")
+                else ""
+            )
+            + (f", step {_said('step_median_s', median)} median" if median else "")
+            + (f", {_said(key, samples * per_sample)}" if samples else "")
+            + (f", val acc {_said('val_accuracy', acc)}" if acc is not None else "")
         )
 
     def steps(self, view: BatchView) -> None:
@@ -160,8 +168,10 @@ class BatchPrinter:
         if entry.started and not self._started:
             self._started = True
             display.started(entry.started)
+        dims = view.spec.model_dims()  # a gpt states tokens/s: S tokens a sample
+        rate = (view.throughput_key, dims.seq_len if dims is not None else 1)
         for record in entry.epoch_records[self._epochs :]:
-            display.epoch_finished(record)
+            display.epoch_finished(record, rate)
         self._epochs = len(entry.epoch_records)
         if current and entry.result is None:
             display.steps(view)
@@ -169,9 +179,7 @@ class BatchPrinter:
             self._result = True
             self._close_display()
             if self.show:
-                _print_result(
-                    self.err, Run.from_record(entry.result), bool((view.plan or {}).get("sweep_id"))
-                )
+                _print_result(self.err, entry.result, bool((view.plan or {}).get("sweep_id")))
 
 
 class Interrupts:
@@ -226,22 +234,29 @@ def follow_batch(
     return (view.ending if view.done else None), follower.run_ids
 
 
+def _said(key: str, value: float | None) -> str:
+    """A figure with its unit, as the metric registry shows it ("12.3 ms", "1,234 tokens/s")."""
+    return metrics.get(key).quantity(value)
+
+
 def describe_finished(run: Run) -> str:
     """One line for a finished run of a sweep: step time, training time, target accuracy."""
     parts = []
     if (p50 := run.metric("latency_p50_s")) is not None:
-        parts.append(f"latency p50 {p50 * 1000:.3f} ms")
+        parts.append(f"latency p50 {_said('latency_p50_s', p50)}")
     if (served := run.metric("inference_samples_per_s")) is not None:
-        parts.append(f"{served:.0f} samples/s served")
+        parts.append(f"{_said('inference_samples_per_s', served)} served")
     if (tpot := run.metric("tpot_p50_s")) is not None:  # a generation run
         ttft = run.metric("ttft_p50_s") or 0.0
-        parts.append(f"TTFT p50 {ttft * 1000:.2f} ms, TPOT p50 {tpot * 1000:.3f} ms")
+        parts.append(f"TTFT p50 {_said('ttft_p50_s', ttft)}, TPOT p50 {_said('tpot_p50_s', tpot)}")
     if (decoded := run.metric("decode_tokens_per_s")) is not None:
-        parts.append(f"{decoded:.0f} decode tokens/s")
+        parts.append(_said("decode_tokens_per_s", decoded))
     if (step := run.metric("step_median_s")) is not None:
-        parts.append(f"step {step * 1000:.1f} ms median")
+        parts.append(f"step {_said('step_median_s', step)} median")
+    if (tokens := run.metric("tokens_per_s")) is not None:  # a gpt: its rate in tokens
+        parts.append(_said("tokens_per_s", tokens))
     if (train := run.metric("train_wall_s")) is not None:
-        parts.append(f"train {train:.2f} s")
+        parts.append(f"train {_said('train_wall_s', train)}")
     if (target := run.metric("target_accuracy")) is not None:
         reached = run.metric("target_reached_epoch")
         when = run.metric("target_reached_s")

@@ -35,7 +35,13 @@ from tui_bench.tui.app_runs import LiveRuns, RunsHost
 from tui_bench.tui.commands import TuiBenchCommands
 from tui_bench.tui.keys import KeyLabels
 from tui_bench.tui.live import RunController, newest_in_progress
-from tui_bench.tui.messages import AttachRequested, CompareRequested, Notice, SpecLoaded
+from tui_bench.tui.messages import (
+    AttachRequested,
+    BatchesInProgress,
+    CompareRequested,
+    Notice,
+    SpecLoaded,
+)
 from tui_bench.tui.screens.dialogs import HelpScreen, MessageScreen
 from tui_bench.tui.screens.setup import SetupScreen
 
@@ -164,6 +170,7 @@ class TuiBenchApp(LiveRuns, PresetFlow, App[None]):
         if following is not None:
             self.live = self.runs.adopt(following)
         self.left_running: str | None = None  # batch id the user chose to leave running on quit
+        self._watch: Any = None  # follow.BatchWatch, made by the first look (off the UI thread)
         self.config_error: str | None = None
         try:
             self.config = load_config()  # checked there: types, ranges, key names
@@ -194,6 +201,9 @@ class TuiBenchApp(LiveRuns, PresetFlow, App[None]):
             self.runs.follow_adopted()
             self.redraw_live(force=True)
         self.set_interval(1 / self.refresh_hz, self.redraw_live, name="live-redraw")
+        # Runs started elsewhere (another shell's `tui-bench run --detach`, another app) reach
+        # Live within a redraw: the watch looks for them as often as Live is drawn.
+        self.set_interval(1 / self.refresh_hz, self.watch_runs, name="run-watch")
         self.mode_change_signal.subscribe(self, self.mode_changed)
         if self.config_error:
             self.notify(
@@ -227,6 +237,21 @@ class TuiBenchApp(LiveRuns, PresetFlow, App[None]):
         history.mark_interrupted()
         for warning in history.warnings:
             self.post_message(Notice(warning, title="history", severity="warning", timeout=15))
+
+    @work(thread=True, exclusive=True, group="watch", exit_on_error=False)
+    def watch_runs(self) -> None:
+        """Which batches are in progress on this home (``follow.BatchWatch``: a batch is read
+        until it ends, then never again); the app decides on its own thread what Live follows."""
+        if self._watch is None:
+            from tui_bench.engine.runs.follow import BatchWatch
+
+            self._watch = BatchWatch()
+        try:
+            running = self._watch.in_progress()
+        except OSError:  # an unreadable batch directory: nothing to pick up this time
+            return
+        if running:
+            self.post_message(BatchesInProgress([b.id for b in running]))
 
     @on(Notice)
     def _notice(self, message: Notice) -> None:

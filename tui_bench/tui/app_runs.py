@@ -17,6 +17,7 @@ from tui_bench.tui.keys import KeyLabels
 from tui_bench.tui.live import RunController, outcome
 from tui_bench.tui.messages import (
     AttachRequested,
+    BatchesInProgress,
     BatchFinished,
     RunShown,
     StartRequested,
@@ -103,8 +104,28 @@ class LiveRuns:
         self.runs.attach(batch_id)
 
     def on_run_shown(self: RunsHost, message: RunShown) -> None:
-        if self.return_code is None and message.live is self.runs.view:
+        if self.return_code is not None or message.live is not self.runs.view:
+            return
+        if message.switch:
             self.show_live(message.live)
+            return
+        # Picked up by the watch: Live shows it from now on; the user stays where they are.
+        view = message.live
+        self.live = view
+        self.redraw_live(force=True)
+        label = (view.header or {}).get("label") or view.batch_id or "a run"
+        key = self.key_labels.label("show_live")
+        self.notify(f"following {label} ({key}: Live)", title="run started elsewhere", timeout=8)
+
+    def on_batches_in_progress(self: RunsHost, message: BatchesInProgress) -> None:
+        """The app's watch found batches in progress: Live follows the newest when it follows
+        none (nothing yet, or a batch that has ended), whoever started it."""
+        if self.running or not message.batch_ids or self.return_code is not None:
+            return
+        newest = message.batch_ids[-1]
+        if self.live is not None and self.live.batch_id == newest:
+            return  # the batch Live showed end, read before its supervisor left
+        self.runs.attach(newest, picked_up=True)
 
     def show_live(self: RunsHost, view: BatchView) -> None:
         self.live = view
@@ -127,8 +148,11 @@ class LiveRuns:
         if view.sweep_id is not None and not view.lost:
             # Compare (F5) now shows this sweep; a Compare screen not built yet shows the latest.
             self.hand_compare_ids([view.sweep_id])
-        for screen in self.screens_of("history"):
-            screen.reload()
+        from tui_bench.tui.screens.history import HistoryScreen  # downward, as redraw_live
+
+        for screen in self.screens_of("history"):  # a run opened from it sits on top
+            if isinstance(screen, HistoryScreen):
+                screen.reload()
 
     def action_cancel_run(self: RunsHost) -> None:
         live = self.live

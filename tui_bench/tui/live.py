@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.kinds import RunStatus
-from tui_bench.engine.results import stability
+from tui_bench.engine.results import metrics, stability
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.messages import (
@@ -75,6 +76,7 @@ class RunController:
         self.app = app
         self.view: BatchView | None = None  # the batch being followed (the app shows it)
         self._adopted: BatchFollower | None = None
+        self._picking: str | None = None  # a batch the watch picked up, its backlog folding
 
     @property
     def running(self) -> bool:
@@ -151,23 +153,38 @@ class RunController:
                 lambda: self._follow(view, follower), thread=True, group="run", exit_on_error=False
             )
 
-    def attach(self, batch_id: str) -> None:
-        """Follow a batch started elsewhere (another terminal, an earlier session of the app)."""
+    def attach(self, batch_id: str, picked_up: bool = False) -> None:
+        """Follow a batch started elsewhere (another terminal, an earlier session of the app).
+        ``picked_up``: found by the app's watch, not asked for; it gives way to a batch that
+        started here meanwhile, and the user stays on the screen they are on."""
         if self.view is not None and self.view.batch_id == batch_id and not self.view.done:
             return
+        if picked_up:
+            if self._picking == batch_id:
+                return  # its backlog is still folding: the next look would fold it again
+            self._picking = batch_id
         self.app.run_worker(
-            lambda: self._attach(batch_id), thread=True, group="run", exit_on_error=False
+            lambda: self._attach(batch_id, picked_up),
+            thread=True,
+            group="run",
+            exit_on_error=False,
         )
 
-    def _attach(self, batch_id: str) -> None:
+    def _attach(self, batch_id: str, picked_up: bool = False) -> None:
         """In a thread: fold the batch's whole backlog (a run attached an hour in has its loss
         curve from step 1) into a fresh view in one pass, so the app only has to draw it."""
         from tui_bench.engine.runs.follow import BatchFollower
 
         follower = BatchFollower(batch_id)
-        view = follower.catch_up()
+        try:
+            view = follower.catch_up()
+        finally:
+            if picked_up:
+                self._picking = None
+        if picked_up and self.view is not None and not self.view.done:
+            return  # a run started (or was attached to) meanwhile: it keeps Live
         self.view = view  # from here the previous batch's follower stops
-        self.app.post_message(RunShown(view))
+        self.app.post_message(RunShown(view, switch=not picked_up))
         self._follow(view, follower)
 
     def _follow(self, view: BatchView, follower: Any = None) -> None:
@@ -225,7 +242,7 @@ class RunController:
 def outcome(view: BatchView, title: str, compare_key: str) -> Outcome:
     """What to tell the user about a batch that ended (``compare_key``: the key that opens
     Compare, for a sweep)."""
-    statuses = [r.get("status") for r in view.results]
+    statuses = [r.status for r in view.results]
     if view.lost:
         return Outcome(view.lost, title="run lost", modal=True)
     if view.sweep_id is not None:
@@ -233,8 +250,8 @@ def outcome(view: BatchView, title: str, compare_key: str) -> Outcome:
     if not statuses:
         return Outcome(view.reason or "the run did not start", title=title, severity="error")
     if all(s == RunStatus.FINISHED for s in statuses):
-        step = view.metrics.get("step_median_s")
-        figure = f": step {step * 1000:.1f} ms median" if step else ""
+        figure = finished_figures(view.results[-1])
+        figure = f": {figure}" if figure else ""
         judged = stability.stored_line(view.verdict)  # can the figure be trusted (issue 19)
         figure += f"\n{judged}" if judged else ""
         for why in view.stopped.values():  # --repeats auto: the target, or the maximum
@@ -242,12 +259,30 @@ def outcome(view: BatchView, title: str, compare_key: str) -> Outcome:
         return Outcome(f"{len(statuses)} run(s) finished{figure}", title="done", timeout=8)
     if RunStatus.CANCELLED in statuses:
         return Outcome("run cancelled; recorded as cancelled in History", severity="warning")
-    failed = next(r for r in view.results if r.get("status") != RunStatus.FINISHED)
+    failed = next(r for r in view.results if r.status != RunStatus.FINISHED)
     return Outcome(
-        f"{failed.get('reason') or 'no reason recorded'}\n\n{failed.get('log_tail') or ''}",
-        title=f"run {failed.get('status')}",
+        f"{failed.reason or 'no reason recorded'}\n\n{failed.log_tail or ''}",
+        title=f"run {failed.status}",
         modal=True,
     )
+
+
+def finished_figures(run: Run) -> str:
+    """A finished run's figure and rate in its own mode, through the metric registry: the
+    median step and samples/s (a gpt's tokens/s) of a training run, the p50 request and
+    samples served of an inference run; "" when it has neither."""
+    said = []
+    for key in (
+        metrics.in_mode(metrics.COMPARED_BY_DEFAULT, run.mode),
+        metrics.throughput(run.mode, run.metric("tokens_per_s") is not None),
+    ):
+        value = run.metric(key)
+        if value is not None:
+            shown = metrics.get(key)
+            head = shown.what.split(" (")[0]  # "median step time"; a rate names itself
+            quantity = shown.quantity(value)
+            said.append(quantity if head.endswith(shown.shown_unit) else f"{head} {quantity}")
+    return " · ".join(said)
 
 
 def _sweep_outcome(view: BatchView, statuses: list[Any], compare_key: str) -> Outcome:

@@ -78,9 +78,19 @@ class PresetLoaded(Message):
 
 @dataclass
 class RunShown(Message):
-    """The run controller attached to a batch: show its view on Live."""
+    """The run controller attached to a batch: show its view on Live (``switch``: and go to
+    Live; a run picked up because it started elsewhere leaves the user where they are)."""
 
     live: BatchView
+    switch: bool = True
+
+
+@dataclass
+class BatchesInProgress(Message):
+    """The batches in progress on this home, oldest first, as the app's watch found them (a
+    run another shell or app started appears here)."""
+
+    batch_ids: list[str]
 
 
 @dataclass

@@ -78,6 +78,21 @@ class Metric:
             return "—"
         return f"{value * self.scale:.{self.digits}f}"
 
+    @property
+    def shown_unit(self) -> str:
+        """The unit of the displayed value (``value × scale``): ms for seconds × 1000, % for a
+        fraction × 100, GFLOP for FLOP × 1e-9; else the stored unit."""
+        return _SHOWN_UNITS.get((self.unit, self.scale), self.unit)
+
+    def quantity(self, value: float | None) -> str:
+        """A value with its unit, as a sentence states it: "12.3 ms", "1,234 samples/s"; "—"
+        for none."""
+        if value is None:
+            return "—"
+        unit = self.shown_unit
+        number = f"{value * self.scale:,.{self.digits}f}"
+        return f"{number}{unit}" if unit == "%" else f"{number} {unit}".rstrip()
+
 
 def _m(
     key: str,
@@ -241,6 +256,16 @@ REGISTRY: tuple[Metric, ...] = (
 
 BY_KEY: dict[str, Metric] = {m.key: m for m in REGISTRY}
 
+# A displayed value's unit where the scale changes it: (stored unit, scale) -> shown unit.
+_SHOWN_UNITS = {
+    ("s", 1000): "ms",
+    ("", 100): "%",
+    ("FLOP", 1e-9): "GFLOP",
+    ("TFLOP/s", 1000): "GFLOP/s",
+    ("FLOP", 1e-6): "MFLOP",  # a generation run's prefill FLOPs per token
+    ("B", 1e-6): "MB",  # a decode step's bytes
+}
+
 # An unregistered key read by its name: larger is better for these, smaller for the rest
 # (times, losses, memory).
 _HIGHER_BY_NAME = re.compile(r"accuracy|per_s$|per_joule$|throughput|speedup|efficiency")
@@ -290,6 +315,16 @@ def in_mode(key: str, mode: str | None) -> str:
             if m.stands_for == key and (m.mode or INFERENCE) == mode:
                 return m.key
     return key
+
+
+def throughput(mode: str | None, tokens: bool) -> str:
+    """The rate a run states, by key: a language model's tokens/s where it trains (``tokens``:
+    the model reads sequences, each sample S tokens), else samples/s in the run's own mode (an
+    inference run's served samples/s, a generation run's decode tokens/s); ``samples_per_s``
+    stays for every other run."""
+    if tokens and mode not in (INFERENCE, GENERATE):
+        return "tokens_per_s"
+    return in_mode("samples_per_s", mode)
 
 
 def compared_for(modes: Iterable[str | None]) -> str:

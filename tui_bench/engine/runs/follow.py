@@ -5,7 +5,12 @@ own events (request, supervisor, plan, sweep position, batch_done) and each run'
 from its first line, so a viewer that attaches an hour in still gets the loss curve from step 1.
 ``BatchFollower`` folds them into one ``reducer.BatchView``: the backlog at once (``catch_up``),
 then what arrives (``poll``, or the one polling loop, ``follow``). Any number of viewers can follow
-one batch: they only read.
+one batch: they only read. ``RunTail`` is the same for one run of a batch (History opens a run in
+progress), and ``BatchWatch`` tells a viewer that stays open (the TUI) which batches are in
+progress on this home, whoever started them, cheaply enough to ask at every redraw.
+
+Whether a run or a batch is still going is the supervisor's word only: its process, named by pid
+and start time (``machine.procs``), is alive. A run is never shown as ended before that.
 """
 
 from __future__ import annotations
@@ -16,13 +21,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine.kinds import BatchEvent, SeriesEvent
+from tui_bench.engine.kinds import BatchEvent, RunStatus, SeriesEvent
 from tui_bench.engine.machine import procs
-from tui_bench.engine.results.history import History, HistoryError
+from tui_bench.engine.results.history import History, HistoryError, recorder_alive
 from tui_bench.engine.runs import batch as batch_module
 from tui_bench.engine.runs.reducer import BatchView, Progress
+from tui_bench.engine.runs.supervisor import START_TIMEOUT_S, BatchState
 
-__all__ = ["BatchFollower", "BatchTail", "Progress", "Tail", "left_running_hint", "progress"]
+__all__ = [
+    "BatchFollower",
+    "BatchTail",
+    "BatchWatch",
+    "Progress",
+    "RunTail",
+    "Tail",
+    "left_running_hint",
+    "progress",
+]
 
 POLL_S = 0.25  # how often a followed batch's files are read when nothing arrives
 
@@ -132,16 +147,105 @@ class BatchTail:
         return out
 
 
+class RunTail:
+    """The events of one run's series since the last read, until it ends: with its result, or,
+    once its supervisor is gone without one, with the record the history settles it to
+    (``History.mark_interrupted``). While the supervisor lives the run is running, however long
+    its series stays quiet."""
+
+    def __init__(self, run_id: str, history: History | None = None) -> None:
+        self.history = history or History()
+        self.run_id = run_id
+        self.run_ids = [run_id]
+        self._series = Tail(self.history.series_path(run_id))
+        self._record: dict[str, Any] | None = None  # its history record: who records it
+        self.done = False
+
+    def read(self) -> list[dict[str, Any]]:
+        if self.done:
+            return []
+        out = self._series.read()
+        if any(event.get("type") == SeriesEvent.RESULT for event in out):
+            return self._end(out)
+        if self._record is None:
+            try:
+                self._record = dict(self.history.get(self.run_id).raw)
+            except HistoryError:  # deleted meanwhile: nothing more will come
+                return self._end(out)
+        if self._record.get("status") == RunStatus.RUNNING and recorder_alive(self._record):
+            return out
+        # Its supervisor is gone (or the record had ended): what the series got last, then the
+        # record as the history holds it once settled.
+        out += self._series.read()
+        if not any(event.get("type") == SeriesEvent.RESULT for event in out):
+            self.history.mark_interrupted()
+            try:
+                out.append(
+                    {"type": SeriesEvent.RESULT, "record": dict(self.history.get(self.run_id).raw)}
+                )
+            except HistoryError:
+                pass
+        return self._end(out)
+
+    def _end(self, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The run is over: so is the view of it (one run, as a batch of its own)."""
+        self.done = True
+        return [*out, {"type": BatchEvent.BATCH_DONE, "statuses": []}]
+
+
+class BatchWatch:
+    """The batches in progress on this home, whoever started them (this app, another one, a
+    shell's ``tui-bench run --detach``), asked again at every redraw: a batch that ended, or
+    whose supervisor is gone, is read once and never again; a new one is read until its
+    supervisor names itself (``supervisor.START_TIMEOUT_S``, after which it never will)."""
+
+    def __init__(self) -> None:
+        self._settled: set[str] = set()
+
+    def in_progress(self) -> list[BatchState]:
+        """Batches whose supervisor is alive, oldest first (as ``supervisor.in_progress``)."""
+        running = []
+        for path in sorted(batch_module.batches_dir().glob("batch-*.jsonl")):
+            batch_id = path.stem
+            if batch_id in self._settled:
+                continue
+            state = BatchState.read(batch_id)
+            if state.in_progress:
+                running.append(state)
+            elif state.done is not None or state.supervisor is not None or _older(path):
+                self._settled.add(batch_id)
+        return sorted(running, key=lambda b: (b.supervisor or {}).get("started") or 0.0)
+
+
+def _older(path: Path, seconds: float = START_TIMEOUT_S) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:  # gone: nothing to wait for
+        return True
+
+
 class BatchFollower:
     """A batch followed into one ``BatchView``: what every viewer (CLI attach and ps, the TUI's
-    Live view, tests) reads instead of events."""
+    Live view, tests) reads instead of events. ``of_run`` follows one run of a batch instead."""
 
     def __init__(
-        self, batch_id: str, history: History | None = None, view: BatchView | None = None
+        self,
+        batch_id: str,
+        history: History | None = None,
+        view: BatchView | None = None,
+        tail: BatchTail | RunTail | None = None,
     ) -> None:
-        self.tail = BatchTail(batch_id, history)
+        self.tail = tail if tail is not None else BatchTail(batch_id, history)
         self.view = view if view is not None else BatchView()
         self.view.batch_id = batch_id
+
+    @classmethod
+    def of_run(
+        cls, run_id: str, batch_id: str | None = None, history: History | None = None
+    ) -> BatchFollower:
+        """One run followed until it ends (History opens a run in progress): the same view as
+        Live's, fed by the run's series alone."""
+        return cls(batch_id or "", history, tail=RunTail(run_id, history))
 
     @property
     def done(self) -> bool:

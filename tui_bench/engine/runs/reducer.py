@@ -24,7 +24,9 @@ from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.kinds import ENDED, BatchEvent, RunStatus, SeriesEvent, WorkerEvent
 from tui_bench.engine.machine import peaks
 from tui_bench.engine.machine.limits import Limits, Mfu
+from tui_bench.engine.results import metrics as metric_registry
 from tui_bench.engine.results import stability
+from tui_bench.engine.results.record import Run
 from tui_bench.engine.spec import SERVING, RunSpec
 
 # A spec in an event that this version cannot read: written by another version (SpecError), or
@@ -48,7 +50,7 @@ class RunEntry:
     started: dict[str, Any] | None = None  # the worker's run_started event
     epoch_records: list[dict[str, Any]] = field(default_factory=list)
     test: dict[str, Any] | None = None
-    result: dict[str, Any] | None = None  # the final history record
+    result: Run | None = None  # the final history record, as a value
 
 
 @dataclass
@@ -99,7 +101,7 @@ class BatchView:
     ending: dict[str, Any] | None = None  # the batch_done event
     run_ids: list[str] = field(default_factory=list)
     runs: list[RunEntry] = field(default_factory=list)  # one per run that recorded its start
-    results: list[dict[str, Any]] = field(default_factory=list)  # final records, in order
+    results: list[Run] = field(default_factory=list)  # each run's final record, in order
     done: bool = False  # the whole batch is over
     # A sweep (preset or Setup's threads sweep) through engine.sweep: its id (to resume it),
     # "run k of N · config key · repeat r/R" and the configurations it skips here, with why.
@@ -122,6 +124,10 @@ class BatchView:
     step_times: list[float] = field(default_factory=list)  # the run's steady steps so far
     # An inference run's timed requests so far (seconds, in order): judged like steps.
     latencies: list[float] = field(default_factory=list)
+    # A generation run's (docs/generation.md): each timed request's TTFT and TPOT, in order (its
+    # E2E is in ``latencies``).
+    ttfts: list[float] = field(default_factory=list)
+    tpots: list[float] = field(default_factory=list)
     epoch: int = 0
     epochs: int = 0
     epoch_steps: int = 0  # steps in the current epoch
@@ -200,6 +206,9 @@ class BatchView:
             times = event.get("latencies")
             if times and len(self.latencies) < MAX_POINTS:
                 self.latencies.extend(times)
+            for key, kept in (("ttft", self.ttfts), ("tpot", self.tpots)):
+                if (values := event.get(key)) and len(kept) < MAX_POINTS:
+                    kept.extend(values)
             done = event.get("done")
             if isinstance(done, int):
                 self.epoch_step = self.step = done
@@ -297,13 +306,14 @@ class BatchView:
         )
 
     def _result(self, record: dict[str, Any]) -> None:
-        self.status = record.get("status", RunStatus.FAILED)
-        self.reason = record.get("reason")
-        self.metrics = record.get("metrics") or {}
-        self.verdict = record.get("stability")  # {verdict, reasons, ...}: stability.py
-        self.results.append(record)
+        run = Run.from_record(record)  # never raises on a damaged record
+        self.status = run.status or RunStatus.FAILED
+        self.reason = run.reason
+        self.metrics = dict(run.metrics)
+        self.verdict = dict(run.stability) or None  # {verdict, reasons, ...}: stability.py
+        self.results.append(run)
         if self.runs and self.runs[-1].result is None:
-            self.runs[-1].result = record
+            self.runs[-1].result = run
 
     def _sweep_run(self, event: dict[str, Any]) -> None:
         self.position = event
@@ -324,6 +334,7 @@ class BatchView:
         self.started = self.test = self.summary = self.final = self.verdict = None
         self.losses, self.epoch_records, self.samples = [], [], []
         self.step_times, self.latencies = [], []
+        self.ttfts, self.tpots = [], []
         self.epoch = self.epoch_steps = self.epoch_step = self.step = 0
         self.steps_done_before = 0
         self.first_step_t = self.last_t = None
@@ -336,11 +347,16 @@ class BatchView:
         """The batch never reached its supervisor (no supervisor, an unreadable preset)."""
         self.push({"type": BatchEvent.BATCH_DONE, "statuses": [], "error": reason})
 
-    def settle_unfinished(self) -> BatchView:
-        """A stored run whose series has no result: its recorder died during the run."""
+    def settle_unfinished(self, record: Run | None = None) -> BatchView:
+        """A stored run whose series has no result: what its history record says now (settled
+        by its supervisor's liveness: 'running' while it lives, 'interrupted' once it is
+        gone); with no record, it is taken for interrupted."""
         if self.status == RunStatus.RUNNING:
-            self.status, self.reason = RunStatus.INTERRUPTED, "the run has no recorded end"
-        self.done = True
+            if record is not None and record.status:
+                self.status, self.reason = record.status, record.reason
+            else:
+                self.status, self.reason = RunStatus.INTERRUPTED, "the run has no recorded end"
+        self.done = self.status != RunStatus.RUNNING
         return self
 
     # -- derived ----------------------------------------------------------------------------
@@ -459,6 +475,12 @@ class BatchView:
         return text
 
     @property
+    def throughput_key(self) -> str:
+        """The rate this run states (``metrics.throughput``): tokens/s for a language model
+        that trains, samples/s in the run's own mode for the rest."""
+        return metric_registry.throughput(self.spec.mode, self.spec.model_dims() is not None)
+
+    @property
     def timed(self) -> list[float]:
         """What the run times one at a time so far: its steady steps, or an inference run's
         requests."""
@@ -487,6 +509,12 @@ class BatchView:
                     out[key] = source[key]
         if self.test:
             out["test_accuracy"] = self.test.get("test_accuracy")
+        # A language model's rate in its own unit, as its record states it (``run_result``:
+        # each sample is one sequence of S tokens); the epochs and the summary count samples.
+        dims = self.spec.model_dims()
+        samples = out.get("samples_per_s")
+        if dims is not None and isinstance(samples, int | float):
+            out["tokens_per_s"] = samples * dims.seq_len
         return out
 
     def progress(self) -> Progress:
@@ -511,7 +539,9 @@ class BatchView:
         )
 
 
-def stored_run(events: Iterable[dict[str, Any]]) -> BatchView:
+def stored_run(events: Iterable[dict[str, Any]], record: Run | None = None) -> BatchView:
     """A recorded run's view rebuilt from its series file (History → open): the same fold as
-    Live, so History shows exactly what Live showed."""
-    return BatchView().fold(events).settle_unfinished()
+    Live, so History shows exactly what Live showed. A series without its result takes the
+    status of ``record`` (the history's, settled by the supervisor's liveness): a run still
+    'running' stays so (the view is not done: a follower goes on from here)."""
+    return BatchView().fold(events).settle_unfinished(record)

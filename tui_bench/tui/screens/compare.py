@@ -4,7 +4,11 @@ none), speed-ups, thread scaling and data-parallel (workers) scaling with effici
 study-shaped table, the study's published figures beside ours, the fairness card (the
 settings that differ between the compared runs) and what was skipped.
 The same tables as ``tui-bench compare``; this screen only lays them out. ``w`` writes them as
-the self-contained HTML report (``tui-bench report``) into the data home's reports/ folder."""
+the self-contained HTML report (``tui-bench report``) into the data home's reports/ folder.
+
+80×24 first (an SSH terminal): the tables come first and take the room; the verdict is one line
+that ``v`` opens; the plots are a tab of their own (``p``); ``t`` steps through the tables and
+PageDown/PageUp scroll the one shown, whatever has the focus."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -22,22 +26,13 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 from tui_bench.engine.results import metrics, render, tables, verdict
 from tui_bench.engine.results.published import Figure
 from tui_bench.engine.results.record import Run
+from tui_bench.tui.keys import key_labels
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
-TAB_NAMES = {  # table name -> tab label
-    "summary": "summary",
-    "comparisons": "ratios",
-    "scaling": "threads",
-    "workers": "workers",  # tables.worker_scaling_table: data-parallel throughput
-    "batches": "batch sizes",  # tables.batch_curve_table: inference latency, samples/s
-    "study": "study",
-    "published": "published",  # tables.published_table: the study's figures beside ours
-    "fairness": "fairness",  # tables.fairness_card: only the settings that differ
-    "limits": "limits",  # tables.limits_table: MFU, energy, memory; who uses the machine best
-    "skipped": "skipped",
-}
+TAB_NAMES = tables.TABS  # table name -> tab label: the table registry's, one per table
 METRIC_ORDER = list(metrics.choices())  # m cycles through what compare offers
+PLOTS_TAB = "tab-plots"  # the plots' own tab, after every table's
 
 
 def table_cells(table: tables.Table) -> tuple[list[str], list[list[Text]]]:
@@ -80,13 +75,32 @@ def scaling_line(
 
 class CompareScreen(Screen):
     BINDINGS = [
-        Binding("t", "next_table", "Next table", id="compare_next_table"),
+        Binding("t", "next_table", "Table", id="compare_next_table"),
+        # Before the focused table's own (hidden) PageDown, so the footer shows it.
+        Binding(
+            "pagedown",
+            "page(1)",
+            "Scroll",
+            id="compare_page_down",
+            key_display="PgDn",
+            priority=True,
+        ),
+        Binding("pageup", "page(-1)", "Up", id="compare_page_up", show=False, priority=True),
+        Binding("v", "toggle_verdict", "Verdict", id="compare_verdict"),
+        Binding("p", "toggle_plots", "Plots", id="compare_plots"),
         Binding("m", "next_metric", "Metric", id="compare_metric"),
-        Binding("w", "write_report", "HTML report", id="compare_write_report"),
+        Binding("w", "write_report", "Report", id="compare_write_report"),
+        # off the footer until the screen's 80×24 layout makes room for it (snapshots unchanged)
+        Binding("b", "latency_bound", "Latency bound", id="compare_latency_bound", show=False),
     ]
 
-    def __init__(self, run_ids: Sequence[str] = ()) -> None:
+    def __init__(
+        self, run_ids: Sequence[str] = (), latency_bound: tables.LatencyBound | None = None
+    ) -> None:
         super().__init__()
+        # --latency-bound's answer on this screen (b sets it): the verdict names the
+        # configuration with the most samples/s within it (``tables.compute``'s ``bound``)
+        self.latency_bound = latency_bound
         # What to compare, handed down by the app (no ids: the latest sweep).
         self.run_ids: list[str] = list(run_ids)
         self.metric = metrics.COMPARED_BY_DEFAULT
@@ -99,6 +113,8 @@ class CompareScreen(Screen):
         self.comparison: tables.Comparison | None = None  # what the tabs show, for the report
         self.report_path = ""  # the last report written, said in the note line
         self.note_text = ""
+        self.verdict_text = ""
+        self.verdict_open = False  # folded to one line until v opens it
 
     def compose(self) -> ComposeResult:
         yield ModeBar("compare")
@@ -108,15 +124,16 @@ class CompareScreen(Screen):
             id="compare-note",
             markup=False,
         )
+        yield Static("", id="compare-verdict", markup=False)
         with TabbedContent(id="compare-tabs"):
             for name, label in TAB_NAMES.items():
                 with TabPane(label, id=f"tab-{name}"):
                     yield Static("", id=f"title-{name}", classes="compare-title", markup=False)
                     yield DataTable(id=f"table-{name}", cursor_type="row", zebra_stripes=True)
                     yield Static("", id=f"note-{name}", classes="compare-table-note", markup=False)
-        with Horizontal(id="compare-plots"):
-            yield BarPlot("median per configuration", id="compare-bars")
-            yield LinePlot("thread scaling: speed-up", id="compare-scaling")
+            with TabPane("plots", id=PLOTS_TAB), Horizontal(id="compare-plots"):
+                yield BarPlot("median per configuration", id="compare-bars")
+                yield LinePlot("thread scaling: speed-up", id="compare-scaling")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -124,6 +141,8 @@ class CompareScreen(Screen):
         for name in TAB_NAMES:  # until there is something to compare, no empty tabs
             if name != "summary":
                 tabs.hide_tab(f"tab-{name}")
+        tabs.hide_tab(PLOTS_TAB)
+        self.query_one("#compare-verdict", Static).display = False
         self._load(list(self.run_ids))
 
     def compare(self, run_ids: Sequence[str]) -> None:
@@ -181,11 +200,50 @@ class CompareScreen(Screen):
         self._rebuild()
 
     def action_next_table(self) -> None:
-        shown = [f"tab-{t.name}" for t in self.tables]
+        shown = [f"tab-{t.name}" for t in self.tables if t.name in TAB_NAMES]
         if shown:
             tabs = self.query_one(TabbedContent)
             index = shown.index(tabs.active) if tabs.active in shown else -1
             tabs.active = shown[(index + 1) % len(shown)]
+            self._focus_table()
+
+    def action_toggle_plots(self) -> None:
+        """The plots' tab, or back to the summary table from it."""
+        if not self.tables:
+            return
+        tabs = self.query_one(TabbedContent)
+        tabs.active = "tab-summary" if tabs.active == PLOTS_TAB else PLOTS_TAB
+        self._focus_table()
+
+    def action_toggle_verdict(self) -> None:
+        self.verdict_open = not self.verdict_open
+        self._show_verdict()
+
+    def action_page(self, pages: int) -> None:
+        """Scroll the table shown by a page, whatever has the focus (the tabs, at first)."""
+        table = self._active_table()
+        if table is None:
+            return
+        table.focus()
+        if pages > 0:
+            table.action_page_down()
+        else:
+            table.action_page_up()
+
+    def _active_table(self) -> DataTable | None:
+        active = self.query_one(TabbedContent).active.removeprefix("tab-")
+        if active not in TAB_NAMES:
+            return None
+        return self.query_one(f"#table-{active}", DataTable)
+
+    def _focus_table(self) -> None:
+        table = self._active_table()
+        if table is not None:
+            table.focus()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self) -> None:
+        self._focus_table()
 
     def action_next_metric(self) -> None:
         self.metric_chosen = True
@@ -201,6 +259,26 @@ class CompareScreen(Screen):
             return
         self.notify("writing the HTML report…")
         self._write_report(list(self.records), self.comparison)
+
+    def action_latency_bound(self) -> None:
+        from tui_bench.tui.screens.dialogs import PromptScreen
+
+        now = f"{self.latency_bound.seconds * 1000:g}" if self.latency_bound else ""
+        prompt = PromptScreen("latency bound, ms (p99; empty: none)", now, "e.g. 50")
+        self.app.push_screen(prompt, self.set_latency_bound)
+
+    def set_latency_bound(self, text: str | None) -> None:
+        """The bound from its text in ms (None or "": no bound), read as --latency-bound reads
+        it (``tables.latency_bound``); a bad value is one warning and changes nothing."""
+        from tui_bench.engine.errors import UsageError
+
+        try:
+            self.latency_bound = tables.latency_bound(text) if text else None
+        except UsageError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        if self.records:
+            self._rebuild()
 
     @work(thread=True, exclusive=True, group="report", exit_on_error=False)
     def _write_report(self, records: list[Run], comparison: tables.Comparison) -> None:
@@ -239,7 +317,11 @@ class CompareScreen(Screen):
 
     def _rebuild(self) -> None:
         comparison = tables.compute(
-            self.records, metric=self.metric, skipped=self.skipped, published=self.published
+            self.records,
+            metric=self.metric,
+            skipped=self.skipped,
+            published=self.published,
+            bound=self.latency_bound,
         )
         self.comparison = comparison
         self.tables = comparison.tables()
@@ -250,11 +332,12 @@ class CompareScreen(Screen):
         differs = f" · [!] also differs: {', '.join(others)} (fairness tab)" if others else ""
         self.note_text = (
             f"{self.source}: {len(self.records)} run(s), {finished} finished · metric "
-            f"{self.metric} (m: next) — {label}{differs}\n"
-            # the answer in the words the HTML page and `tui-bench compare` use
-            f"verdict: {verdict.text(self.tables, self.metric)}"
+            f"{self.metric} (m: next) — {label}{differs}"
         )
+        # the answer in the words the HTML page and `tui-bench compare` use
+        self.verdict_text = f"verdict: {verdict.text(self.tables, self.metric)}"
         self._show_note()
+        self._show_verdict()
         tabs = self.query_one(TabbedContent)
         by_name = {t.name: t for t in self.tables}
         for name in TAB_NAMES:
@@ -270,9 +353,34 @@ class CompareScreen(Screen):
             self.query_one(f"#title-{name}", Static).update(table.title)
             self.query_one(f"#note-{name}", Static).update(table.note)
             tabs.show_tab(f"tab-{name}")
-        if tabs.active.removeprefix("tab-") not in by_name:
+        tabs.show_tab(PLOTS_TAB)
+        if tabs.active != PLOTS_TAB and tabs.active.removeprefix("tab-") not in by_name:
             tabs.active = "tab-summary"
         self._plot()
+
+    def _show_verdict(self) -> None:
+        """The verdict in one line (its first, cut to the width) until ``v`` opens it whole."""
+        widget = self.query_one("#compare-verdict", Static)
+        widget.display = bool(self.verdict_text)
+        lines = self.verdict_text.splitlines()
+        if self.verdict_open or not lines:
+            widget.update(self.verdict_text)
+            widget.set_class(False, "folded")
+            return
+        key = key_labels(self).label("compare_verdict")  # as remapped in the config
+        more = f" ({key}: open)" if len(lines) > 1 or len(lines[0]) > self._width() else ""
+        room = max(self._width() - len(more), 10)
+        first = lines[0] if len(lines[0]) <= room else lines[0][: room - 1] + "…"
+        widget.update(first + more)
+        widget.set_class(True, "folded")
+
+    def _width(self) -> int:
+        width = self.query_one("#compare-verdict", Static).content_region.width
+        return width or max(self.size.width - 2, 20)
+
+    def on_resize(self) -> None:
+        if self.verdict_text:
+            self._show_verdict()
 
     def _plot(self) -> None:
         summary = next(t for t in self.tables if t.name == "summary")

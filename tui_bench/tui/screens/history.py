@@ -34,6 +34,7 @@ METRIC_COLUMNS = {
     "train_s": "train_wall_s",
     "step_ms": "step_median_s",
     "samples_s": "samples_per_s",
+    "tokens_s": "tokens_per_s",  # a language model's rate (the gpt's); "—" for the rest
     "mfu": "mfu",
     "accuracy": "test_accuracy",
 }
@@ -55,6 +56,7 @@ COLUMNS = [  # (key, header)
     ("train_s", _header("train_s")),
     ("step_ms", _header("step_ms")),
     ("samples_s", _header("samples_s")),
+    ("tokens_s", _header("tokens_s")),
     ("mfu", _header("mfu")),
     ("accuracy", _header("accuracy")),
     ("verdict", "verdict"),
@@ -114,6 +116,7 @@ VALUES: dict[str, Callable[[Run], Any]] = {
     # an inference run's own figures here: its p50 request (ms too), its samples served
     "step_ms": lambda run: _shown("step_ms", run.figure("step_median_s")),
     "samples_s": lambda run: _shown("samples_s", run.figure("samples_per_s")),
+    "tokens_s": lambda run: _shown("tokens_s", run.metric("tokens_per_s")),
     # of the measured peak; above 1 the count or the peak is wrong: said, never a number
     "mfu": lambda run: (
         "error"
@@ -197,7 +200,7 @@ class HistoryScreen(Screen):
     def compose(self) -> ComposeResult:
         yield ModeBar("history")
         yield Input(
-            placeholder="filter: words match any column (e.g. torch finished)",
+            placeholder="filter: words match any column (e.g. eager finished)",
             compact=True,
             id="history-filter",
         )
@@ -335,7 +338,10 @@ class HistoryScreen(Screen):
         if key == self.sort_key:
             self.sort_reverse = not self.sort_reverse
         else:
-            self.sort_key, self.sort_reverse = key, key in ("date", "samples_s", "accuracy")
+            self.sort_key, self.sort_reverse = (
+                key,
+                key in ("date", "samples_s", "tokens_s", "accuracy"),
+            )
         self.refill()
 
     # -- actions ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from tui_bench.engine.spec import (
     RunSpec,
     SpecError,
     declared_fields,
+    model_default_text,
 )
 from tui_bench.tui.keys import key_labels
 from tui_bench.tui.messages import PresetRequested, StartRequested, SweepRequested
@@ -47,11 +48,17 @@ NUMBER_FIELDS = {
 }
 CHOICE_FIELDS = {name: DECLARED[name] for name in ("mode", "scaling", "size")}
 # Fields that mean something for one choice of another field only: shown for it alone, and
-# put back to their declared default when hidden (a hidden field never decides a spec).
-SHOWN_ONLY_FOR = {
-    "requests": ("mode", "inference"),
-    **{name: ("model", SIZED_MODEL) for name in GPT_FIELDS},
-}
+# put back to their declared default when hidden (a hidden field never decides a spec). Which
+# mode reads a field is its declaration's (``spec_field(modes=…)``: epochs, lr, dropout… train,
+# requests serve); the gpt's dimensions belong to the gpt.
+SHOWN_ONLY_FOR = {name: ("model", SIZED_MODEL) for name in GPT_FIELDS}
+# Every field of the form that some choice hides: by the model, or by the mode its declaration
+# names.
+HIDEABLE = [
+    name
+    for name in (*NUMBER_FIELDS, *CHOICE_FIELDS)
+    if name in SHOWN_ONLY_FOR or DECLARED[name].modes is not None
+]
 # Names longer than the form's label column, abbreviated; every other label is the field's name.
 SHORT_LABELS = {"steps_per_epoch": "steps/epoch", "target_accuracy": "target acc."}
 UNSET = "unset"  # what an optional number's empty input shows
@@ -78,7 +85,8 @@ def field_tooltip(declared: DeclaredField) -> str:
         parts.append(f"in {lo}{declared.low}, {declared.high}{hi}")
     elif declared.choices is not None:
         parts.append(", ".join(declared.choices))
-    parts.append(f"default {UNSET if declared.default is None else declared.default}")
+    default = model_default_text(declared.name) or declared.default  # 'batch: 128, gpt 8'
+    parts.append(f"default {UNSET if default is None else default}")
     if declared.name == "repeats":
         parts.append(
             f"{AUTO}: until the median's 95 % CI is within "
@@ -133,7 +141,13 @@ FORM_FIELDS = {
 
 
 def field_applies(name: str, values: dict[str, Any]) -> bool:
-    """Whether the form shows (and reads) field ``name`` with these values (``SHOWN_ONLY_FOR``)."""
+    """Whether the form shows (and reads) field ``name`` with these values: a run of the chosen
+    mode reads it (its declaration's ``modes``), and it belongs to the chosen model
+    (``SHOWN_ONLY_FOR``)."""
+    declared = DECLARED.get(name)
+    mode = values.get("mode") or RunSpec.mode
+    if declared is not None and not declared.used_in(str(mode)):
+        return False
     if name not in SHOWN_ONLY_FOR:
         return True
     other, value = SHOWN_ONLY_FOR[name]
@@ -322,7 +336,8 @@ class SetupScreen(Screen):
                     yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
                     yield Input(
                         "" if declared.default is None else str(declared.default),
-                        placeholder=UNSET if declared.optional else str(declared.default),
+                        placeholder=model_default_text(name)
+                        or (UNSET if declared.optional else str(declared.default)),
                         compact=True,
                         tooltip=tooltip,
                         id=name,
@@ -363,10 +378,11 @@ class SetupScreen(Screen):
         yield select
 
     def _show_applicable(self, values: dict[str, Any]) -> None:
-        """Hide the fields the chosen model and mode have no use for (``SHOWN_ONLY_FOR``): the
-        gpt's size for other models, the request count for training. A hidden field goes back
-        to its default, so nothing unseen can decide the spec or block Start."""
-        for name in SHOWN_ONLY_FOR:
+        """Hide the fields the chosen model and mode have no use for (``field_applies``): the
+        gpt's size for other models, the request count for training, the epochs, learning
+        rate, dropout… for inference. A hidden field goes back to its default, so nothing
+        unseen can decide the spec or block Start."""
+        for name in HIDEABLE:
             shown = field_applies(name, values)
             for widget in self.query(f"#label-{name}, #{name}"):
                 widget.display = shown

@@ -16,6 +16,7 @@ from tui_bench.engine.errors import TuiBenchError
 from tui_bench.engine.machine import doctor, runtimes, sysinfo
 from tui_bench.engine.paths import data_home
 from tui_bench.engine.results import cards
+from tui_bench.tui.widgets.cut_lines import CutLines
 from tui_bench.tui.widgets.mode_bar import ModeBar
 
 
@@ -85,12 +86,13 @@ class SystemScreen(Screen):
     def compose(self) -> ComposeResult:
         yield ModeBar("system")
         with VerticalScroll():
-            yield Static("probing the machine…", id="system-info", markup=False)
+            # runtimes' interpreters and the data home: paths cut in the middle, never wrapped
+            yield CutLines("probing the machine…", id="system-info")
             yield Static("machine check: running…", id="machine-check", markup=False)
             yield Static("framework card: probing each runtime…", id="framework-card", markup=False)
             yield Static(
                 "hardware card: press m to measure this machine's devices (a few seconds of "
-                "matmul, convolution and batch-1 inference in the torch runtime)",
+                "matmul, convolution and batch-1 inference in the hardware probe's runtime)",
                 id="hardware-card",
                 markup=False,
             )
@@ -109,7 +111,7 @@ class SystemScreen(Screen):
     @work(thread=True, exclusive=True, exit_on_error=False)
     def _probe(self) -> None:
         report: Any = system_report()
-        self.app.call_from_thread(self.query_one("#system-info", Static).update, report)
+        self.app.call_from_thread(self.query_one("#system-info", CutLines).update, report)
         check = "\n" + doctor.text(doctor.check())  # what makes numbers unreliable here
         self.app.call_from_thread(self.query_one("#machine-check", Static).update, check)
         card = framework_card_report()

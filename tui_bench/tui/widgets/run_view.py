@@ -9,6 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Collapsible, Label, Log, ProgressBar, Static
 
 from tui_bench.engine.kinds import RunStatus
+from tui_bench.engine.results import metrics
 from tui_bench.engine.results.stats import quantile
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
@@ -23,6 +24,11 @@ def fmt_duration(seconds: float | None) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def said(key: str, value: float | None) -> str:
+    """A figure with its unit, as the metric registry shows it ("12.3 ms", "1,234 tokens/s")."""
+    return metrics.get(key).quantity(value)
 
 
 def latency_text(run: BatchView) -> str | None:
@@ -46,12 +52,15 @@ def latency_text(run: BatchView) -> str | None:
         so_far = " so far"
     else:
         return None
-    shown = " · ".join(f"{name} {v * 1000:.3g}" for name, v in marks if v is not None)
-    text = f"latency{so_far} {shown} ms over {n:,} requests of batch {run.spec.batch_size}"
+    keys = [(name, metrics.get(f"latency_{name}_s"), v) for name, v in marks if v is not None]
+    shown = " · ".join(f"{name} {m.text(v)}" for name, m, v in keys)  # one unit for all three
+    unit = keys[0][1].shown_unit if keys else ""
+    text = f"latency{so_far} {shown} {unit} over {n:,} requests of batch {run.spec.batch_size}"
     if rate:
-        text += f" · {rate / run.spec.batch_size:,.0f} requests/s · {rate:,.0f} samples/s"
+        served = said("inference_samples_per_s", rate)
+        text += f" · {rate / run.spec.batch_size:,.0f} requests/s · {served}"
     if done.get("first_request_s") is not None:
-        text += f" · first request {done['first_request_s'] * 1000:.3g} ms (apart)"
+        text += f" · first request {said('first_request_s', done['first_request_s'])} (apart)"
     if done.get("latency_note"):
         text += f" · too few requests: {done['latency_note']}"
     return text
@@ -68,26 +77,27 @@ def figures_text(run: BatchView) -> str:
         parts.append(verdict)
     if f.get("step_median_s") is not None:
         # pipelined timing divides windows: its steps were not each synced
-        median_ms = f["step_median_s"] * 1000
-        parts.append(f"step {median_ms:.1f} ms (median, steady, {run.spec.timing})")
+        step = said("step_median_s", f["step_median_s"])
+        parts.append(f"step {step} (median, steady, {run.spec.timing})")
     elif run.epoch_records:
         parts.append("no steady-state step yet (all were warm-up)")
-    said = settings_text((run.started or {}).get("settings"))
-    if said:  # what decides the number, beside it
-        parts.append(said)
-    if f.get("samples_per_s") is not None:
-        parts.append(f"{f['samples_per_s']:,.0f} samples/s (steady)")
+    settings = settings_text((run.started or {}).get("settings"))
+    if settings:  # what decides the number, beside it
+        parts.append(settings)
+    rate = run.throughput_key  # a gpt's tokens/s, samples/s for the rest
+    if f.get(rate) is not None:
+        parts.append(f"{said(rate, f[rate])} (steady)")
     limits = run.limits_text()  # how good the number is: FLOP/s and MFU, as they form
     if limits:
         parts.append(limits)
     if f.get("val_accuracy") is not None:
-        parts.append(f"val acc {f['val_accuracy']:.4f}")
+        parts.append(f"val acc {said('val_accuracy', f['val_accuracy'])}")
     if f.get("test_accuracy") is not None:
-        parts.append(f"test acc {f['test_accuracy']:.4f}")
+        parts.append(f"test acc {said('test_accuracy', f['test_accuracy'])}")
     if f.get("warmup_s") is not None:
-        parts.append(f"warm-up {f['warmup_s']:.2f} s (apart)")
+        parts.append(f"warm-up {said('warmup_s', f['warmup_s'])} (apart)")
     if f.get("train_wall_s") is not None:
-        parts.append(f"train {f['train_wall_s']:.2f} s (wall, all steps)")
+        parts.append(f"train {said('train_wall_s', f['train_wall_s'])} (wall, all steps)")
     parts += setup_parts(run)
     if not parts:
         return "figures appear after the first epoch (steady-state steps only)"
