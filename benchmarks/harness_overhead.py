@@ -739,7 +739,7 @@ def main() -> None:
         choices=("train", "inference", "generate"),
         help="inference: p50 latency of requests (--steps of them, --batch-size each) vs a bare "
         "serving loop of the same framework (every framework × API); generate: decode tokens/s "
-        "of the tiny gpt's generation vs a bare cached generation loop (torch)",
+        "of the tiny gpt's generation vs a bare cached generation loop (torch, tensorflow)",
     )
     parser.add_argument(
         "--test-samples", type=int, default=1000, help="inference: the split requests draw from"
@@ -850,6 +850,57 @@ print(json.dumps({"decode_tokens_per_s": B * (N - 1) * (T - w) / decode_s,
                   "tpot_p50_s": float(np.median(tpot))}))
 """
 
+# TensorFlow's: the tf.keras gpt as the adapter builds it, the shared weights, and the adapter's
+# own prefill/decode functions (``adapters/tensorflow/generate.py``: eager, tf.function, the keras
+# layers' step, or the whole XLA loop). Per-token APIs copy each token to the host (.numpy()) and
+# time it then; xla times, as the tool does, a one-token generation (TTFT) and the whole one.
+TF_GENERATE = r"""
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(args["threads"])
+tf.config.threading.set_inter_op_parallelism_threads(args["threads"])
+from adapters import keras_models, models, serve, shared_init
+from adapters.tensorflow.generate import TensorFlowGeneration
+dims = models.gpt_dims({"model": "gpt", "size": "tiny"})
+P, N = args["prompt_tokens"], args["new_tokens"]
+tf.keras.utils.set_random_seed(0)
+with tf.device("/CPU:0"):
+    model = keras_models.gpt(tf.keras, dims, 0.0)
+    shared_init.load_keras_gpt(model, shared_init.gpt_weights(0, dims, shared_init.GENERATION_SCALE))
+    gen = TensorFlowGeneration(model, args["api"], "fp32", "/CPU:0")
+    gen.prepare(B, P, N)
+test = data.load("synthetic-tokens", test_samples=args["test_samples"],
+                 tokens=(dims.seq_len, dims.vocab_size)).x_test
+prompts = [test[idx, :P] for idx in serve.request_batches(len(test), B, 0, T)]
+ttft, e2e = [], []
+with tf.device("/CPU:0"):
+    for prompt in prompts:
+        ids = tf.convert_to_tensor(prompt.astype(np.int32))
+        if args["api"] == "xla":
+            t0 = time.perf_counter_ns()
+            gen.whole(ids, tf.constant(1, tf.int32)).numpy()
+            ttft.append((time.perf_counter_ns() - t0) * 1e-9)
+            t0 = time.perf_counter_ns()
+            gen.whole(ids, tf.constant(N, tf.int32)).numpy()
+            e2e.append((time.perf_counter_ns() - t0) * 1e-9)
+            continue
+        stamps = []
+        t0 = time.perf_counter_ns()
+        token = gen.prefill_fn(ids)
+        for t in range(N):
+            if t:
+                token = gen.decode_fn(token)
+            token.numpy()
+            stamps.append(time.perf_counter_ns())
+        ttft.append((stamps[0] - t0) * 1e-9)
+        e2e.append((stamps[-1] - t0) * 1e-9)
+w = args["warmup"]
+decode_s = sum(e2e[w:]) - sum(ttft[w:])
+tpot = [(e - t) / (N - 1) for t, e in zip(ttft[w:], e2e[w:])]
+print(json.dumps({"decode_tokens_per_s": B * (N - 1) * (T - w) / decode_s,
+                  "tpot_p50_s": float(np.median(tpot))}))
+"""
+GENERATE_LOOPS = {"torch": TORCH_GENERATE, "tensorflow": TF_GENERATE}
+
 # The header's loading of the adapters package, without its training batches.
 GENERATE_HEADER = (
     HEADER.split("dataset = data.load")[0]
@@ -873,6 +924,7 @@ def generation_main(args: argparse.Namespace) -> None:
         else [
             ("torch", "eager"),
             ("torch", "compile"),
+            *(("tensorflow", api) for api in ("eager", "graph", "keras", "xla")),
         ]
     )
     print(
@@ -929,7 +981,13 @@ def generation_main(args: argparse.Namespace) -> None:
                         tool.append((s["decode_tokens_per_s"], s["tpot_p50_s"]))
                         continue
                     out = subprocess.run(
-                        [where.python, "-I", "-c", GENERATE_HEADER + TORCH_GENERATE, payload],
+                        [
+                            where.python,
+                            "-I",
+                            "-c",
+                            GENERATE_HEADER + GENERATE_LOOPS[framework],
+                            payload,
+                        ],
                         capture_output=True,
                         text=True,
                         env=worker_environment(spec),

@@ -605,3 +605,14 @@ def test_study_figures_are_the_quoted_ones():
     assert {(f.metric, f.kind, f.where["model"]) for f in nayak} == {
         ("lines_of_code", "absolute", "cnn")
     }
+
+
+def test_generate_quick_covers_every_generating_api():
+    """generate-quick is "every API that generates": each (framework, api) whose capabilities list
+    generate is in its stack (the rest are listed too, and skipped with their reason)."""
+    from tui_bench.engine import catalog
+
+    preset = presets.load(REPO / "presets" / "generate-quick.toml")
+    stack = {(c.spec.framework, c.spec.api) for c in presets.expand(preset, probe=None)}
+    assert set(catalog.generating_apis()) <= stack
+    assert {("tensorflow", api) for api in ("keras", "eager", "graph", "xla")} <= stack

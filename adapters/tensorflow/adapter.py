@@ -477,6 +477,18 @@ class TensorFlowBackend(Backend):
         n = max(y.size, 1)  # per target: one per sample, or one per position (the gpt)
         return total_loss / n, correct / n
 
+    # -- generation (spec mode "generate": adapters/generate.py, adapters/tensorflow/generate.py)
+    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        from adapters.tensorflow.generate import TensorFlowGeneration
+
+        self.generation = TensorFlowGeneration(
+            self.model, self.api, self.settings.precision, self.device
+        )
+        return self.generation.prepare(batch, prompt_tokens, new_tokens)
+
+    def generate(self, prompt: np.ndarray, new_tokens: int, clock: Any) -> np.ndarray:
+        return self.generation.generate(prompt, new_tokens, clock)
+
 
 class _EstimatorClockHook(tf.estimator.SessionRunHook if hasattr(tf, "estimator") else object):
     """Times each ``session.run`` of ``Estimator.train`` (input pipeline included) and reads the
