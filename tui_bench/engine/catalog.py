@@ -246,7 +246,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 precisions_gpu=PRECISIONS,
                 compiles="graph (tf.function), XLA off (jit_compile=False)",
                 why_not={"input": _TF_DATA_ON_HOST, "workers": _KERAS_DISTRIBUTION_JAX_ONLY},
-                modes=MODES,
+                modes=GENERATES,
             ),
             "torch": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
@@ -254,7 +254,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="no (eager torch, jit_compile=False)",
                 why_not={"workers": _KERAS_DISTRIBUTION_JAX_ONLY},
-                modes=MODES,
+                modes=GENERATES,
             ),
             "jax": Capabilities(
                 precisions_cpu=("fp32", "bf16"),
@@ -262,7 +262,7 @@ FRAMEWORKS: dict[str, Framework] = {
                 inputs=INPUTS,
                 compiles="XLA (jax.jit, jit_compile=True)",
                 data_parallel="keras.distribution.DataParallel, one process over N JAX devices",
-                modes=MODES,
+                modes=GENERATES,
             ),
         },
     ),
