@@ -739,7 +739,7 @@ def main() -> None:
         choices=("train", "inference", "generate"),
         help="inference: p50 latency of requests (--steps of them, --batch-size each) vs a bare "
         "serving loop of the same framework (every framework × API); generate: decode tokens/s "
-        "of the tiny gpt's generation vs a bare cached generation loop (torch, tensorflow)",
+        "of the tiny gpt's generation vs a bare cached generation loop (torch, tensorflow, Keras 3)",
     )
     parser.add_argument(
         "--test-samples", type=int, default=1000, help="inference: the split requests draw from"
@@ -899,7 +899,52 @@ tpot = [(e - t) / (N - 1) for t, e in zip(ttft[w:], e2e[w:])]
 print(json.dumps({"decode_tokens_per_s": B * (N - 1) * (T - w) / decode_s,
                   "tpot_p50_s": float(np.median(tpot))}))
 """
-GENERATE_LOOPS = {"torch": TORCH_GENERATE, "tensorflow": TF_GENERATE}
+
+# Keras 3 (every backend): the adapter's own built gpt and ``KerasGeneration`` (its compiled
+# ``generate_step``, adapters/keras/generate.py), the threads the adapter sets. Its token timing is
+# "whole", so each request is timed as tui-bench times it: the prefill as a one-token generation
+# (TTFT), then the whole generation (E2E), each call's ids on the host.
+KERAS3_GENERATE = r"""
+import keras
+from adapters import keras_models, models, serve, shared_init
+from adapters.keras.adapter import _apply_threads
+from adapters.keras.generate import KerasGeneration
+api = keras.backend.backend()
+_apply_threads(api, args["threads"])
+dims = models.gpt_dims({"model": "gpt", "size": "tiny"})
+P, N = args["prompt_tokens"], args["new_tokens"]
+keras.utils.set_random_seed(0)
+with keras.device("cpu"):
+    model = keras_models.gpt(keras, dims, 0.0)
+    shared_init.load_keras_gpt(model, shared_init.gpt_weights(0, dims, shared_init.GENERATION_SCALE))
+    gen = KerasGeneration(model, api, False, "fp32", dims.layers)
+    gen.prepare(B, P, N)
+test = data.load("synthetic-tokens", test_samples=args["test_samples"],
+                 tokens=(dims.seq_len, dims.vocab_size)).x_test
+prompts = [test[idx, :P] for idx in serve.request_batches(len(test), B, 0, T)]
+ttft, e2e = [], []
+with keras.device("cpu"):
+    for prompt in prompts:
+        t0 = time.perf_counter_ns()
+        gen.generate(prompt, 1, None)
+        ttft.append((time.perf_counter_ns() - t0) * 1e-9)
+        t0 = time.perf_counter_ns()
+        gen.generate(prompt, N, None)
+        e2e.append((time.perf_counter_ns() - t0) * 1e-9)
+w = args["warmup"]
+decode_s = sum(e2e[w:]) - sum(ttft[w:])
+tpot = [(e - t) / (N - 1) for t, e in zip(ttft[w:], e2e[w:])]
+print(json.dumps({"decode_tokens_per_s": B * (N - 1) * (T - w) / decode_s,
+                  "tpot_p50_s": float(np.median(tpot))}))
+"""
+BARE_GENERATE = {
+    ("torch", "eager"): TORCH_GENERATE,
+    ("torch", "compile"): TORCH_GENERATE,
+    **{("tensorflow", api): TF_GENERATE for api in ("eager", "graph", "keras", "xla")},
+    ("keras", "tensorflow"): KERAS3_GENERATE,
+    ("keras", "torch"): KERAS3_GENERATE,
+    ("keras", "jax"): KERAS3_GENERATE,
+}
 
 # The header's loading of the adapters package, without its training batches.
 GENERATE_HEADER = (
@@ -912,6 +957,7 @@ def generation_main(args: argparse.Namespace) -> None:
     """Decode tokens/s of tui-bench's generation run against the bare loop above, alternated,
     each measurement a fresh process; the ratio bare/tui-bench (target >= 0.95 of the bare
     loop's rate: tui-bench / bare >= 0.95) and the per-token overhead (p50 TPOT difference)."""
+    from tui_bench.engine import catalog
     from tui_bench.engine.machine import runtimes
     from tui_bench.engine.results.history import History
     from tui_bench.engine.runs.runner import execute
@@ -925,6 +971,9 @@ def generation_main(args: argparse.Namespace) -> None:
             ("torch", "eager"),
             ("torch", "compile"),
             *(("tensorflow", api) for api in ("eager", "graph", "keras", "xla")),
+            ("keras", "tensorflow"),
+            ("keras", "torch"),
+            ("keras", "jax"),
         ]
     )
     print(
@@ -955,6 +1004,10 @@ def generation_main(args: argparse.Namespace) -> None:
                 test_samples=args.test_samples,
             ).validate()
             runtime = runtimes.Runtime(where.runtime, where.python, where.source)
+            loop = BARE_GENERATE[(framework, api)]
+            cpus = None  # the CPUs the worker pins itself to where its framework needs it
+            if catalog.framework(framework).pins_affinity(api):
+                cpus = set(sorted(os.sched_getaffinity(0))[: args.threads])
             payload = json.dumps(
                 {
                     "threads": args.threads,
@@ -981,16 +1034,13 @@ def generation_main(args: argparse.Namespace) -> None:
                         tool.append((s["decode_tokens_per_s"], s["tpot_p50_s"]))
                         continue
                     out = subprocess.run(
-                        [
-                            where.python,
-                            "-I",
-                            "-c",
-                            GENERATE_HEADER + GENERATE_LOOPS[framework],
-                            payload,
-                        ],
+                        [where.python, "-I", "-c", GENERATE_HEADER + loop, payload],
                         capture_output=True,
                         text=True,
                         env=worker_environment(spec),
+                        preexec_fn=(lambda pin=cpus: os.sched_setaffinity(0, pin))
+                        if cpus
+                        else None,
                     )
                     if out.returncode != 0:
                         raise SystemExit(f"bare {framework}/{api}: {out.stderr.strip()[-400:]}")

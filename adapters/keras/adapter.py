@@ -497,6 +497,24 @@ class KerasBackend(Backend):
         with self._place():
             return self.model.predict_on_batch(x)
 
+    # -- generation (spec mode "generate": adapters/generate.py, adapters/keras/generate.py) --
+    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        from adapters.keras.generate import KerasGeneration
+
+        self.generation = KerasGeneration(
+            self.model,
+            self.api,
+            self.device.startswith("gpu"),
+            self.settings.precision,
+            self.hyper.dims.layers,
+        )
+        with self._place():
+            return self.generation.prepare(batch, prompt_tokens, new_tokens)
+
+    def generate(self, prompt: np.ndarray, new_tokens: int, clock: Any) -> np.ndarray:
+        with self._place():
+            return self.generation.generate(prompt, new_tokens, clock)
+
     def _place(self) -> Any:
         """Under a distribution its layouts place the work; otherwise the run's device."""
         return contextlib.nullcontext() if self.distributed else keras.device(self.device)
