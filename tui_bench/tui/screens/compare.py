@@ -264,7 +264,9 @@ class CompareScreen(Screen):
         from tui_bench.tui.screens.dialogs import PromptScreen
 
         now = f"{self.latency_bound.seconds * 1000:g}" if self.latency_bound else ""
-        prompt = PromptScreen("latency bound, ms (p99; generation: p99 TPOT; empty: none)", now, "e.g. 50")
+        prompt = PromptScreen(
+            "latency bound, ms (p99; generation: p99 TPOT; empty: none)", now, "e.g. 50"
+        )
         self.app.push_screen(prompt, self.set_latency_bound)
 
     def set_latency_bound(self, text: str | None) -> None:
