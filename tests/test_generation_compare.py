@@ -133,3 +133,20 @@ def test_the_page_renders_a_generation_sweep():
     runs = as_runs(sweep())
     page = html_report.render(html_report.collect(runs, tables.compute(runs), with_figures=False))
     assert "Generation over batch sizes" in page
+
+
+def test_a_generate_run_has_its_own_default_request_count_recorded_and_in_help(capsys):
+    """1,000 requests of N decode steps each is long: generation's default is the mode's own,
+    declared once in engine/spec.py, recorded in the spec and said in --help."""
+    from tui_bench.engine import spec as spec_module
+
+    made = RunSpec(model="gpt", mode="generate")
+    assert made.requests == spec_module.MODE_REQUESTS["generate"] == 100
+    assert made.to_dict()["requests"] == 100  # the record holds the number that ran
+    assert RunSpec(mode="inference").requests == spec_module.DEFAULT_REQUESTS == 1000
+    assert RunSpec(model="gpt", mode="generate", requests=600).requests == 600
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default 1000, generate 100" in text
+    assert spec_module.model_default_text("requests") == "1000, generate 100"
