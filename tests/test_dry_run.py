@@ -159,3 +159,29 @@ def test_setup_shows_the_per_model_batch_default():
 
     assert model_default_text("batch_size") == "128, gpt 8"
     assert model_default_text("lr") is None
+
+
+def test_a_generation_dry_run_states_prefill_flops_decode_bytes_and_the_kv_cache():
+    """A generate run trains nothing: its dry run states the figures its record will hold
+    (``decode_cost``: prefill FLOPs per token, a decode step's bytes) and its KV cache, not
+    FLOPs per train step, training FLOPs per token or optimizer state."""
+    from tui_bench.engine import decode_cost
+
+    spec = RunSpec(model="gpt", mode="generate", size="gpt2-small", batch_size=8).validate()
+    dims = spec.model_dims()
+    assert dims is not None and spec.prompt_tokens and spec.new_tokens
+    found = dry_run.DryRun(spec, {}, None, 0.0, dry_run.fit(spec, 16 * GIB), "not asked")
+    gen = found.as_dict()["generation"]
+    p, n = spec.prompt_tokens, spec.new_tokens
+    assert gen["prefill_flops_per_token"] == decode_cost.prefill_flops(dims, 8, p) / (8 * p)
+    assert gen["decode_bytes_per_step"] == decode_cost.decode_step_bytes(
+        dims, 8, p, n, spec.precision
+    )
+    assert gen["kv_cache_bytes"] == decode_cost.cache_bytes(dims, 8, p, n, spec.precision)
+    text = "\n".join(found.lines())
+    assert "prefill FLOPs per token" in text and "decode bytes per step" in text
+    assert "KV cache" in text
+    assert "train" not in text.replace("trains", "")  # no FLOPs per train step or per token
+    assert "forward + backward" not in text and found.flops_per_token is None
+    assert "optimizer" not in model_memory.formula(spec)
+    assert found.fit.estimate is not None and found.fit.estimate.state_name == "weights"

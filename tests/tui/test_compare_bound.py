@@ -44,3 +44,19 @@ async def test_b_sets_a_latency_bound_and_the_verdict_names_the_best_inside_it(t
         screen.set_latency_bound(None)  # cleared: the trade-off alone again
         await pilot.pause()
         assert verdict_line(screen).startswith("verdict: batch 1 → 8")
+
+
+async def test_the_footer_shows_b_at_80_columns(tui_home):
+    """b is in the footer (it was hidden to keep the 80×24 snapshots), inside the 80 columns,
+    and so is every other key of the screen (the footer does not push one off)."""
+    from textual.widgets._footer import FooterKey
+
+    app = TuiBenchApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await show_in_compare(app, pilot, batch_sweep(), source="gb")
+        await pilot.pause()
+        keys = {k.key: k for k in screen.query(FooterKey)}
+        assert "b" in keys and keys["b"].description == "Bound"
+        for key in ("b", "t", "v", "p", "m", "w"):
+            region = keys[key].region
+            assert region.width > 0 and region.right <= 80, (key, region)

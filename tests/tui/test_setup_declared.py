@@ -232,6 +232,7 @@ async def test_setup_offers_the_mode_and_shows_requests_and_gpt_sizes_only_where
         await pilot.pause()
         await pilot.pause()
         assert not _shown(setup, "requests")
-        assert setup.query_one("#requests", Input).value == str(RunSpec().requests)
+        # reset to unset: the mode's default (engine/spec.py MODE_REQUESTS), resolved in the spec
+        assert setup.query_one("#requests", Input).value == ""
         spec, _sweep = setup.current()
         assert spec.mode == "train" and spec.requests == RunSpec().requests

@@ -42,7 +42,9 @@ def add_latency_bound_argument(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         default=None,
         help="the most latency a configuration may pay, in ms (inference: p99; training: the "
-        "median step): the verdict names the configuration with the most samples/s within it",
+        "median step; generation: p99 TPOT, the time per output token, e.g. 30 as MLPerf's "
+        "interactive LLM scenario): the verdict names the configuration with the most "
+        "samples/s (generation: decode tokens/s) within it",
     )
 
 

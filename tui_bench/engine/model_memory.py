@@ -43,7 +43,7 @@ INFERENCE_FORMULA = (
 
 def formula(spec: RunSpec) -> str:
     """The estimate's formula for the spec's mode, as a sentence can quote it."""
-    return INFERENCE_FORMULA if spec.mode == "inference" else FORMULA
+    return INFERENCE_FORMULA if spec.mode in ("inference", "generate") else FORMULA
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def estimate(spec: RunSpec, batch: int | None = None) -> Estimate | None:
     if dims is None:
         return None
     per_worker = worker_batch(spec) if batch is None else batch
-    if spec.mode == "inference":
+    if spec.mode in ("inference", "generate"):  # a generation run trains nothing either
         return gpt_inference_estimate(dims, per_worker)
     return gpt_estimate(dims, per_worker, spec.optimizer)
 

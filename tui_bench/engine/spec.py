@@ -46,6 +46,13 @@ MODEL_DROPOUT = {SIZED_MODEL: 0.0}
 # would be 26 GB at 128). Resolved when the spec is made, so the recorded spec holds it.
 DEFAULT_BATCH = 128
 MODEL_BATCH = {SIZED_MODEL: 8}
+# The timed requests when the spec names none, per mode: 1,000 for inference (p99 needs 563,
+# docs/inference.md); 100 for generation, whose request is N decode steps long (the tiny gpt's
+# 64 tokens: about 0.2 s a request here, so 1,000 would be minutes), enough to bound p50 and p90
+# (8 and 53); p99 needs --requests 563 or more. Resolved when the spec is made, so the recorded
+# spec holds it.
+DEFAULT_REQUESTS = 1000
+MODE_REQUESTS = {"generate": 100}
 
 
 def model_default_text(name: str) -> str | None:
@@ -54,6 +61,7 @@ def model_default_text(name: str) -> str | None:
     per_model: dict[str, tuple[float, dict[str, float]]] = {
         "batch_size": (DEFAULT_BATCH, dict(MODEL_BATCH)),
         "dropout": (DEFAULT_DROPOUT, dict(MODEL_DROPOUT)),
+        "requests": (DEFAULT_REQUESTS, dict(MODE_REQUESTS)),  # per mode, not per model
     }
     if name not in per_model:
         return None
@@ -196,12 +204,13 @@ class RunSpec:
         5, help="steps kept out of steady-state figures", low=0, high=100_000
     )
     requests: int = spec_field(
-        1000,
+        None,
         help="inference, generate: timed requests after warmup_steps warm-up ones (p99 needs "
-        "hundreds)",
+        f"hundreds; default {DEFAULT_REQUESTS}, generate {MODE_REQUESTS['generate']})",
         low=1,
         high=10_000_000,
         modes=SERVING,
+        unset=True,  # the mode's default: resolved in __post_init__
     )
     repeats: int = spec_field(
         1, help="run the spec N times, each in its own worker", low=1, high=1000
@@ -305,6 +314,8 @@ class RunSpec:
             object.__setattr__(self, "batch_size", MODEL_BATCH.get(self.model, DEFAULT_BATCH))
         if self.dropout is None:
             object.__setattr__(self, "dropout", MODEL_DROPOUT.get(self.model, DEFAULT_DROPOUT))
+        if self.requests is None:
+            object.__setattr__(self, "requests", MODE_REQUESTS.get(self.mode, DEFAULT_REQUESTS))
         if self.model == SIZED_MODEL and self.size is None:
             object.__setattr__(self, "size", model_manifest.default_gpt_size())
         if self.mode == "generate" and self.model == SIZED_MODEL:

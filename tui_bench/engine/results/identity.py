@@ -50,7 +50,7 @@ from itertools import combinations
 from typing import Any
 
 from tui_bench.engine.results.record import Run
-from tui_bench.engine.spec import GPT_SHORT, declared_fields
+from tui_bench.engine.spec import DEFAULT_REQUESTS, GPT_SHORT, declared_fields
 
 NOT_DECIDING = frozenset({"seed", "repeats", "data_dir"})
 
@@ -93,7 +93,13 @@ Key = tuple[tuple[str, Any], ...]
 def _spec_defaults() -> tuple[tuple[str, Any], ...]:
     # Records written before a spec field existed ran with its default: fill it in so they keep
     # the same key as new records that use the default.
-    return tuple((f.name, f.default) for f in declared_fields() if f.name not in NOT_DECIDING)
+    # ``requests`` is declared unset (its default is the mode's, MODE_REQUESTS): its key keeps
+    # the 1,000 every record ran with before, so no configuration's id moves.
+    return tuple(
+        (f.name, DEFAULT_REQUESTS if f.name == "requests" else f.default)
+        for f in declared_fields()
+        if f.name not in NOT_DECIDING
+    )
 
 
 @cache

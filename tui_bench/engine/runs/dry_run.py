@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tui_bench.engine import flops, model_memory, protocol
+from tui_bench.engine import decode_cost, flops, model_memory, protocol
 from tui_bench.engine.errors import EXIT_FAILED, TuiBenchError
 from tui_bench.engine.kinds import WorkerEvent
 from tui_bench.engine.machine import runtimes
@@ -244,6 +244,8 @@ class DryRun:
         one request's forward), from the architecture (``engine/flops.py``), or None for a
         model without a count."""
         spec = self.spec
+        if (generation := self.generation) is not None:
+            return generation["prefill_flops_per_request"]
         if spec.mode == "inference":
             return flops.inference_request_flops(
                 spec.model, spec.dataset, spec.batch_size, spec.model_dims()
@@ -253,11 +255,36 @@ class DryRun:
         )
 
     @property
+    def generation(self) -> dict[str, Any] | None:
+        """A generation run's cost from its shape (``engine/decode_cost.py``, the figures its
+        record will hold): the prefill's matmul FLOPs per prompt token and per request, the
+        bytes one decode step reads (weights and the whole static KV cache) and the KV cache's
+        size, at the spec's batch, P, N and precision. None for any other run."""
+        spec, dims = self.spec, self.spec.model_dims()
+        if spec.mode != "generate" or dims is None:
+            return None
+        batch, prompt, new = spec.batch_size, spec.prompt_tokens or 1, spec.new_tokens or 1
+        prefill = decode_cost.prefill_flops(dims, batch, prompt)
+        return {
+            "prompt_tokens": prompt,
+            "new_tokens": new,
+            "precision": spec.precision,
+            "prefill_flops_per_token": prefill / (batch * prompt),
+            "prefill_flops_per_request": prefill,
+            "decode_bytes_per_step": decode_cost.decode_step_bytes(
+                dims, batch, prompt, new, spec.precision
+            ),
+            "decode_weight_bytes": decode_cost.weight_bytes(dims, spec.precision),
+            "kv_cache_bytes": decode_cost.cache_bytes(dims, batch, prompt, new, spec.precision),
+        }
+
+    @property
     def flops_per_token(self) -> dict[str, int] | None:
         """A language model's training FLOPs per token two ways: the exact matmul count and
-        the 6N + 12·L·H·Q·T rule (``flops.gpt_rule``), side by side."""
+        the 6N + 12·L·H·Q·T rule (``flops.gpt_rule``), side by side (None for a generation
+        run: it trains nothing)."""
         dims = self.spec.model_dims()
-        if dims is None:
+        if dims is None or self.spec.mode == "generate":
             return None
         exact = flops.gpt_count(dims).train_per_sample // dims.seq_len
         return {"exact": exact, "6N+12LHQT": flops.gpt_rule(dims)}
@@ -329,7 +356,10 @@ class DryRun:
             "param_count_from": "build" if "param_count" in self.report else "shape",
             "global_batch": self.global_batch,
             "flops_per_step": self.flops_per_step,
-            "flops_per": "request" if self.spec.mode == "inference" else "train step",
+            "flops_per": {"inference": "request", "generate": "prefill"}.get(
+                self.spec.mode, "train step"
+            ),
+            "generation": self.generation,
             "peak_rss_mib": self.peak_rss_mib,
             "state_mib": self.state_mib,
             "state_counts": f"weights + gradients + {self.spec.optimizer} slots, fp32",
@@ -356,15 +386,31 @@ class DryRun:
             f"dry run: {figures['label']}",
             "  parameters              "
             + (f"{count:,} ({where})" if count is not None else "not reported"),
-            f"  FLOPs per {figures['flops_per']:<14}"
-            + (
-                f"{_flops_text(step)} (global batch {self.global_batch}, "
-                + ("forward only" if self.spec.mode == "inference" else "forward + backward")
-                + ", engine/flops.py)"
-                if step is not None
-                else f"no FLOP count for model '{self.spec.model}' (engine/flops.py)"
-            ),
         ]
+        if (gen := self.generation) is not None:
+            mib = 2**20
+            lines += [
+                f"  prefill FLOPs per token {gen['prefill_flops_per_token'] / 1e6:,.2f} MFLOP "
+                f"({_flops_text(gen['prefill_flops_per_request'])} a request: batch "
+                f"{self.spec.batch_size} × P {gen['prompt_tokens']}, matmuls, head on the last "
+                "position only; engine/decode_cost.py)",
+                f"  decode bytes per step   {gen['decode_bytes_per_step'] / mib:,.2f} MiB "
+                f"(weights {gen['decode_weight_bytes'] / mib:,.2f} MiB + the whole KV cache, "
+                f"{gen['precision']}; a step is memory-bound, held to these bytes)",
+                f"  KV cache                {gen['kv_cache_bytes'] / mib:,.2f} MiB "
+                f"(2 · L · batch · (P {gen['prompt_tokens']} + N {gen['new_tokens']}) · d values)",
+            ]
+        else:
+            lines.append(
+                f"  FLOPs per {figures['flops_per']:<14}"
+                + (
+                    f"{_flops_text(step)} (global batch {self.global_batch}, "
+                    + ("forward only" if self.spec.mode == "inference" else "forward + backward")
+                    + ", engine/flops.py)"
+                    if step is not None
+                    else f"no FLOP count for model '{self.spec.model}' (engine/flops.py)"
+                )
+            )
         if per_token := figures["flops_per_token"]:
             lines.append(
                 f"  FLOPs per token (train) {per_token['exact']:,} exact, "

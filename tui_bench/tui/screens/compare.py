@@ -90,8 +90,8 @@ class CompareScreen(Screen):
         Binding("p", "toggle_plots", "Plots", id="compare_plots"),
         Binding("m", "next_metric", "Metric", id="compare_metric"),
         Binding("w", "write_report", "Report", id="compare_write_report"),
-        # off the footer until the screen's 80×24 layout makes room for it (snapshots unchanged)
-        Binding("b", "latency_bound", "Latency bound", id="compare_latency_bound", show=False),
+        # the latency bound (--latency-bound): p99 latency, p99 TPOT for generation, the step
+        Binding("b", "latency_bound", "Bound", id="compare_latency_bound"),
     ]
 
     def __init__(
@@ -264,7 +264,9 @@ class CompareScreen(Screen):
         from tui_bench.tui.screens.dialogs import PromptScreen
 
         now = f"{self.latency_bound.seconds * 1000:g}" if self.latency_bound else ""
-        prompt = PromptScreen("latency bound, ms (p99; empty: none)", now, "e.g. 50")
+        prompt = PromptScreen(
+            "latency bound, ms (p99; generation: p99 TPOT; empty: none)", now, "e.g. 50"
+        )
         self.app.push_screen(prompt, self.set_latency_bound)
 
     def set_latency_bound(self, text: str | None) -> None:

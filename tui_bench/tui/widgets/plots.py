@@ -226,3 +226,68 @@ class RatePlot(_ServedPlot):
         if xs:
             plt.plot(xs, ys, marker="braille")
         self.refresh()
+
+
+class TokenTimesPlot(LatencyPlot):
+    """A generation run's time per output token (TPOT) as a histogram as it forms, p50/p90/p99
+    marked, its time to the first token (TTFT) p50 and p99 in the title: the inference
+    histogram's rule, over a generation request's own two times (docs/generation.md)."""
+
+    DEFAULT_CSS = "TokenTimesPlot { width: 2fr; display: none; }"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.ttfts: list[float] = []
+
+    def set_times(self, ttfts: list[float], tpots: list[float]) -> None:
+        self.ttfts = ttfts
+        self.set_latencies(tpots)
+
+    def replot(self) -> None:
+        super().replot()
+        found = self.binned
+        if found is None:
+            self.plt.title("TPOT ms (log scale): waiting for the first timed requests")
+            self.refresh()
+            return
+        # At 80 columns the plot is about 45 wide: p50/p99 of each, in one short title.
+        marks = dict(found.marks)
+        title = f"ms p50/p99: TPOT {marks['p50']:.3g}/{marks['p99']:.3g}"
+        if self.ttfts:
+            ordered = sorted(t * 1000 for t in self.ttfts)
+            title += f" TTFT {quantile(ordered, 0.5):.3g}/{quantile(ordered, 0.99):.3g}"
+        self.plt.title(title)
+        self.refresh()
+
+
+def decode_rates(tpots_s: list[float], batch: int, width: int) -> tuple[list[float], list[float]]:
+    """Decode tokens/s along the run: the timed requests' TPOTs in at most ``width`` consecutive
+    buckets, each bucket's rate batch ÷ its mean TPOT (the summary's rule, batch × (N − 1) ×
+    requests ÷ their summed E2E − TTFT, per bucket: every request has the same N)."""
+    xs, means = downsample(list(tpots_s), width)
+    return xs, [batch / m if m > 0 else 0.0 for m in means]
+
+
+class DecodeRatePlot(_ServedPlot):
+    """A generation run's decode tokens/s along its timed requests."""
+
+    DEFAULT_CSS = "DecodeRatePlot { width: 1fr; display: none; }"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.batch = 1
+
+    def set_tpots(self, tpots: list[float], batch: int) -> None:
+        self.batch = max(batch, 1)
+        self.set_latencies(tpots)
+
+    def replot(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("decode tokens/s")
+        width = max(self.size.width - 10, 10)
+        xs, ys = decode_rates(self.latencies, self.batch, width)
+        if xs:
+            plt.plot(xs, ys, marker="braille")
+        self.refresh()

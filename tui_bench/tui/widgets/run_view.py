@@ -14,7 +14,15 @@ from tui_bench.engine.results.stats import quantile
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.spec import RunSpec
 from tui_bench.tui.widgets.graphs import FixedRangeGraph
-from tui_bench.tui.widgets.plots import PERCENTILES, BarPlot, LatencyPlot, LossPlot, RatePlot
+from tui_bench.tui.widgets.plots import (
+    PERCENTILES,
+    BarPlot,
+    DecodeRatePlot,
+    LatencyPlot,
+    LossPlot,
+    RatePlot,
+    TokenTimesPlot,
+)
 
 
 def fmt_duration(seconds: float | None) -> str:
@@ -225,6 +233,9 @@ class RunView(Vertical):
             # An inference run has no loss or epochs: its latency histogram and request rate.
             yield LatencyPlot(id="latency-plot")
             yield RatePlot(id="rate-plot")
+            # A generation run: its TPOT histogram (TTFT beside) and decode tokens/s.
+            yield TokenTimesPlot(id="token-times-plot")
+            yield DecodeRatePlot(id="decode-rate-plot")
         with Vertical(id="graphs"):
             yield FixedRangeGraph("CPU %", maximum=100.0 * machine["logical_cores"], id="g-cpu")
             yield FixedRangeGraph("RSS MiB", maximum=machine["ram_mib"], unit="", id="g-rss")
@@ -259,12 +270,14 @@ class RunView(Vertical):
         overall = run.overall_fraction()
         eta = None if run.done else run.eta_s()
         inference = run.spec.mode == "inference"
+        generating = run.spec.mode == "generate"
+        served = inference or generating  # counted in requests, not epochs
         progress = (
             round(epoch_fraction * 1000),
             round(overall * 1000),
             run.epoch,
             run.epochs,
-            run.step if inference else None,
+            run.step if served else None,
         )
         if self._changed("progress", progress):
             self.query_one("#epoch-progress", ProgressBar).update(total=1000, progress=progress[0])
@@ -274,7 +287,7 @@ class RunView(Vertical):
             # Percentages in fixed-width labels: the bars never change width.
             self.query_one("#epoch-label", Label).update(
                 f"req {run.step}/{run.epoch_steps or run.steps_per_epoch}"
-                if inference
+                if served
                 else f"epoch {run.epoch or '—'}/{run.epochs} {epoch_fraction:4.0%}"
             )
             self.query_one("#overall-label", Label).update(f"all {overall:4.0%}")
@@ -284,19 +297,25 @@ class RunView(Vertical):
         figures = figures_text(run)
         if self._changed("figures", figures):
             self.query_one("#figures", Static).update(figures)
-        if self._changed("mode", inference):
+        if self._changed("mode", (inference, generating)):
             for plot in (LossPlot, BarPlot):
-                self.query_one(plot).display = not inference
+                self.query_one(plot).display = not served
             for plot in (LatencyPlot, RatePlot):
                 self.query_one(plot).display = inference
-        if inference:
+            for plot in (TokenTimesPlot, DecodeRatePlot):
+                self.query_one(plot).display = generating
+        if generating:
+            if self._changed("token-times", (run.run_id, len(run.ttfts), len(run.tpots))):
+                self.query_one(TokenTimesPlot).set_times(run.ttfts, run.tpots)
+                self.query_one(DecodeRatePlot).set_tpots(run.tpots, run.spec.batch_size)
+        elif inference:
             if self._changed("latencies", (run.run_id, len(run.latencies))):
                 self.query_one(LatencyPlot).set_latencies(run.latencies)
                 self.query_one(RatePlot).set_latencies(run.latencies)
         elif self._changed("losses", (run.run_id, len(run.losses))):
             self.query_one(LossPlot).set_losses(run.losses)
         records = run.epoch_records
-        if not inference and self._changed("epochs", (run.run_id, len(records))):
+        if not served and self._changed("epochs", (run.run_id, len(records))):
             self.query_one(BarPlot).set_bars(
                 [str(r.get("epoch")) for r in records],
                 [float(r.get("wall_s") or 0) for r in records],

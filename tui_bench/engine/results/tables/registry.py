@@ -15,6 +15,7 @@ from tui_bench.engine.results import published as published_module
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.tables.comparisons import comparison_table
 from tui_bench.engine.results.tables.fairness import CARD_SPEC_FIELD, CONSEQUENCES, fairness_card
+from tui_bench.engine.results.tables.generation import generation_batch_table
 from tui_bench.engine.results.tables.groups import Group, group
 from tui_bench.engine.results.tables.limits import limits_table
 from tui_bench.engine.results.tables.model import Metric, Table, metric_info
@@ -84,6 +85,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("tradeoff", "Batch size: throughput bought, latency paid"),
     Section("scaling", "Scaling", "These runs do not vary threads or workers."),
     Section("batches", "Inference over batch sizes"),
+    Section("generation", "Generation over batch sizes"),
     Section(
         "published",
         "Published figures beside ours",
@@ -112,6 +114,9 @@ TABLES: tuple[TableKind, ...] = (
         "workers", lambda i: worker_scaling_table(i.configs, i.varying), "workers", "scaling"
     ),
     TableKind("batches", lambda i: batch_curve_table(i.configs), "batch sizes", "batches"),
+    TableKind(
+        "generation", lambda i: generation_batch_table(i.configs), "generation", "generation"
+    ),
     TableKind("study", lambda i: study_table(i.configs, i.study_metric), "study", "published"),
     TableKind(
         "published",
