@@ -25,8 +25,6 @@ from tui_bench.engine.paths import adapters_dir
 from tui_bench.engine.runs import dry_run, worker_launch
 from tui_bench.engine.spec import RunSpec
 
-pytestmark = pytest.mark.slow
-
 # Every size moved off its declared value (and off each other's), so a builder that writes one
 # out, or reads another model's, builds a different count.
 CHANGED = {
@@ -64,9 +62,7 @@ def changed_package(root: Path) -> Path:
 
 def expected(model: str) -> int:
     """The formula's count for ``model`` on its dataset, as the current declaration says."""
-    entry = datasets()[DATASET[model]]
-    shape = tuple(entry["input_shape"])
-    return model_manifest.parameters(model, shape, entry["num_classes"], entry.get("vocab_size", 0))
+    return model_manifest.parameters(model, *_data(DATASET[model]))
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +95,27 @@ def test_the_formula_holds_the_declared_models() -> None:
     assert expected("transformer") == 1_062_273  # test_shared_init.TRANSFORMER_PARAMS
 
 
+def test_the_descriptions_follow_the_declaration(declared_by) -> None:
+    """The catalog's descriptions are written from the declaration, not beside it."""
+    described = {
+        m: model_manifest.describe(m, *_data(DATASET[m]))
+        for m in ("cnn", "mlp", "vgg16", "lstm", "transformer")
+    }
+    assert described["cnn"].startswith("Conv12 3×3 → pool → Conv20 5×5 → pool → Dense72 → ")
+    assert f"({expected('cnn'):,} parameters on 28×28×1)" in described["cnn"]
+    assert described["mlp"] == "Dense48 → Dropout → Dense40 → Dropout → Dense10"
+    assert described["vgg16"].startswith("6 conv 3×3 layers (8…24) in 5 pooled blocks → Dense36")
+    assert described["lstm"] == "Embedding 5000×24 → LSTM44 → Dense1 (binary)"
+    assert described["transformer"].startswith("Embedding 5000×40 + learned positions 200×40")
+    assert "3 × [4-head self-attention (4×10)" in described["transformer"]
+    assert f"binary; {expected('transformer'):,} parameters)" in described["transformer"]
+
+
+def _data(dataset: str) -> tuple[tuple[int, ...], int, int]:
+    entry = datasets()[dataset]
+    return tuple(entry["input_shape"]), entry["num_classes"], entry.get("vocab_size", 0)
+
+
 def _combos() -> list:
     return [
         pytest.param(
@@ -112,6 +129,7 @@ def _combos() -> list:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("framework", "api"), _combos())
 def test_every_api_builds_the_declared_models(declared_by, framework: str, api: str) -> None:
     fw = catalog.framework(framework)
