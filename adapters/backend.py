@@ -9,7 +9,8 @@ the thread variables in the environment and pinned the CPU affinity the manifest
 ``api`` is one of the manifest's APIs, ``device`` is ``"cpu"`` or ``"gpu:N"``, ``threads`` the
 CPU threads the run asked for. The returned object implements ``Backend``: the required methods
 (``describe``, ``build``, ``param_count``, ``train_step``, ``evaluate``) are enough for a training
-run in fp32 with host input; ``predict`` and ``prepare_inference`` add the inference mode; the
+run in fp32 with host input; ``predict`` and ``prepare_inference`` add the inference mode, ``prepare_generation`` and
+``generate`` the generation mode (docs/generation.md); the
 optional hooks (settings, device input, device timers, data-parallel) add the rest, each with a
 safe default here. The loops that drive it (``adapters.train``, ``adapters.serve``) and the clock
 (``adapters.clock``) are shared by every framework: an adapter never reads a clock.
@@ -30,7 +31,7 @@ import numpy as np
 from adapters import data as data_module
 
 if TYPE_CHECKING:
-    from adapters.clock import StepClock
+    from adapters.clock import StepClock, TokenClock
 
 
 class DeviceError(RuntimeError):
@@ -110,11 +111,12 @@ class Backend:
     them in: ``setup_parallel``, ``apply_settings``, ``build``, ``sync``, ``framework_view``,
     ``param_count`` and ``describe`` (reported before any step), then the training loop
     (``train_epoch`` → ``train_step``, ``evaluate`` after each epoch and once on the test split)
-    or the serving loop (``prepare_inference``, ``predict``), ``memory_stats``, ``close``.
+    or the serving loop (``prepare_inference``, ``predict``) or the generation loop
+    (``prepare_generation``, ``generate``), ``memory_stats``, ``close``.
 
     The worker may set two attributes before ``build``: ``build_only`` (the run reports the
     model and stops: skip compiling a training function) and ``serve_only`` (an inference run:
-    nothing is trained). Read them with ``getattr(self, "build_only", False)``.
+    nothing is trained; a generation run too). Read them with ``getattr(self, "build_only", False)``.
 
     Equity rules every implementation keeps (tests/test_frameworks.py, tests/test_equity.py
     hold them): build the model ``hyper.model`` with the sizes of ``adapters.models`` (the
@@ -245,6 +247,27 @@ class Backend:
         row per sample (per position for tokens). Read once per run, untimed, for the equity
         check (``served_loss``)."""
         return np.asarray(outputs)
+
+    # -- generation (spec mode "generate"; the gpt only; docs/generation.md) --------------------
+    # An API generates by supplying both methods and listing "generate" in its capabilities'
+    # modes; ``adapters.generate.run_generation`` refuses one without them. The full contract
+    # (the cache, greedy fixed-length decoding, precision, token timing) is adapters/generate.py's
+    # docstring.
+    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        """Once, untimed, after ``build``: the serving form, a static KV cache of
+        ``prompt_tokens + new_tokens`` positions for ``batch`` sequences, the compiled step.
+        Return the facts recorded as the summary's ``generation``: ``path``, ``cache``,
+        ``token_timing`` ("per-token" or "whole"), ``compile``, ``weights_dtype``,
+        ``cache_dtype`` (``adapters.generate.FACTS``), and anything else worth recording."""
+        raise NotImplementedError
+
+    def generate(self, prompt: np.ndarray, new_tokens: int, clock: TokenClock) -> np.ndarray:
+        """One request: the (batch, P) host token ids ``prompt`` into the framework, the prefill,
+        ``new_tokens - 1`` greedy decode steps over the cache; the (batch, new_tokens) generated
+        ids as a host numpy integer array. ``new_tokens`` is the run's N or 1. With
+        ``token_timing`` "per-token", call ``clock.token(ids)`` once per token, in order, right
+        after its (batch,) ids are on the host; with "whole", never."""
+        raise NotImplementedError
 
     def framework_view(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A batch as the framework receives it in ``train_step``, converted back to numpy in the

@@ -201,3 +201,21 @@ def step_stats(times: list[float], batch_size: int) -> dict[str, float | None]:
         "step_mean_s": total / len(ordered),
         "samples_per_s": batch_size * len(ordered) / total if total > 0 else None,
     }
+
+
+class TokenClock:
+    """The generation loop's clock, handed to ``Backend.generate`` (``token_timing``
+    "per-token"): ``token`` reads ``perf_counter_ns`` once as each token's ids reach the host,
+    nothing else in the request's path (adapters/generate.py reads the stamps)."""
+
+    def __init__(self, now: Callable[[], int] = time.perf_counter_ns) -> None:
+        self._now = now
+        self.stamps: list[int] = []
+
+    def token(self, ids: Any = None) -> None:
+        """A token's ids are on the host: read the clock. ``ids`` (the (batch,) host ids) is
+        accepted for the adapter's convenience and not kept: ``generate`` returns them all."""
+        self.stamps.append(self._now())
+
+    def reset(self) -> None:
+        self.stamps = []

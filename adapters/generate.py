@@ -4,14 +4,18 @@ docs/generation.md says what is timed, how and why).
 The contract: what a framework × API supplies to generate
 ===========================================================
 
-An API generates once its backend has the two methods of ``Generates`` below and its catalog
-entry lists ``generate`` in its capabilities' ``modes``. Nothing else is per framework: this module
+An API generates once its backend (``adapters.backend.Backend``) has the two methods
+``prepare_generation`` and ``generate`` and its catalog entry lists ``generate`` in its
+capabilities' ``modes``. Nothing else is per framework: this module
 picks the prompts, times the requests, checks the tokens and makes the summary.
 
 What every API generates, identically:
 
 - **the model**: the gpt as built by ``build`` from the shared initial draw
-  (``adapters/shared_init.py``), in evaluation form (no dropout, no gradients);
+  (``adapters/shared_init.py``; the worker calls ``shared_init.for_generation()`` before
+  ``build``, so the draw an adapter loads through ``shared_init.start`` is already the scaled
+  one: nothing to do in the adapter), in evaluation form (no dropout, no gradients); the worker
+  sets ``serve_only`` as for inference (no training function need be compiled);
 - **the prompts**: ``prompt`` is a host numpy array of shape (batch, P) of token ids (the first P
   tokens of test-split sequences, in the split's seeded order; the same bytes everywhere);
 - **greedy, fixed length**: the next token is the argmax of the last position's logits (ties:
@@ -54,14 +58,19 @@ What every API generates, identically:
     One request: ``prompt`` (batch, P) host token ids into the framework, the prefill, then
     ``new_tokens - 1`` decode steps. Returns the (batch, new_tokens) generated ids as a host
     numpy integer array. ``new_tokens`` is the run's N, or 1 (a one-token generation: the
-    prefill and its token; every API must serve it: a ``whole`` API's TTFT is timed so, and the
-    equity test reads it). The cache is reused from request to request: each request overwrites
+    prefill and its token; every API must serve it: a ``whole`` API's TTFT is timed so). The cache is reused from request to request: each request overwrites
     the positions it attends to (a stale value beyond the current position must be masked).
 
     With ``token_timing == "per-token"``, call ``clock.token(ids)`` once per generated token, in
     order, right after that token's (batch,) ids are on the host (a numpy copy: the copy waits
     for the device, so the clock reads a finished token). That host copy is what a streaming
     server does per token; it is part of the timed request. With ``"whole"``, never call it.
+
+Joining: implement the two methods, add ``catalog.GENERATE`` to the API's capabilities'
+``modes`` (``catalog.GENERATES``); ``tests/test_generation.py``'s equity test (the float64
+reference's greedy tokens, stopping at a near-tie), the ``generate-quick`` and ``generate``
+presets and the GPU check's rows then take the API in. A cached-vs-recompute test of the API's own
+(``tests/test_torch_generation.py`` is torch's) holds its cache to a full forward without one.
 
 The loop around it (``run_generation``): each request is timed alone from a synchronised start
 (``sync`` then ``perf_counter_ns``) to its last token on the host; TTFT to its first; TPOT =
@@ -81,8 +90,8 @@ import numpy as np
 
 from adapters import data as data_module
 from adapters import protocol
-from adapters.backend import Hyper
-from adapters.clock import compact, percentile
+from adapters.backend import Backend, Hyper
+from adapters.clock import TokenClock, compact, percentile
 from adapters.serve import LATENCY_QUANTILES, request_batches, tail_bounded, tail_requests
 
 PER_TOKEN = "per-token"
@@ -93,43 +102,11 @@ FACTS = ("path", "cache", "token_timing", "compile", "weights_dtype", "cache_dty
 GENERATION_SOURCE = "per request, device-synchronised start, last token on the host"
 
 
-class TokenClock:
-    """What ``generate`` calls as each token reaches the host (``token_timing`` "per-token"):
-    one ``perf_counter_ns`` read per token, nothing else in the request's path."""
-
-    def __init__(self, now: Callable[[], int] = time.perf_counter_ns) -> None:
-        self._now = now
-        self.stamps: list[int] = []
-
-    def token(self, ids: Any = None) -> None:
-        """A token's ids are on the host: read the clock. ``ids`` (the (batch,) host ids) is
-        accepted for the adapter's convenience and not kept: ``generate`` returns them all."""
-        self.stamps.append(self._now())
-
-    def reset(self) -> None:
-        self.stamps = []
-
-
-class Generates:
-    """The generation half of a backend (the contract in this module's docstring). A backend
-    that generates overrides both; ``run_generation`` refuses one that does not."""
-
-    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
-        """Serving form, a static KV cache of ``prompt_tokens + new_tokens`` positions for
-        ``batch`` sequences, the compiled step; return the facts (``FACTS`` at least)."""
-        raise NotImplementedError
-
-    def generate(self, prompt: np.ndarray, new_tokens: int, clock: TokenClock) -> np.ndarray:
-        """One request: greedy, exactly ``new_tokens`` tokens after the (batch, P) ``prompt``;
-        (batch, new_tokens) host ids; ``clock.token`` per token when timing per token."""
-        raise NotImplementedError
-
-
 def generates(backend: Any) -> bool:
-    """Whether ``backend`` supplies the contract's two methods (its own, not ``Generates``')."""
+    """Whether ``backend`` supplies the contract's two methods (its own, not ``Backend``'s)."""
     for name in ("prepare_generation", "generate"):
         own = getattr(type(backend), name, None)
-        if own is None or own is getattr(Generates, name):
+        if own is None or own is getattr(Backend, name):
             return False
     return True
 

@@ -18,6 +18,7 @@ framework's own thread setter. ``-I`` keeps the user's site-packages and PYTHON*
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
@@ -186,6 +187,41 @@ def _watch_peers(peers: list, channel: EventChannel) -> None:
                     if other.poll() is None:
                         other.kill()
                 os._exit(1)
+
+
+def _load_package(name: str, folder: Path) -> None:
+    """Register the package in ``folder`` as ``name``, loaded by path (its ``__init__.py``, if
+    any, runs); its submodules are found in ``folder``."""
+    init = folder / "__init__.py"
+    if init.is_file():
+        spec = importlib.util.spec_from_file_location(
+            name, init, submodule_search_locations=[str(folder)]
+        )
+    else:
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [str(folder)]
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    if spec.loader is not None:
+        spec.loader.exec_module(module)
+
+
+def load_adapter(module: str, package_dir: str | None = None):
+    """The framework's adapter module (``make_backend``), as the engine names it from the
+    framework's manifest. A package of ``adapters/`` is imported as ``adapters.<package>``; a
+    plugin's package elsewhere (another distribution's) is loaded by path under its own import
+    name, so the worker never puts the app's site-packages on its path (it may be another
+    interpreter)."""
+    package = module.rpartition(".")[0]
+    if package_dir and package and not package.startswith("adapters."):
+        parts = package.split(".")
+        where = Path(package_dir)
+        for depth in range(len(parts)):
+            name = ".".join(parts[: depth + 1])
+            if name not in sys.modules:
+                last = depth == len(parts) - 1
+                _load_package(name, where if last else where.parents[len(parts) - 2 - depth])
+    return importlib.import_module(module)
 
 
 def tf_config(hosts: list[str], rank: int) -> str:
@@ -364,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(0, {int(c) for c in args.affinity.split(",")})
         faults("import")
         t0 = time.perf_counter()
-        adapter = importlib.import_module(f"adapters.{spec['adapter']}")
+        adapter = load_adapter(spec["adapter"], spec.get("adapter_package"))
         import_s = time.perf_counter() - t0
         from adapters import backend as contract
         from adapters import data, models, serve, train
@@ -494,7 +530,8 @@ def main(argv: list[str] | None = None) -> int:
                 requests=spec["requests"],
                 warmup=spec["warmup_steps"],
                 emit=channel.emit,
-                weights=INFERENCE_WEIGHTS,
+                weights="initial (untrained): the gpt's shared draw with its kernels and "
+                "embeddings × 5 (shared_init.GENERATION_SCALE, docs/generation.md)",
             )
             channel.emit("finished", summary=summary)
             return 0

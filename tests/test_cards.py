@@ -179,7 +179,7 @@ MACHINE = {
 
 
 def measured(device: str, threads: int) -> dict:
-    """A probe result shaped like adapters/hardware_probe.py's (the real one is tested below)."""
+    """A probe result shaped like adapters/torch/hardware_probe.py's (the real one is tested below)."""
     return {
         "device": device,
         "framework": "torch 2.13.0",

@@ -35,6 +35,9 @@ TRAINED_ELSEWHERE = {
     # API serves both of its models there (batch 1; batch 64 is the same path with more bytes).
     "inference-quick": "tests/test_inference_equity.py::test_every_api_serves_the_shared_transformer"
     " and ::test_every_api_serves_the_reference_cnn_on_the_same_bytes",
+    # Generates, not trains: every API that generates runs the tiny gpt's generation there, its
+    # tokens held to the reference (batch 2; batch 1 and 8 are the same path).
+    "generate-quick": "tests/test_generation.py::test_every_generating_api_gives_the_reference_tokens",
 }
 
 
@@ -198,6 +201,13 @@ def test_presets_trained_elsewhere_are_trained(name):
         if c.spec.device == "cpu" and not catalog.framework(c.spec.framework).unavailable
     ]
     assert on_cpu
+    if name == "generate-quick":  # generated: every API the catalog says generates, no other
+        runnable = {(c.spec.framework, c.spec.api) for c in configs if c.skip_reason is None}
+        assert {s.mode for s in on_cpu} == {"generate"}
+        assert {(s.model, s.dataset) for s in on_cpu} == {("gpt", "synthetic-tokens")}
+        # every API that generates is in the preset, and runs there (a new one: add its line)
+        assert runnable == set(catalog.generating_apis())
+        return
     signatures = {(s.framework, s.api, s.model, s.dataset, s.workers) for s in on_cpu}
     assert signatures <= trained_by_other_tests(), signatures - trained_by_other_tests()
     # More than one thread: the framework's way of setting threads is checked with 2 elsewhere.

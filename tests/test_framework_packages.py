@@ -43,7 +43,7 @@ print(json.dumps({"found": found, "path": sys.path}))
 
 def engine_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Every command line the engine builds to run a script of adapters/: the worker alone and
-    under torch's launcher, the hardware probe, the card probe."""
+    under torch's launcher, the hardware probe, the card probe, the runtime probe."""
     python = sys.executable
     commands = [
         worker_launch.worker_command(RunSpec(framework="torch").validate(), python, 3),
@@ -63,6 +63,7 @@ def engine_commands(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         cards, "_run_probe", lambda command, *a, **k: (seen.append(command), {"error": "x"})[1]
     )
     cards.probe_runtime(python, ("torch",), refresh=True)
+    runtimes.probe(python, ("torch",), refresh=True)
     return commands + seen
 
 
@@ -84,7 +85,13 @@ def scripts_started(command: list[str]) -> list[tuple[list[str], Path]]:
 def test_the_engine_starts_every_adapters_script_isolated(monkeypatch) -> None:
     started = [s for c in engine_commands(monkeypatch) for s in scripts_started(c)]
     names = {path.relative_to(adapters_dir()).as_posix() for _, path in started}
-    assert names == {"worker.py", "torch/launch.py", "hardware_probe.py", "card_probe.py"}
+    assert names == {
+        "worker.py",
+        "torch/launch.py",
+        "torch/hardware_probe.py",
+        "card_probe.py",
+        "runtime_probe.py",
+    }
     for prefix, path in started:
         assert "-I" in prefix[1:], (prefix, path)
 
@@ -174,8 +181,9 @@ def test_each_script_drops_the_adapters_tree_from_its_path_before_a_framework_im
     root = adapters_dir()
     for script, guarded in (
         ("worker.py", "Path(__file__).resolve().parent"),
-        ("hardware_probe.py", "Path(__file__).resolve().parent"),
+        ("torch/hardware_probe.py", "Path(__file__).resolve().parents[1]"),
         ("card_probe.py", "Path(__file__).resolve().parent"),
+        ("runtime_probe.py", "Path(__file__).resolve().parent"),
         ("torch/launch.py", "Path(__file__).resolve().parents[1]"),
     ):
         source = (root / script).read_text(encoding="utf-8")

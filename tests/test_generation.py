@@ -177,12 +177,12 @@ class FakeGenerator:
 
 
 def _run(backend, monkeypatch, requests: int = 4, warmup: int = 1, new_tokens: int = 5):
+    from adapters import backend as backend_module
     from adapters import data, generate
-    from adapters.backend import Hyper
 
     monkeypatch.setattr(generate.time, "perf_counter_ns", backend.clock)
     dataset = data.load("synthetic-tokens", test_samples=12, tokens=(32, 97))
-    hyper = Hyper("gpt", 2, 1e-3, "adam", 0.0, 0)
+    hyper = backend_module.Hyper("gpt", 2, 1e-3, "adam", 0.0, 0)
     events: list[tuple[str, dict]] = []
     summary = generate.run_generation(
         backend,
@@ -402,3 +402,29 @@ def test_a_generation_run_reads_as_one_sentence_and_its_own_figures(adapters_on_
     other = as_runs([_generated(2, summary, batch_size=1, new_tokens=32)])[0]
     groups = identity.group_by_configuration([run, other])
     assert len(groups) == 2
+
+
+def test_history_summaries_keep_a_generation_runs_step_and_rate(tmp_path, monkeypatch) -> None:
+    """History's list reads summaries (the cache), not records: a generation run's TPOT p50 and
+    decode tokens/s must be in them, or its row shows '—'."""
+    from tests.histories import fill
+
+    monkeypatch.setenv("TUI_BENCH_HOME", str(tmp_path))
+    summary = {"tpot_p50_s": 0.0035, "decode_tokens_per_s": 259.0, "ttft_p50_s": 0.002}
+    history = fill([_generated(1, summary, batch_size=1)])
+    (run,) = history.summaries()
+    assert run.figure("step_median_s") == 0.0035
+    assert run.figure("samples_per_s") == 259.0
+
+
+def test_the_reducer_keeps_a_generation_runs_ttft_and_tpot() -> None:
+    from tui_bench.engine.runs.reducer import BatchView
+
+    view = BatchView()
+    view.apply({"type": "record", "record": {"id": "one"}})
+    view.apply({"type": "requests", "done": 3, "latencies": [0.2, 0.3], "ttft": [0.01, 0.02],
+                "tpot": [0.003, 0.004], "t": 1.0})  # fmt: skip
+    assert view.latencies == [0.2, 0.3] and view.ttfts == [0.01, 0.02]
+    assert view.tpots == [0.003, 0.004]
+    view.apply({"type": "record", "record": {"id": "two"}})
+    assert view.ttfts == [] and view.tpots == []  # a new run starts empty

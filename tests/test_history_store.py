@@ -307,7 +307,7 @@ def test_every_reader_sees_a_dead_supervisor_s_run_as_interrupted(isolated_home,
     assert History().all()[0].reason.startswith("the run's supervisor stopped")
     assert main(["history", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["status"] == "interrupted"
-    assert main(["history", "show", run_id[:12]]) == 0
+    assert main(["history", "show", run_id[:12], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "interrupted"
 
 

@@ -238,8 +238,9 @@ def test_every_field_is_declared_with_help_and_the_rules_it_is_checked_by():
         if d.type in (int, float):
             assert d.low is not None and d.high is not None, d.name
     defaults = RunSpec()
-    # dataset and dropout default per model: declared unset, resolved when the spec is made.
-    resolved = {"dataset": "synthetic-mnist", "dropout": 0.25}
+    # dataset, batch and dropout default per model: declared unset, resolved when the spec is
+    # made.
+    resolved = {"dataset": "synthetic-mnist", "batch_size": 128, "dropout": 0.25}
     assert all(declared[name].default is None for name in resolved)
     assert all(
         getattr(defaults, name) == resolved.get(name, d.default) for name, d in declared.items()

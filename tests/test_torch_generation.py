@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 
 def _backend(api: str, monkeypatch, batch: int = 3):
-    from adapters import backend as contract
+    from adapters import backend as loop
     from adapters import data, models, shared_init
     from adapters.torch.adapter import TorchBackend
 
@@ -18,8 +18,8 @@ def _backend(api: str, monkeypatch, batch: int = 3):
     dims = models.gpt_dims({"model": "gpt", "size": "tiny"})
     dataset = data.load("synthetic-tokens", test_samples=8, tokens=(dims.seq_len, dims.vocab_size))
     backend = TorchBackend(api, "cpu", 1)
-    backend.apply_settings(contract.Settings())
-    backend.build(contract.Hyper("gpt", batch, 1e-3, "adam", 0.0, 0, dims=dims), dataset)
+    backend.apply_settings(loop.Settings())
+    backend.build(loop.Hyper("gpt", batch, 1e-3, "adam", 0.0, 0, dims=dims), dataset)
     return backend, dims, np.ascontiguousarray(dataset.x_test[:batch, :40])
 
 
@@ -30,7 +30,7 @@ def test_cached_tokens_equal_a_recompute_and_the_reference(
     from gpt_reference import agreeing_prefix, greedy_cached
 
     from adapters import shared_init
-    from adapters.generate import TokenClock
+    from adapters.clock import TokenClock
     from adapters.torch.generate import recompute
 
     backend, dims, prompt = _backend(api, monkeypatch)
@@ -54,7 +54,7 @@ def test_cached_tokens_equal_a_recompute_and_the_reference(
 def test_a_cache_that_skips_the_write_is_caught(adapters_on_path, monkeypatch) -> None:
     """The recompute comparison can fail: a decode step that never writes its key and value
     generates other tokens."""
-    from adapters.generate import TokenClock
+    from adapters.clock import TokenClock
     from adapters.torch.generate import recompute
 
     backend, _dims, prompt = _backend("eager", monkeypatch)
@@ -65,10 +65,10 @@ def test_a_cache_that_skips_the_write_is_caught(adapters_on_path, monkeypatch) -
 
 
 def test_bf16_serves_bfloat16_weights_and_cache(adapters_on_path, monkeypatch) -> None:
-    from adapters import backend as contract
+    from adapters import backend as loop
 
     backend, _dims, prompt = _backend("eager", monkeypatch)
-    backend.apply_settings(contract.Settings(precision="bf16"))
+    backend.apply_settings(loop.Settings(precision="bf16"))
     facts = backend.prepare_generation(3, 40, 4)
     assert facts["weights_dtype"] == facts["cache_dtype"] == "bfloat16"
     assert next(backend.model.parameters()).dtype == torch.bfloat16

@@ -190,3 +190,40 @@ def test_cli_trends(capsys):
     assert len(data) == 2 and sum(len(t["change_points"]) for t in data) == 1
     assert main(["history", "trends", "tensorflow"]) == 2
     assert "no configuration matching" in capsys.readouterr().err
+
+
+def _with_spec(run: dict, **changes) -> dict:
+    from tui_bench.engine.spec import RunSpec
+
+    spec = RunSpec.from_dict({**run["spec"], **changes})
+    return {**run, "spec": spec.to_dict(), "label": spec.label()}
+
+
+def test_trend_labels_carry_every_field_that_varies_between_the_configurations_shown(capsys):
+    """Issue 48 item 8: two batch sizes read alike ('torch/eager cnn synthetic-mnist cpu×2')."""
+    runs = [_with_spec(record(i, 40 + i % 2), batch_size=32) for i in range(3)]
+    runs += [_with_spec(record(10 + i, 60), batch_size=64) for i in range(3)]
+    runs += [_with_spec(record(20 + i, 70), batch_size=64, lr=0.01) for i in range(3)]
+    found = trends.trends(as_runs(runs))
+    titles = sorted(t.title for t in found)
+    assert len(set(titles)) == 3, titles  # no two read alike
+    name = "torch/eager cnn synthetic-mnist cpu×2 @box-a"
+    assert titles == [
+        f"{name} · batch 32 · lr 0.001",
+        f"{name} · batch 64 · lr 0.001",
+        f"{name} · batch 64 · lr 0.01",
+    ]
+    # threads, in the name already, is not said twice; a field that does not vary is not said
+    assert not any("thr" in t or "adam" in t for t in titles)
+    fill(runs)
+    assert main(["history", "trends", "--json"]) == 0
+    labels = sorted(t["label"] for t in json.loads(capsys.readouterr().out))
+    assert labels == titles
+    assert main(["history", "trends"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # a title folds at 80 columns
+    assert all(title in out for title in titles)
+
+
+def test_a_lone_configuration_keeps_its_name():
+    (item,) = trends.trends(as_runs([record(i, 40) for i in range(3)]))
+    assert item.title == "torch/eager cnn synthetic-mnist cpu×2 @box-a"

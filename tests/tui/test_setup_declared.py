@@ -8,7 +8,7 @@ from textual.message import Message
 from textual.widgets import Input, Select, Static
 
 from tests.tui.helpers import wait_for
-from tui_bench.engine.spec import RunSpec, SpecError, declared_fields
+from tui_bench.engine.spec import RunSpec, SpecError, declared_fields, model_default_text
 from tui_bench.tui.app import TuiBenchApp
 from tui_bench.tui.messages import StartRequested
 from tui_bench.tui.screens.setup import SetupScreen
@@ -48,8 +48,8 @@ async def test_setup_has_an_input_per_declared_number_with_its_default_and_help(
             expected = "" if declared.default is None else str(declared.default)
             assert widget.value == expected, declared.name
             assert declared.help in str(widget.tooltip), declared.name
-            if declared.optional:
-                assert widget.placeholder == "unset"
+            if declared.optional:  # left empty: the model's default, or unset
+                assert widget.placeholder == (model_default_text(declared.name) or "unset")
         assert setup.query_one("#workers", Input).value == "1"
         scaling = setup.query_one("#scaling", Select)
         (declared_scaling,) = [d for d in declared_fields() if d.name == "scaling"]

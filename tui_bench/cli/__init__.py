@@ -142,8 +142,11 @@ def main(argv: list[str] | None = None) -> int:
             from tui_bench.tui.app import run_app  # lazy: headless commands never load Textual
 
             return run_app()
+        from tui_bench.engine import frameworks
         from tui_bench.engine.results import history
 
+        for problem in frameworks.problems():  # a broken plugin: one line each, the rest load
+            print(f"tui-bench: warning: {problem}", file=sys.stderr)
         history.report_progress_to(lambda line: print(line, file=sys.stderr, flush=True))
         return args.func(args)
     except TuiBenchError as exc:

@@ -117,7 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "hardware",
         help="the hardware card: measured compute, latency, energy, compatibility per device",
         description="Per device: a short matmul/conv probe and a batch-1 latency run in the "
-        "torch runtime, energy and compatibility from the history; the rest stated as not "
+        "runtime of the framework that ships the hardware probe, energy and compatibility from the history; the rest stated as not "
         "measurable on one machine.",
     )
     hardware.add_argument("--markdown", action="store_true", help="one markdown table")

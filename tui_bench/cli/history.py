@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from tui_bench.cli import common
 from tui_bench.cli.common import UsageError
@@ -74,7 +75,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.history_command == "show":
         record = history.get(args.run_id)
         _warn(history)
-        print(json.dumps(dict(record.raw), indent=2, default=str))  # the record as stored
+        if args.json:
+            print(json.dumps(dict(record.raw), indent=2, default=str))  # the record as stored
+        else:
+            sys.stdout.write("\n".join(show_lines(record)) + "\n")
         return 0
     if args.history_command == "export" and args.mlflow:
         from tui_bench.engine.results import mlflow_export
@@ -133,6 +137,144 @@ def cmd_history(args: argparse.Namespace) -> int:
         common.console(stderr=True).print(f"deleted {run_id}")
         return 0
     raise UsageError(f"unknown history command {args.history_command}")
+
+
+# -- history show ------------------------------------------------------------------------------
+_WIDTH = 22  # a row's name column
+
+
+def _row(name: str, value: Any) -> str:
+    """A row: its name, then its value folded to the terminal's width under itself."""
+    import shutil
+    import textwrap
+
+    width = max(60, shutil.get_terminal_size((100, 24)).columns)
+    head = f"  {name:<{_WIDTH}} "
+    return "\n".join(
+        textwrap.wrap(
+            str(value),
+            width,
+            initial_indent=head,
+            subsequent_indent=" " * len(head),
+            break_on_hyphens=False,
+        )
+        or [head.rstrip()]
+    )
+
+
+def show_lines(run: Run) -> list[str]:
+    """One run as a person reads it: who and when, the configuration (the spec fields a run of
+    its mode reads), its figures with their units and its verdicts, the framework settings
+    read back, the host and the versions. Everything else is in ``--json``."""
+    from tui_bench.engine.results import latency, metrics, stability
+    from tui_bench.engine.spec import SIZED_MODEL, declared_fields
+
+    spec = run.spec
+    mode = str(spec.get("mode") or "train")
+    lines = [f"run {run.id}", _row("label", run.text_field("label") or "")]
+    verdict = f" ({run.state})" if run.finished and run.state != run.status else ""
+    lines.append(_row("status", f"{run.status}{verdict}"))
+    if run.reason:
+        lines.append(_row("reason", run.reason))
+    started, finished = run.raw.get("started_at"), run.raw.get("finished_at")
+    if started:
+        lines.append(_row("started", f"{started}" + (f", finished {finished}" if finished else "")))
+    for name in ("group", "batch", "preset"):
+        if value := run.text_field(name):
+            lines.append(_row(name, value))
+
+    lines += ["", "configuration"]
+    gpt_fields = {"size", "layers", "d_model", "heads", "seq_len", "vocab_size"}
+    for declared in declared_fields():
+        value = spec.get(declared.name)
+        if value is None or not declared.used_in(mode):
+            continue
+        if declared.name in gpt_fields and spec.get("model") != SIZED_MODEL:
+            continue
+        lines.append(_row(declared.name.replace("_", " "), value))
+
+    lines += ["", "figures"]
+    tokens = spec.get("model") == SIZED_MODEL  # a gpt's samples are sequences: tokens/s
+    rate = metrics.get(metrics.throughput(mode, tokens))
+    shown = [rate, *(m for m in metrics.placed(metrics.RUN) if m.key != rate.key)]
+    for m in shown:
+        value = run.metric(m.key)
+        if value is None:
+            continue
+        if m.key == "param_count":
+            text = f"{value:,.0f}"
+        elif m.shown_unit and m.shown_unit in m.short:  # 'step ms median': the number alone
+            text = m.quantity(value).removesuffix(m.shown_unit).strip()
+        else:
+            text = m.quantity(value)
+        lines.append(_row(m.short, text + (f" ({m.note})" if m.note else "")))
+    from tui_bench.engine.machine.limits import Limits
+
+    limits = Limits.from_metrics(run.metrics)
+    if limits is None:  # the limits line says why an MFU is missing; without it, here
+        for name in ("mfu_error", "mfu_nominal_error"):
+            if why := run.metric_text(name):
+                lines.append(_row(name.replace("_", " "), why))
+    said = stability.verdict_line(run)
+    verdicts = [
+        ("stability", said.removeprefix(f"{run.id}: ") if said else None),
+        ("latency", latency.line(run)),
+        ("machine use", limits.line() if limits is not None else None),
+    ]
+    for name, text in verdicts:
+        if text:
+            lines.append(_row(name, text))
+
+    settings = run.settings
+    if settings:
+        lines += ["", "settings (read back from the framework)"]
+        lines += [_row(str(k), v) for k, v in settings.items() if v is not None]
+
+    env, worker = run.env, run.worker
+    lines += ["", "host"]
+    host_rows = (
+        ("host", env.get("host")),
+        ("cpu", env.get("cpu_model")),
+        ("cores", _cores(env)),
+        ("memory", f"{env['ram_gib']} GiB" if env.get("ram_gib") is not None else None),
+        ("gpu", env.get("gpu_model")),
+        ("os", env.get("os")),
+        ("load at start", _load_text(run.load)),
+    )
+    lines += [_row(name, value) for name, value in host_rows if value]
+
+    lines += ["", "versions"]
+    version_rows = (
+        ("framework", _joined(worker.get("framework"), worker.get("framework_version"))),
+        ("worker python", worker.get("python")),
+        ("numpy", worker.get("numpy_version")),
+        ("gpu driver", env.get("gpu_driver")),
+        ("cuda driver", env.get("cuda_driver")),
+        ("tui-bench", env.get("tui_bench")),
+        ("app python", env.get("python")),
+    )
+    lines += [_row(name, value) for name, value in version_rows if value]
+    lines += ["", f"everything recorded: tui-bench history show {run.id} --json"]
+    return lines
+
+
+def _joined(*parts: Any) -> str | None:
+    words = [str(p) for p in parts if p]
+    return " ".join(words) or None
+
+
+def _cores(env: Any) -> str | None:
+    logical, physical = env.get("logical_cores"), env.get("physical_cores")
+    if logical is None:
+        return None
+    return f"{logical} logical" + (f", {physical} physical" if physical else "")
+
+
+def _load_text(load: Any) -> str | None:
+    one = load.get("loadavg_1m")
+    if not isinstance(one, int | float):
+        return None
+    return f"{one:g} (1-min load average)" + (", busy" if load.get("busy") else "")
 
 
 # rich measures every cell to size a table: 10,000 rows took 18 s. Long lists print plain columns.
@@ -199,8 +341,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     hist_list = hist_sub.add_parser("list", help="one line per run")
     hist_list.add_argument("--limit", type=_limit, default=0, help="only the newest N")
     hist_list.add_argument("--json", action="store_true")
-    hist_show = hist_sub.add_parser("show", help="everything recorded about a run, as JSON")
+    hist_show = hist_sub.add_parser(
+        "show",
+        help="one run, readable: configuration, figures and verdict, settings, host, versions",
+    )
     hist_show.add_argument("run_id", help="id or unique prefix")
+    hist_show.add_argument(
+        "--json", action="store_true", help="the record as stored (everything, for machines)"
+    )
     hist_export = hist_sub.add_parser(
         "export", help="write all runs to CSV (one row per run) or JSON lines (runs + series)"
     )

@@ -143,6 +143,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="train_wall_s",
         help="figure in the study-shaped table (default train_wall_s, the training time)",
     )
+    reporting.add_latency_bound_argument(c)
     c.add_argument("--csv", metavar="FILE", help="write every table to one CSV file")
     c.add_argument("--markdown", metavar="FILE", help="write every table as markdown")
     c.add_argument("--json", action="store_true", help="print the tables as JSON")

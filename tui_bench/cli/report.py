@@ -32,6 +32,8 @@ def command_words(args: argparse.Namespace) -> list[str]:
             words += [flag, str(value)]
     if args.metric is not None:
         words += ["--metric", args.metric]
+    if args.latency_bound is not None:
+        words += ["--latency-bound", str(args.latency_bound)]
     return [*words, "--html", Path(args.html).name]
 
 
@@ -48,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="per-run figure to compare (default step_median_s, or latency_p50_s when every run "
         f"is an inference run; {', '.join(tables.METRICS)})",
     )
+    reporting.add_latency_bound_argument(p)
     p.add_argument(
         "--study-metric",
         default="train_wall_s",

@@ -35,6 +35,17 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_latency_bound_argument(parser: argparse.ArgumentParser) -> None:
+    """--latency-bound MS: what `compare` and `report` answer of a batch sweep (``tradeoff``)."""
+    parser.add_argument(
+        "--latency-bound",
+        metavar="MS",
+        default=None,
+        help="the most latency a configuration may pay, in ms (inference: p99; training: the "
+        "median step): the verdict names the configuration with the most samples/s within it",
+    )
+
+
 def collect_targets(
     args: argparse.Namespace, history: History
 ) -> tuple[list[Run], list[tuple[str, str]], list[Any]]:
@@ -57,6 +68,8 @@ def compare_targets(args: argparse.Namespace, history: History) -> tuple[list[Ru
         raise UsageError(
             f"metric '{args.metric}' is not known (choose: {', '.join(tables.METRICS)})"
         )
+    given = getattr(args, "latency_bound", None)
+    bound = tables.latency_bound(given) if given is not None else None
     records, skipped, published = collect_targets(args, history)
     comparison = tables.compute(
         records,
@@ -64,6 +77,7 @@ def compare_targets(args: argparse.Namespace, history: History) -> tuple[list[Ru
         study_metric=args.study_metric,
         skipped=skipped,
         published=published,
+        bound=bound,
     )
     return records, comparison
 

@@ -54,8 +54,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def dry_run(args: argparse.Namespace) -> int:
-    """``--dry-run``: build the spec's model in a worker, train nothing, record nothing, and say
-    what it is: parameters, FLOPs of a training step, the worker's peak memory."""
+    """``--dry-run``: say what the spec's model is and whether it fits this machine, from its
+    shape and, where it fits, a build in a worker (``engine/runs/dry_run``); train nothing,
+    record nothing."""
     for flag, given in (
         ("--preset", args.preset),
         ("--resume", args.resume),
@@ -83,7 +84,7 @@ def dry_run(args: argparse.Namespace) -> int:
         raise UsageError(missing)
     if not args.json and not args.quiet:
         common.console(stderr=True).print(
-            f"building {spec.label()} in a worker (nothing is trained or recorded)", markup=False
+            f"dry run of {spec.label()} (nothing is trained or recorded)", markup=False
         )
     try:
         done = dry_run_module.dry_run(spec)
@@ -94,56 +95,8 @@ def dry_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(done.as_dict(), indent=2))
         return 0
-    figures = done.as_dict()
-    flops = figures["flops_per_step"]
-    rss, state = figures["peak_rss_mib"], figures["state_mib"]
-    lines = [
-        f"dry run: {figures['label']}",
-        f"  parameters              {_count(figures['param_count'])}",
-        "  FLOPs per train step    "
-        + (
-            f"{flops / 1e9:.4g} GFLOP (global batch {figures['global_batch']}, forward + "
-            "backward, engine/flops.py)"
-            if flops is not None
-            else f"no FLOP count for model '{spec.model}' (engine/flops.py)"
-        ),
-        "  worker peak RSS         "
-        + (
-            f"{rss:.0f} MiB (the built model, its data and the framework; training adds "
-            "activations and optimizer state)"
-            if rss is not None
-            else "not reported by this system"
-        ),
-        *(
-            [
-                f"  FLOPs per token (train) {per_token['exact']:,} exact, "
-                f"{per_token['6N+12LHQT']:,} by 6N + 12·L·H·Q·T"
-            ]
-            if (per_token := figures.get("flops_per_token"))
-            else []
-        ),
-        *(
-            [f"  training memory (est.)  {figures['memory_estimate']}"]
-            if figures.get("memory_estimate")
-            else []
-        ),
-        "  parameter state (est.)  "
-        + (
-            f"{state:.1f} MiB ({figures['state_counts']}; a lower bound of what training "
-            "keeps: activations not counted)"
-            if state is not None
-            else "unknown (no parameter count)"
-        ),
-        f"  seconds                 import {figures['import_s']:.2f}, data "
-        f"{figures['data_s']:.2f}, build {figures['build_s']:.2f}; {figures['wall_s']:.2f} "
-        "in all",
-    ]
-    print("\n".join(lines))
+    print("\n".join(done.lines()))
     return 0
-
-
-def _count(value: int | None) -> str:
-    return f"{value:,}" if value is not None else "not reported"
 
 
 def _measure_peak(device: str, threads: int, precision: str, err: Any, quiet: bool) -> None:
@@ -153,7 +106,11 @@ def _measure_peak(device: str, threads: int, precision: str, err: Any, quiet: bo
     from tui_bench.engine.machine import peaks
 
     say = (lambda line: None) if quiet else (lambda line: err.print(line, markup=False))
-    _peak, why = peaks.measured(device, threads, precision, progress=say)
+    try:
+        _peak, why = peaks.measured(device, threads, precision, progress=say)
+    except KeyboardInterrupt:  # the probe's process is killed with it; nothing has started
+        err.print("cancelled while measuring the peak: no run started", markup=False)
+        raise SystemExit(130) from None
     if why:
         say(f"no measured peak ({why}): MFU is given against the nominal peak only")
 

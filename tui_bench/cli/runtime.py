@@ -224,8 +224,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         action="append",
         type=_managed_name,
-        help="with all: leave this runtime out (repeatable), e.g. torch while pip installs "
-        "torch into the app beside it",
+        help="with all: leave this runtime out (repeatable), e.g. one whose framework pip "
+        "is installing into the app beside it",
     )
     setup.add_argument("--gpu", action="store_true", help="install the CUDA variant")
     setup.add_argument(

@@ -60,6 +60,7 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
     columns: no date column (a run id starts with the date and time it was started), the
     framework's version only."""
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from tui_bench.engine.results import trends as trends_module
@@ -70,7 +71,7 @@ def render(item: trends_module.Trend, limit: int = 12) -> Table:
     framework = str(item.configuration.get("framework") or "")
     changed_at = {c.index for c in item.change_points}
     table = Table(
-        title=f"{item.configuration.name}  [dim]{item.configuration.id} · {len(item.points)} run(s)"
+        title=f"{escape(item.title)}  [dim]{item.configuration.id} · {len(item.points)} run(s)"
         + (f", {item.failed} failed" if item.failed else "")
         + "[/dim]",
         title_justify="left",

@@ -107,8 +107,8 @@ def parameters(
 ) -> int:
     """Trainable parameters of ``model`` as declared, on inputs of ``input_shape`` (HWC images,
     (length,) sequences) with ``classes`` classes and a ``vocab``-token vocabulary (sequence
-    models). Every kernel has its bias; the LSTM one bias per gate (Keras' layout, which the
-    torch adapter matches); sequence models end in one logit. The gpt: ``GptDims.parameters``."""
+    models). Every kernel has its bias; the LSTM one bias per gate (where a framework keeps a
+    second, the adapter freezes it at zero); sequence models end in one logit. The gpt: ``GptDims.parameters``."""
     if model == "gpt":
         return (dims or gpt_dims()).parameters
     declared = manifest()[model]

@@ -40,6 +40,27 @@ GPT_FIELDS = ("size", *model_manifest.GPT_DIMENSIONS)
 # the spec is made, so the recorded spec holds the number that ran.
 DEFAULT_DROPOUT = 0.25
 MODEL_DROPOUT = {SIZED_MODEL: 0.0}
+# The batch when the spec names none: 128 samples for the fixed-shape models (the 2018 studies'
+# batch); a few sequences for the gpt, as language-model training runs a handful of S-token
+# sequences per step (nanoGPT's gpt2 config: 12), not 128 of them (gpt2-small's logits alone
+# would be 26 GB at 128). Resolved when the spec is made, so the recorded spec holds it.
+DEFAULT_BATCH = 128
+MODEL_BATCH = {SIZED_MODEL: 8}
+
+
+def model_default_text(name: str) -> str | None:
+    """The default of a field that depends on the model, in words for a form ('128, gpt 8'),
+    or None for a field with one default."""
+    per_model: dict[str, tuple[float, dict[str, float]]] = {
+        "batch_size": (DEFAULT_BATCH, dict(MODEL_BATCH)),
+        "dropout": (DEFAULT_DROPOUT, dict(MODEL_DROPOUT)),
+    }
+    if name not in per_model:
+        return None
+    default, by_model = per_model[name]
+    return ", ".join([f"{default:g}", *(f"{model} {value:g}" for model, value in by_model.items())])
+
+
 # The dataset when the spec names none: the model's own (catalog.Model.default_dataset), else this.
 DEFAULT_DATASET = "synthetic-mnist"
 # The fields only training reads: an inference run serves the initial weights (docs/inference.md),
@@ -76,6 +97,7 @@ def spec_field(
     expected: str | None = None,
     modes: tuple[str, ...] | None = None,
     sweeps: bool = False,
+    unset: bool = False,
 ) -> Any:
     """A RunSpec field and its rules, declared once: validation, the CLI flags and forms read them.
 
@@ -84,7 +106,9 @@ def spec_field(
     regular expression a text field must match, ``expected`` says in words what it accepts.
     ``modes``: the spec modes whose runs use the field (None: every mode); in a run of another
     mode it decides no number (``results/identity``). ``sweeps``: a flag may give a comma list
-    of values, one run each (``--batch-size 1,8,64``, ``sweep_values``)."""
+    of values, one run each (``--batch-size 1,8,64``, ``sweep_values``). ``unset``: a field typed
+    without None that a form may leave empty, its default resolved per model when the spec is
+    made (``batch_size``): readers always see a value."""
     metadata = {
         "help": help,
         "low": low,
@@ -96,6 +120,7 @@ def spec_field(
         "expected": expected,
         "modes": modes,
         "sweeps": sweeps,
+        "unset": unset,
     }
     if default_factory is not MISSING:
         return field(default_factory=default_factory, metadata=metadata)
@@ -137,12 +162,14 @@ class RunSpec:
         high=MAX_THREADS,
     )
     batch_size: int = spec_field(
-        128,
-        help="samples per step (inference: per request; generate: sequences per request); a "
-        "comma list sweeps it, one run each",
+        None,
+        help=f"samples per step (inference: per request; generate: sequences per request; "
+        f"default {DEFAULT_BATCH}; gpt: {MODEL_BATCH[SIZED_MODEL]} sequences); a comma list "
+        "sweeps it, one run each",
         low=1,
         high=65536,
         sweeps=True,
+        unset=True,  # the model's default: resolved in __post_init__
     )
     epochs: int = spec_field(
         2, help="passes over the training split", low=1, high=10_000, modes=TRAINING
@@ -274,6 +301,8 @@ class RunSpec:
             model = catalog.MODELS.get(self.model)
             dataset = model.default_dataset if model is not None else None
             object.__setattr__(self, "dataset", dataset or DEFAULT_DATASET)
+        if self.batch_size is None:
+            object.__setattr__(self, "batch_size", MODEL_BATCH.get(self.model, DEFAULT_BATCH))
         if self.dropout is None:
             object.__setattr__(self, "dropout", MODEL_DROPOUT.get(self.model, DEFAULT_DROPOUT))
         if self.model == SIZED_MODEL and self.size is None:
@@ -578,7 +607,7 @@ def _declared(spec_field_: Any, default: Any) -> DeclaredField:
     return DeclaredField(
         name=spec_field_.name,
         type=_BASE_TYPES[base],
-        optional="None" in annotation,
+        optional="None" in annotation or bool(meta.get("unset")),
         default=default,
         help=meta["help"],
         low=meta["low"],

@@ -1,11 +1,15 @@
 """The machine's peak FLOP/s, the number a run's FLOPs are held against (MFU): one home.
 
 Two peaks, always named:
-- **measured**: the hardware probe's square matmul (``adapters/hardware_probe.py``, in the torch
-  runtime: the fastest dense kernel this machine runs) at the run's threads and precision. Cached
-  per host, runtime, device, threads and precision with its date (``peaks.json`` in the cache
-  directory); ``tui-bench hardware`` measures again; a missing entry is measured once, in a few
-  seconds, before the first run that needs it.
+- **measured**: the best square matmul this machine runs (the script the prober's manifest names as its ``hardware_probe``) at the
+  run's threads and precision, over every installed framework whose manifest declares a ``peak_probe`` (today torch
+  eager, TensorFlow graph and XLA, JAX jit; each in its own runtime, at ``PEAK_SIZES``), the winner
+  named (framework, size, dtype, threads). Cached per host, runtimes, device, threads and
+  precision with its date (``peaks.json`` in the cache directory); ``tui-bench hardware``
+  measures again; a missing entry is measured once, in seconds, before the first run that
+  needs it. A run that goes faster than it (a measured MFU above 1) raises it: the run's own
+  achieved FLOP/s becomes the measured peak, named as such, for it and for later runs
+  (``raise_peak``), so no run reports a measured MFU above 1.
 - **nominal**: for a GPU, the vendor's dense figure (never the "with sparsity" headline, which is
   twice the dense one); for a CPU, cores × clock × FLOPs per cycle from the ISA flags (AVX-512 /
   AVX2 FMA, AMX), an *estimate* where the clock or the FMA unit count is not known (a VM reports
@@ -28,18 +32,25 @@ from typing import Any
 
 import psutil
 
+from tui_bench.engine import catalog
 from tui_bench.engine.machine import runtimes
 from tui_bench.engine.machine.limits import MFU_ABOVE_ONE
 from tui_bench.engine.machine.sampler import cpu_snapshot
-from tui_bench.engine.paths import adapters_dir, cache_home
+from tui_bench.engine.paths import cache_home
 
 PROBE_TIMEOUT_S = 120.0
 PROBE_SIZE = 1024
+# The matmul sizes the peak is the best of: the 1024² that fits every cache level's blocking,
+# and a 2048² whose larger tiles some libraries (Eigen, XLA) run faster.
+PEAK_SIZES = (PROBE_SIZE, 2 * PROBE_SIZE)
+# The frameworks whose matmul the measured peak is the best of: (probe name, catalog framework,
+# API whose runtime runs it). A framework without a runtime here is skipped, and said so.
 PROBE_REPEATS = 7
 # The peak a run is held against is judged like a run (results/stability.py): enough calls for
 # its spread and steady state to be judged, within a few seconds however slow the kernel is.
 PEAK_CALLS = 30
-PEAK_BUDGET_S = 3.0
+# Per matmul row: eight rows (three frameworks, two sizes) are measured before a first run.
+PEAK_BUDGET_S = 1.0
 
 # A run's precision setting → the probe's matmul row (and the vendor table's column).
 PROBE_ROW = {"fp32": "float32", "tf32": "tf32", "bf16": "bfloat16", "amp-fp16": "float16"}
@@ -244,20 +255,49 @@ def _save(cache: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def prober() -> catalog.Framework | None:
+    """The framework whose package holds the hardware probe (its manifest's ``hardware_probe``):
+    the script that measures the card's compute rows and every ``peak_probe`` kernel."""
+    return next((fw for fw in catalog.FRAMEWORKS.values() if fw.hardware_probe), None)
+
+
+def peak_frameworks() -> list[tuple[str, str, str]]:
+    """(kernel, framework, api) of every framework whose manifest declares a ``peak_probe``: the
+    measured peak is the best of their matmuls, the prober's own first."""
+    first = prober()
+    found = [
+        (fw.peak_probe[1], fw.name, fw.peak_probe[0])
+        for fw in catalog.FRAMEWORKS.values()
+        if fw.peak_probe is not None
+    ]
+    return sorted(found, key=lambda row: first is None or row[1] != first.name)
+
+
+def _probe_pythons() -> dict[str, str]:
+    """The interpreter of each peak framework's runtime installed here, by kernel name."""
+    found: dict[str, str] = {}
+    for name, framework, api in peak_frameworks():
+        try:
+            found[name] = runtimes.resolve(framework, api).python
+        except runtimes.RuntimeUnavailable:
+            continue
+    return found
+
+
 def _runtime_key() -> str | None:
-    try:
-        python = runtimes.resolve("torch", "eager").python
-    except runtimes.RuntimeUnavailable:
-        return None
-    try:
-        return runtimes._probe_key(python)
-    except OSError:
-        return python
+    """Every probed runtime's key (an install in any of them measures the peak again)."""
+    keys = []
+    for name, python in sorted(_probe_pythons().items()):
+        try:
+            keys.append(f"{name}={runtimes._probe_key(python)}")
+        except OSError:
+            keys.append(f"{name}={python}")
+    return "+".join(keys) or None
 
 
 def cache_key(device: str, threads: int, row: str, runtime: str | None = None) -> str:
     threads_part = f"threads={threads}" if device == "cpu" else "threads=-"
-    runtime = runtime if runtime is not None else (_runtime_key() or "no torch runtime")
+    runtime = runtime if runtime is not None else (_runtime_key() or "no probe runtime")
     return f"{socket.gethostname()}|{runtime}|{device}|{threads_part}|{row}"
 
 
@@ -312,33 +352,106 @@ def cached(device: str, threads: int, precision: str) -> Peak | None:
     return _peak_from_entry(_load().get(cache_key(device, threads, row)))
 
 
+def best_rows(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The fastest matmul row per precision over every framework and size a probe ran (by its
+    fastest call, ``best_tflops``), each row naming its framework."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in result.get("compute") or []:
+        if row.get("kernel") != "matmul" or not row.get("tflops"):
+            continue
+        row = {"framework": result.get("framework", "?"), **row}
+        speed = row.get("best_tflops") or row["tflops"]
+        held = best.get(row["precision"])
+        if held is None or speed > (held.get("best_tflops") or held["tflops"]):
+            best[row["precision"]] = row
+    return best
+
+
+def _rows_text(result: dict[str, Any], precision: str) -> str:
+    """Every candidate of one precision, best first: 'tensorflow 2.21.0 xla 2048² 0.11'."""
+    rows = [
+        row
+        for row in result.get("compute") or []
+        if row.get("kernel") == "matmul" and row.get("precision") == precision and row.get("tflops")
+    ]
+    rows.sort(key=lambda r: -(r.get("best_tflops") or r["tflops"]))
+    return "; ".join(
+        f"{row.get('framework', result.get('framework', '?'))}"
+        f"{' ' + row['variant'] if row.get('variant') else ''} "
+        f"{row.get('size', '?')}² {(row.get('best_tflops') or row['tflops']):.4g}"
+        for row in rows
+    )
+
+
 def store_probe(
     result: dict[str, Any], device: str, threads: int, load: ProbeLoad | None = None
 ) -> None:
-    """Keep every matmul row of a probe result (``tui-bench hardware`` and ``measure``) with
-    its calls' times and the ``load`` it was measured under (a row without them is not kept:
-    it could not be judged)."""
+    """Keep the best matmul row of each precision of a probe result (``tui-bench hardware`` and
+    ``measure``: every framework's rows together) with its calls' times and the ``load`` it was
+    measured under (a row without them is not kept: it could not be judged). The winner is
+    named, and the candidates it beat are kept beside it (``candidates``)."""
     if "error" in result or load is None:
         return
     when = datetime.now(UTC).isoformat(timespec="seconds")
     runtime = _runtime_key()
     cache = _load()
-    for row in result.get("compute") or []:
-        if row.get("kernel") != "matmul" or not row.get("tflops"):
-            continue
-        threads_text = f", {result.get('threads')} threads" if device == "cpu" else ""
+    for precision, row in best_rows(result).items():
+        threads_text = f", {result.get('threads') or threads} threads" if device == "cpu" else ""
         best = row.get("best_tflops") or row["tflops"]
         times = row.get("times_s") or []
-        cache[cache_key(device, threads, row["precision"], runtime)] = {
+        variant = f" {row['variant']}" if row.get("variant") else ""
+        cache[cache_key(device, threads, precision, runtime)] = {
             "tflops": best,
-            "what": f"{result.get('framework', 'torch')} matmul {row.get('shape', '')} "
-            f"{row['precision']}{threads_text}, fastest of {len(times)} calls",
+            "what": f"{row['framework']}{variant} matmul {row.get('shape', '')} "
+            f"{precision}{threads_text}, fastest of {len(times)} calls",
             "measured_at": when,
             "times_s": times,
             "load": asdict(load),
+            "winner": {
+                "framework": row["framework"],
+                "variant": row.get("variant"),
+                "size": row.get("size"),
+                "dtype": precision,
+                "threads": result.get("threads") or threads,
+            },
+            "candidates": _rows_text(result, precision),
             **({"emulated": row["emulated"]} if row.get("emulated") else {}),
         }
     _save(cache)
+
+
+def raise_peak(
+    device: str,
+    threads: int,
+    precision: str,
+    tflops: float,
+    what: str,
+    times: list[float],
+    load: ProbeLoad,
+    below: Peak,
+) -> Peak:
+    """A run went faster than the measured peak (``below``): its own achieved FLOP/s becomes
+    the measured peak, named as such, with the run's steady step times and load to be judged
+    by, cached for the runs after it. Returns it."""
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    text = f"{what}, above the probes' {below.tflops:.4g} TFLOP/s ({below.what})"
+    cache = _load()
+    key = cache_key(device, threads, PROBE_ROW.get(precision, precision))
+    cache[key] = {
+        "tflops": tflops,
+        "what": text,
+        "measured_at": when,
+        "times_s": [float(f"{t:.4g}") for t in times],
+        "load": asdict(load),
+        "raised_by_run": True,
+    }
+    try:
+        _save(cache)
+    except OSError:
+        pass  # an unwritable cache: this run still says what its peak was
+    return Peak(
+        tflops, "measured", f"{text}, {when[:10]}", measured_at=when, times=tuple(times), load=load
+    )
 
 
 class _Window:
@@ -371,6 +484,63 @@ def _children_s() -> float:
     return times.children_user + times.children_system
 
 
+def _probe_command(
+    python: str,
+    name: str,
+    device: str,
+    threads: int,
+    sizes: tuple[int, ...],
+    repeats: int,
+    matmul_only: bool,
+    precisions: tuple[str, ...],
+    budget_s: float | None,
+) -> list[str]:
+    """The probe script (the prober's ``hardware_probe``) timing kernel ``name``'s matmul; the
+    card's conv and latency rows only for the prober's own kernel."""
+    fw = prober()
+    assert fw is not None and fw.hardware_probe is not None
+    command = [python, "-I", str(fw.hardware_probe), "--device", device]
+    command += ["--threads", str(threads), "--size", str(sizes[0]), "--repeats", str(repeats)]
+    command += ["--framework", name, "--sizes", ",".join(map(str, sizes))]
+    if matmul_only or name != _card_kernel():
+        command.append("--matmul-only")
+    if precisions:
+        command += ["--precisions", ",".join(precisions)]
+    if budget_s is not None:
+        command += ["--budget-s", str(budget_s)]
+    pins = any(
+        kernel == name and catalog.FRAMEWORKS[framework].pins_affinity(api)
+        for kernel, framework, api in peak_frameworks()
+    )
+    if pins and device == "cpu":  # a framework that honours no thread variable: CPUs pinned
+        cpus = sorted(os.sched_getaffinity(0))[:threads]
+        command += ["--affinity", ",".join(map(str, cpus))]
+    return command
+
+
+def _card_kernel() -> str | None:
+    """The kernel whose probe also measures the card's conv and latency rows: the prober's."""
+    fw = prober()
+    return fw.peak_probe[1] if fw is not None and fw.peak_probe is not None else None
+
+
+def _probe_env(threads: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    for _kernel, framework, _api in peak_frameworks():
+        for name in catalog.FRAMEWORKS[framework].thread_env:
+            env[name] = str(threads)
+    return env
+
+
+def _run_one(
+    name: str, command: list[str], env: dict[str, str]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """One framework's probe in its runtime: (payload, None) or (None, why). Tests replace it."""
+    return runtimes.run_tagged(command, env, "TUI_BENCH_HARDWARE ", PROBE_TIMEOUT_S)
+
+
 def run_probe(
     device: str,
     threads: int,
@@ -379,31 +549,50 @@ def run_probe(
     matmul_only: bool = False,
     precisions: tuple[str, ...] = (),
     budget_s: float | None = None,
+    sizes: tuple[int, ...] | None = None,
 ) -> dict[str, Any]:
-    """The hardware probe in the torch runtime (a subprocess); ``{"error": ...}`` when it cannot
-    run. Its matmul rows are cached as this machine's measured peaks, with the load they were
-    measured under (``payload["load"]``)."""
-    try:
-        python = runtimes.resolve("torch", "eager").python
-    except runtimes.RuntimeUnavailable as exc:
-        return {"error": f"the probe runs on torch: {exc}"}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        env[name] = str(threads)
-    command = [python, "-I", str(adapters_dir() / "hardware_probe.py"), "--device", device]
-    command += ["--threads", str(threads), "--size", str(size), "--repeats", str(repeats)]
-    if matmul_only:
-        command.append("--matmul-only")
-    if precisions:
-        command += ["--precisions", ",".join(precisions)]
-    if budget_s is not None:
-        command += ["--budget-s", str(budget_s)]
+    """The hardware probe: the prober's kernel (the card's conv and latency too, unless
+    ``matmul_only``), then the matmul of every other framework of ``peak_frameworks()``, each in its own
+    runtime (a subprocess), at ``sizes`` (default ``size`` and twice it); ``{"error": ...}``
+    when none can run. The payload is the prober's, with every framework's matmul rows in
+    ``compute`` (each naming its framework) and ``probes`` saying how each went. The best
+    matmul row of each precision is cached as this machine's measured peak, with the load the
+    probes ran under (``payload["load"]``)."""
+    sizes = sizes or (size, 2 * size)
+    pythons = _probe_pythons()
+    env = _probe_env(threads)
     window = _Window()
-    payload, problem = runtimes.run_tagged(command, env, "TUI_BENCH_HARDWARE ", PROBE_TIMEOUT_S)
-    if payload is None:
-        return {"error": f"hardware probe failed: {problem}"}
+    payload: dict[str, Any] | None = None
+    rows: list[dict[str, Any]] = []
+    said: dict[str, str] = {}
+    card = _card_kernel()
+    for name, _framework, _api in peak_frameworks():
+        python = pythons.get(name)
+        if python is None:
+            said[name] = "no runtime installed"
+            continue
+        command = _probe_command(
+            python, name, device, threads, sizes, repeats, matmul_only, precisions, budget_s
+        )
+        found, problem = _run_one(name, command, env)
+        if found is None:
+            said[name] = f"failed: {problem}"
+            continue
+        said[name] = "ok"
+        for row in found.get("compute") or []:
+            if row.get("kernel") == "matmul":
+                row.setdefault("framework", found.get("framework", name))
+                row.setdefault("size", size)
+            rows.append(row)
+        if payload is None or name == card:
+            payload = {k: v for k, v in found.items() if k != "compute"}
+    if payload is None or (not matmul_only and said.get(card or "") != "ok"):
+        # the card's conv and latency rows are the prober's: without it there is no card
+        why = "; ".join(f"{name}: {text}" for name, text in said.items())
+        return {"error": f"hardware probe failed ({why})"}
     load = window.end()
+    payload["compute"] = rows
+    payload["probes"] = said
     payload["load"] = asdict(load)
     try:
         store_probe(payload, device, threads, load)
@@ -467,9 +656,28 @@ def utilization(flops_per_step: float, step_s: float, peak: Peak | None) -> Util
     if peak is None:
         return Utilization(achieved, None, None, "no peak known")
     mfu = achieved / peak.tflops
+    if 1.0 < mfu <= 1.0 + 1e-9:  # a peak raised to this very figure (raise_peak): rounding
+        mfu = 1.0
     if mfu > 1.0:
         return Utilization(achieved, peak, None, MFU_ABOVE_ONE)
     return Utilization(achieved, peak, mfu)
+
+
+def _run_load(resources: dict[str, Any], times: list[float]) -> ProbeLoad:
+    """A run's steady-state load (its sampler's cores taken by other work and the hypervisor)
+    as a peak's, for a peak the run raised."""
+
+    def number(key: str) -> float:
+        value = resources.get(key)
+        return float(value) if isinstance(value, int | float) and math.isfinite(value) else 0.0
+
+    return ProbeLoad(
+        other_cores=round(max(0.0, number("steady_other_cores")), 3),
+        steal_cores=round(max(0.0, number("steady_steal_cores")), 3),
+        logical_cores=int(number("logical_cores")) or os.cpu_count() or 1,
+        loadavg_1m=round(os.getloadavg()[0], 2),
+        seconds=round(sum(times), 2),
+    )
 
 
 def as_dict(peak: Peak | None) -> dict[str, Any] | None:
@@ -490,6 +698,8 @@ def run_figures(
     mode: str = "train",
     measured_verdict: str | None = None,
     measured_problem: str | None = None,
+    step_times: Any = (),
+    resources: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A finished run's place against the machine's limits, for its record: FLOPs per step,
     achieved TFLOP/s (steady-state median step), MFU of the measured and of the nominal peak,
@@ -504,7 +714,12 @@ def run_figures(
     ``measured_verdict``: the measured peak's own stability verdict, recorded beside it;
     ``measured_problem``: why this run cannot be held against it (``stability.peak_problem``: the
     peak unreliable, measured under another load, or emulated), which leaves its MFU out with
-    that sentence as ``mfu_error``: a wrong peak must not give a number that looks right."""
+    that sentence as ``mfu_error``: a wrong peak must not give a number that looks right.
+
+    A run faster than the measured peak raises it (``raise_peak``): its achieved FLOP/s, named
+    as this run's own, becomes the measured peak (MFU 1), judged by the run's steady
+    ``step_times`` and the load of its ``resources``; ``peak_raised_by_run`` says so and
+    ``peak_probe_tflops`` keeps the probes' figure it replaced."""
     from tui_bench.engine import flops
 
     if mode == "generate":  # its figures: machine/bandwidth.generation_figures
@@ -529,7 +744,29 @@ def run_figures(
 
     measured_peak = scaled(cached(device, threads, precision))
     nominal_peak = scaled(nominal(device, device_name, threads, precision))
-    out["achieved_tflops"] = per_step / step_s / 1e12
+    out["achieved_tflops"] = achieved = per_step / step_s / 1e12
+    if measured_peak is not None and achieved > measured_peak.tflops:
+        probe_peak = cached(device, threads, precision)
+        assert probe_peak is not None
+        times = [float(t) for t in step_times or () if isinstance(t, int | float) and t > 0]
+        what = (
+            f"this run's own achieved FLOP/s ({model} {mode}, median of its steady "
+            f"{'requests' if mode == 'inference' else 'steps'})"
+        )
+        raised = raise_peak(
+            device,
+            threads,
+            precision,
+            achieved / scale,
+            what,
+            times or [step_s],
+            _run_load(resources or {}, times or [step_s]),
+            probe_peak,
+        )
+        out["peak_raised_by_run"] = True
+        out["peak_probe_tflops"] = measured_peak.tflops
+        measured_peak = scaled(raised)
+        measured_verdict = measured_problem = None  # judged against the old peak: not this one
     for suffix, peak, missing in (
         (
             "",

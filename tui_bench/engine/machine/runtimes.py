@@ -6,6 +6,9 @@ own environment. Resolution order for a runtime name:
 1. ``[runtimes.NAME] python = "..."`` in the config file (e.g. a conda env on a GPU box);
 2. a managed environment under ``<data home>/runtimes/NAME`` (``TUI_BENCH_RUNTIMES_DIR`` moves it) (``tui-bench runtime setup NAME``);
 3. the app's own interpreter, if the framework is installed there (checked without importing it).
+A framework whose manifest names the runtime ``app`` always runs in the app's own interpreter.
+The managed runtimes (what ``tui-bench runtime setup NAME`` installs) are declared by the
+frameworks' manifests (engine/frameworks.py).
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui_bench.engine import catalog
+from tui_bench.engine import catalog, frameworks
 from tui_bench.engine.config import ConfigError, load_config
 from tui_bench.engine.errors import EXIT_BAD_INPUT, RuntimeSetupError, RuntimeUnavailable
-from tui_bench.engine.paths import cache_home, config_file, runtimes_home
+from tui_bench.engine.paths import adapters_dir, cache_home, config_file, runtimes_home
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,8 @@ def resolve(framework_name: str, api: str) -> Runtime:
     if fw.unavailable:
         raise RuntimeUnavailable(f"{fw.label} cannot run here: {fw.unavailable}")
     name = catalog.runtime_for(framework_name, api)
+    if name == frameworks.APP_RUNTIME:  # a framework that runs in tui-bench's own interpreter
+        return Runtime(name, sys.executable, "app")
     configured = load_config().get("runtimes", {}).get(name, {}).get("python")
     if configured:
         if not Path(configured).exists():
@@ -72,90 +77,10 @@ def resolve(framework_name: str, api: str) -> Runtime:
 
 
 # -- managed runtimes -----------------------------------------------------------------------------
-# Known-good pins, measured on this project's machines (shared/FIELD-NOTES.md). torch is always
-# pinned: an unpinned requirement pulls gigabytes of CUDA packages.
-
-
-@dataclass(frozen=True)
-class ManagedSpec:
-    name: str
-    packages: tuple[str, ...]
-    # What the probe imports to check the runtime works; versions are read from these modules.
-    modules: tuple[str, ...]
-    description: str
-    max_python: tuple[int, int] | None = None  # newest Python the pinned wheels exist for
-    gpu_packages: tuple[str, ...] | None = None  # the CUDA variant, where the project ships one
-    gpu_note: str = ""
-
-
-MANAGED: dict[str, ManagedSpec] = {
-    spec.name: spec
-    for spec in (
-        ManagedSpec(
-            "torch",
-            ("torch==2.13.0", "numpy"),
-            ("torch",),
-            "PyTorch 2.13 (CPU build)",
-            gpu_note="install the CUDA build of torch 2.13.0 yourself and point "
-            "[runtimes.torch] python at it",
-        ),
-        ManagedSpec(
-            "tensorflow",
-            ("tensorflow-cpu==2.21.0", "keras==3.15.1", "numpy>=1.26"),
-            ("tensorflow", "keras"),
-            "TensorFlow 2.21 + Keras 3 (CPU)",
-            gpu_packages=("tensorflow[and-cuda]==2.21.0", "keras==3.15.1", "numpy>=1.26"),
-        ),
-        ManagedSpec(
-            "tf-legacy",
-            ("tensorflow-cpu==2.15.*", "tensorflow-estimator==2.15.*"),
-            ("tensorflow", "tensorflow_estimator"),
-            "TensorFlow 2.15 + tf.estimator (removed from TF 2.16)",
-            max_python=(3, 11),
-            gpu_packages=("tensorflow[and-cuda]==2.15.*", "tensorflow-estimator==2.15.*"),
-        ),
-        ManagedSpec(
-            "mxnet",
-            ("mxnet==1.9.1", "numpy<1.24"),
-            ("mxnet",),
-            "MXNet 1.9.1 (last release) with numpy<1.24",
-            gpu_packages=("mxnet-cu112==1.9.1", "numpy<1.24"),
-        ),
-        ManagedSpec(
-            "keras-torch",
-            ("keras==3.15.1", "torch==2.13.0", "numpy"),
-            ("keras", "torch"),
-            "Keras 3 on PyTorch 2.13 (CPU build)",
-            gpu_note="install keras and the CUDA build of torch 2.13.0 yourself and point "
-            "[runtimes.keras-torch] python at it",
-        ),
-        ManagedSpec(
-            "keras-jax",
-            ("keras==3.15.1", "jax==0.10.2", "jaxlib==0.10.2"),
-            ("keras", "jax"),
-            "Keras 3 on JAX 0.10 (CPU)",
-            gpu_packages=("keras==3.15.1", "jax[cuda12]==0.10.2"),
-        ),
-        ManagedSpec(
-            "theano",
-            # Theano compiles C at run time and links a BLAS: scipy-openblas32 ships OpenBLAS as
-            # a linkable library (its symbols prefixed scipy_; the adapter maps Theano's names).
-            # numpy<1.24 keeps the aliases Theano and Keras 2 use; no numpy<1.24 wheels exist
-            # for Python 3.12.
-            (
-                "theano==1.0.5",
-                "keras==2.3.1",
-                "numpy<1.24",
-                "scipy-openblas32==0.3.34.481.3",
-            ),
-            ("theano", "keras"),
-            "Theano 1.0.5 + Keras 2.3.1 (CPU, OpenBLAS from scipy-openblas32)",
-            max_python=(3, 11),
-            gpu_note="Theano's GPU backend needs libgpuarray/pygpu built against an old CUDA; "
-            "install it yourself and point [runtimes.theano] python at it",
-        ),
-    )
-}
+# Declared by the frameworks' manifests (``[runtimes.NAME]``, engine/frameworks.py), with their
+# known-good pins, measured on this project's machines (shared/FIELD-NOTES.md).
+ManagedSpec = frameworks.ManagedRuntime
+MANAGED: dict[str, ManagedSpec] = dict(frameworks.registry().runtimes)
 
 
 def setup_plan(name: str, gpu: bool = False, python: str | None = None) -> list[list[str]]:
@@ -288,64 +213,8 @@ def setup(
 
 
 # -- probing ------------------------------------------------------------------------------------
-# Runs inside the runtime's interpreter (``-I``: none of the app's packages). Imports each module,
-# reports its version and whether it can use a GPU; never raises.
-_PROBE_SCRIPT = r"""
-import json, platform, sys
-out = {"python": platform.python_version(), "executable": sys.executable, "modules": {}}
-try:
-    import numpy
-    out["numpy"] = numpy.__version__
-except Exception as exc:
-    out["numpy"] = None
-    out["numpy_error"] = f"{type(exc).__name__}: {exc}"
-def gpu_info(name, module):
-    if name == "torch":
-        return {"build": module.version.cuda and f"CUDA {module.version.cuda}",
-                "gpus": module.cuda.device_count() if module.cuda.is_available() else 0}
-    if name == "tensorflow":
-        return {"build": "CUDA" if module.test.is_built_with_cuda() else None,
-                "gpus": len(module.config.list_physical_devices("GPU"))}
-    if name == "mxnet":
-        cuda = module.runtime.Features().is_enabled("CUDA")
-        return {"build": "CUDA" if cuda else None, "gpus": module.context.num_gpus() if cuda else 0}
-    if name == "jax":
-        gpus = [d for d in module.devices() if d.platform == "gpu"]
-        return {"build": "CUDA" if gpus else None, "gpus": len(gpus)}
-    if name == "theano":
-        import importlib.util
-        return {"build": "gpuarray" if importlib.util.find_spec("pygpu") else None, "gpus": 0}
-    return None
-if "theano" in sys.argv[1:]:
-    # Keras 2.3.1 imports ABCs from collections (gone since Python 3.10); the theano adapter
-    # restores the aliases the same way before importing it.
-    import collections, collections.abc
-    for alias in collections.abc.__all__:
-        if not hasattr(collections, alias):
-            setattr(collections, alias, getattr(collections.abc, alias))
-for name in sys.argv[1:]:
-    try:
-        module = __import__(name)
-        version = getattr(module, "__version__", None)
-        if version is None:
-            import importlib.metadata as md
-            try:
-                version = md.version(name.replace("_", "-"))
-            except Exception:
-                version = "?"
-        info = {"version": version}
-        try:
-            info["gpu"] = gpu_info(name, module)
-        except Exception as exc:
-            info["gpu"] = {"build": None, "gpus": 0, "error": str(exc)}
-        out["modules"][name] = info
-    except BaseException as exc:
-        out["modules"][name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-print("TUI_BENCH_PROBE " + json.dumps(out), flush=True)
-import atexit, os
-atexit._run_exitfuncs()
-os._exit(0)  # exit handlers, but no teardown of the imports: ~1 s (adapters/process_end.py)
-"""
+# ``adapters/runtime_probe.py`` runs inside the runtime's interpreter (``-I``: none of the app's
+# packages). It imports each module, reports its version and whether it can use a GPU; never raises.
 
 PROBE_TIMEOUT_S = 120.0
 
@@ -430,16 +299,11 @@ def probe(python: str, modules: tuple[str, ...] | str, refresh: bool = False) ->
     if raw is None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-        env["KERAS_BACKEND"] = _keras_backend_for(modules)  # not the user's: it may be absent
-        if "theano" in modules:
-            # Importing Theano compiles its C helpers into base_compiledir: tui-bench's cache,
-            # never ~/.theano. Its default BLAS probe crashes on current numpy; the probe links
-            # no BLAS code, so none is named here (the adapter names the real one).
-            env["THEANO_FLAGS"] = (
-                f"base_compiledir={cache_home() / 'compiled' / 'theano'},blas.ldflags="
-            )
+        env.update(probe_environment(modules))  # not the user's: it may be absent
         raw, problem = run_tagged(
-            [python, "-I", "-c", _PROBE_SCRIPT, *modules], env, "TUI_BENCH_PROBE "
+            [python, "-I", str(adapters_dir() / "runtime_probe.py"), *modules],
+            env,
+            "TUI_BENCH_PROBE ",
         )
         if raw is None:
             return Probe(python, False, f"probing {python}: {problem}")
@@ -496,12 +360,18 @@ def run_tagged(
         return None, f"printed an unreadable {tag.strip()} line"
 
 
-def _keras_backend_for(modules: tuple[str, ...]) -> str:
-    # Keras imports its backend at import time; probe it with a backend this runtime has.
-    for backend in ("jax", "torch", "theano", "tensorflow"):
-        if backend in modules:
-            return backend
-    return "tensorflow"
+def probe_environment(modules: tuple[str, ...]) -> dict[str, str]:
+    """The environment a probe importing ``modules`` needs (e.g. the backend a multi-backend
+    library imports at import time), as the manifest of the managed runtime with those modules
+    declares it (``probe_env``; the first that has them all when none has exactly them).
+    ``{cache}`` is tui-bench's cache directory."""
+    wanted = set(modules)
+    candidates = [rt for rt in MANAGED.values() if set(rt.modules) == wanted]
+    candidates += [rt for rt in MANAGED.values() if set(rt.modules) > wanted]
+    if not candidates:
+        return {}
+    cache = str(cache_home())
+    return {k: v.replace("{cache}", cache) for k, v in candidates[0].probe_env.items()}
 
 
 @dataclass

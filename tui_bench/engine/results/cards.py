@@ -24,16 +24,6 @@ from tui_bench.engine.results.record import Run
 MISSING = "—"
 PROBE_TIMEOUT_S = 180.0
 
-# The languages are properties of the projects, not of a runtime: stated from their docs.
-LANGUAGES: dict[str, tuple[str, str]] = {
-    "torch": ("C++, CUDA (ATen)", "Python, C++ (LibTorch)"),
-    "tensorflow": ("C++, CUDA", "Python, C++, Java, JavaScript (TF.js)"),
-    "keras": ("Python (runs on its backend's C++ core)", "Python"),
-    "mxnet": ("C++, CUDA", "Python, C++, Scala, Julia, R, Clojure, Perl"),
-    "theano": ("Python, C/C++ generated and compiled at run time", "Python"),
-    "cntk": ("C++, CUDA", "Python, C++, C#, BrainScript"),
-}
-
 FRAMEWORK_METRICS = (
     "license",
     "version",
@@ -77,12 +67,8 @@ def probe_runtime(python: str, modules: tuple[str, ...], refresh: bool = False) 
     if not refresh and key in cache:
         return cache[key]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env["KERAS_BACKEND"] = runtimes._keras_backend_for(modules)
+    env.update(runtimes.probe_environment(modules))
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    if "theano" in modules:
-        env["THEANO_FLAGS"] = (
-            f"base_compiledir={cache_home() / 'compiled' / 'theano'},blas.ldflags="
-        )
     result = _run_probe(
         [python, "-I", str(adapters_dir() / "card_probe.py"), *modules],
         env,
@@ -157,7 +143,8 @@ def framework_card(
     records = [r for r in (history or History()).all() if (r.host or host) == host]
     cards = []
     for fw in catalog.FRAMEWORKS.values():
-        core, interfaces = LANGUAGES.get(fw.name, (MISSING, MISSING))
+        # The languages are properties of the projects, not of a runtime: the manifest states them.
+        core, interfaces = fw.language or (MISSING, MISSING)
         card = Card(fw.name, fw.label)
         card.cells["core language"] = core
         card.cells["interface languages"] = interfaces
@@ -240,7 +227,7 @@ def _peak(device_name: str) -> dict[str, float]:
 
 
 def run_hardware_probe(device: str, threads: int, size: int = 1024, repeats: int = 5) -> dict:
-    """The probe in the torch runtime (a subprocess); ``{"error": ...}`` when it cannot run.
+    """The hardware probe in its framework's runtime (a subprocess); ``{"error": ...}`` when it cannot run.
     Its matmul rows refresh this machine's measured peaks (what MFU is held against)."""
     return peaks_module.run_probe(device, threads, size, repeats)
 
@@ -265,7 +252,7 @@ def hardware_card(
     measure: Callable[[str, int], dict[str, Any]] | None = None,
 ) -> list[Card]:
     """One card per device of ``machine`` (a ``sysinfo.machine_fingerprint()``). ``measure(device,
-    threads)`` runs the probe (default: in the torch runtime); pass ``None`` results through."""
+    threads)`` runs the probe (default: in the hardware probe's runtime); pass ``None`` results through."""
     measure = measure or (lambda device, threads: run_hardware_probe(device, threads))
     records = [r for r in (history or History()).all() if r.finished]
     devices = [("cpu", "cpu", machine.get("cpu_model") or MISSING, machine.get("logical_cores"))]
@@ -286,8 +273,10 @@ def hardware_card(
             for row in measured["compute"]:
                 peak = peaks.get(row["precision"])
                 vendor = f" of {peak:g} peak" if peak else ""
+                # the peak's other frameworks' rows name theirs (peaks.run_probe)
+                who = f"{row['framework']} {row['variant']} " if row.get("variant") else ""
                 parts.append(
-                    f"{row['kernel']} {row['precision']} {row['tflops'] * 1000:.1f} GFLOP/s"
+                    f"{who}{row['kernel']} {row['precision']} {row['tflops'] * 1000:.1f} GFLOP/s"
                     f"{vendor} ({row['shape']})"
                 )
             if not peaks:

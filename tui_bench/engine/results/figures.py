@@ -16,6 +16,10 @@ from tui_bench.engine.results import metrics, stats, verdict
 from tui_bench.engine.results.identity import group_by_configuration, short_value, varying_fields
 from tui_bench.engine.results.record import Run
 from tui_bench.engine.results.tables import CURVE
+from tui_bench.engine.results.tables import comparisons as C
+from tui_bench.engine.results.tables import scaling as SC
+from tui_bench.engine.results.tables import serving as SV
+from tui_bench.engine.results.tables import summary as S
 from tui_bench.engine.results.trends import Trend
 
 FORMATS = (".svg", ".png")
@@ -167,16 +171,6 @@ def _svg_text(fig: Any) -> str:
     return buffer.getvalue().replace("#000000", "currentColor")
 
 
-def _rows(table: Any) -> list[dict[str, Any]]:
-    return table.records() if table is not None else []
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
 def _table(found: Sequence[Any], name: str) -> Any:
     return next((t for t in found if t.name == name), None)
 
@@ -184,7 +178,8 @@ def _table(found: Sequence[Any], name: str) -> Any:
 def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
     """Per configuration: the summary's median, quartiles and range as a box, each run's own
     value as a dot (the run is the unit of repetition)."""
-    rows = [r for r in _rows(_table(page.tables, "summary")) if _num(r.get("median")) is not None]
+    summary = _table(page.tables, "summary")
+    rows = [r for r in summary.rows if summary.number(r, S.MEDIAN) is not None] if summary else []
     if not rows:
         return None
     scale, unit = _scale(page.metric)
@@ -194,14 +189,21 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
         name = page.labels.get(run.id)
         if value is not None and name is not None and run.finished:
             values.setdefault(name, []).append((value * scale, run.verdict))
-    boxes = [
+
+    def at(r: Any, column: Any) -> float:  # a spread's end, or the median where it has none
+        found = summary.number(r, column)
+        if found is None:
+            found = summary.number(r, S.MEDIAN) or 0.0
+        return found * scale
+
+    boxes: list[dict[str, Any]] = [
         {
-            "label": f"{r['configuration']} (n={r['n']})",
-            "med": r["median"] * scale,
-            "q1": (_num(r.get("q1")) or r["median"]) * scale,
-            "q3": (_num(r.get("q3")) or r["median"]) * scale,
-            "whislo": (_num(r.get("min")) or r["median"]) * scale,
-            "whishi": (_num(r.get("max")) or r["median"]) * scale,
+            "label": f"{summary.text(r, S.CONFIGURATION)} (n={summary.cell(r, S.N)})",
+            "med": at(r, S.MEDIAN),
+            "q1": at(r, S.Q1),
+            "q3": at(r, S.Q3),
+            "whislo": at(r, S.MIN),
+            "whishi": at(r, S.MAX),
             "fliers": [],
         }
         for r in rows
@@ -210,7 +212,7 @@ def _distributions(figure: Any, page: Any) -> tuple[str, Any] | None:
     ax = fig.subplots()
     ax.bxp(boxes, orientation="horizontal", showfliers=False, medianprops={"color": "black"})
     for y, r in enumerate(rows, 1):
-        for x, judged in values.get(str(r["configuration"]), []):
+        for x, judged in values.get(summary.text(r, S.CONFIGURATION), []):
             colour = VERDICT_COLOURS.get(judged or "", "tab:gray")
             ax.plot([x], [y], "o", color=colour, markersize=4, alpha=0.8)
     ax.invert_yaxis()
@@ -233,24 +235,26 @@ def _speedups(figure: Any, page: Any) -> tuple[str, Any] | None:
     """The ratios table's speed-ups against each baseline; a difference inside the noise (no
     speed-up in the table) is a hollow mark at 1."""
     compared = _table(page.tables, "comparisons")
-    measured = compared.rows if compared is not None else []
     # each row with whether its answer is established: the verdict's one rule (``verdict``),
     # so a bar is solid exactly where the verdict's sentence states the answer
     answered = [
-        (r, verdict.established(_num(r.get("p")), verdict.row_state(m.verdicts)))
-        for r, m in zip(_rows(compared), measured, strict=True)
-        if _num(r.get("ratio")) is not None
+        (r, verdict.established(compared.number(r, C.P), verdict.row_state(r.verdicts)))
+        for r in (compared.rows if compared is not None else [])
+        if compared.number(r, C.RATIO_OF_MEDIANS) is not None
     ]
     if not answered:
         return None
     rows = [r for r, _ in answered]
+    speedups = [compared.number(r, C.SPEEDUP) for r in rows]
     fig = figure(figsize=(9, 0.9 + 0.4 * len(rows)))
     ax = fig.subplots()
     labels = []
-    for y, (r, established) in enumerate(answered):
-        context = f" ({r['with']})" if r.get("with") not in (None, "", "—") else ""
-        labels.append(f"{r['configuration']} vs {r['baseline']}{context}")
-        speedup = _num(r.get("speed-up"))
+    for y, ((r, established), speedup) in enumerate(zip(answered, speedups, strict=True)):
+        where = compared.text(r, C.WITH)
+        context = f" ({where})" if where not in ("", "—") else ""
+        labels.append(
+            f"{compared.text(r, C.CONFIGURATION)} vs {compared.text(r, C.BASELINE)}{context}"
+        )
         if speedup is None:
             ax.plot([1.0], [y], "o", markerfacecolor="none", color="tab:gray")
             continue
@@ -266,7 +270,7 @@ def _speedups(figure: Any, page: Any) -> tuple[str, Any] | None:
     from matplotlib.ticker import FuncFormatter
 
     ax.set_xscale("log")
-    reach = max([abs(math.log(v)) for r in rows if (v := _num(r.get("speed-up")))] + [math.log(2)])
+    reach = max([abs(math.log(v)) for v in speedups if v] + [math.log(2)])
     ax.set_xlim(math.exp(-reach) / 1.2, math.exp(reach) * 1.2)  # 1 in the middle
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}×"))
     ax.xaxis.set_minor_formatter(FuncFormatter(lambda _v, _pos: ""))
@@ -286,22 +290,23 @@ def _speedups(figure: Any, page: Any) -> tuple[str, Any] | None:
 def _scaling(figure: Any, page: Any) -> tuple[str, Any] | None:
     """Speed-up against threads (and workers) per family, with the ideal line."""
     panels = [
-        (name, x_column)
-        for name, x_column in (("scaling", "threads"), ("workers", "workers"))
-        if _rows(_table(page.tables, name))
+        (found, x_column)
+        for name, x_column in (("scaling", SC.THREADS), ("workers", SC.WORKERS))
+        if (found := _table(page.tables, name)) is not None and found.rows
     ]
     if not panels:
         return None
     fig = figure(figsize=(9, 3.6))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (name, x_column) in zip(axes, panels, strict=True):
+    for ax, (found, x_column) in zip(axes, panels, strict=True):
         lines: dict[str, list[tuple[float, float]]] = {}
-        for r in _rows(_table(page.tables, name)):
-            x, y = _num(r.get(x_column)), _num(r.get("speed-up"))
-            if y is None and r.get("vs fewest threads") == "baseline":
+        for r in found.rows:
+            x, y = found.number(r, x_column), found.number(r, SC.SPEEDUP)
+            if y is None and found.has(SC.VS_FEWEST) and found.text(r, SC.VS_FEWEST) == "baseline":
                 y = 1.0
             if x is not None and y is not None:
-                key = str(r.get("with") or "—") + (f" {r['scaling']}" if r.get("scaling") else "")
+                kind = found.text(r, SC.SCALING) if found.has(SC.SCALING) else ""
+                key = (found.text(r, SC.WITH) or "—") + (f" {kind}" if kind else "")
                 lines.setdefault(key, []).append((x, y))
         top = 1.0
         for key, points in lines.items():
@@ -309,7 +314,7 @@ def _scaling(figure: Any, page: Any) -> tuple[str, Any] | None:
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=key)
             top = max(top, max(p[0] / points[0][0] for p in points))
         ax.plot([1, top], [1, top], linestyle=":", color="tab:gray", label="ideal")
-        ax.set_xlabel(x_column, fontsize=8)
+        ax.set_xlabel(x_column.name, fontsize=8)
         ax.set_ylabel("speed-up over the fewest", fontsize=8)
         ax.legend(fontsize=7, frameon=False)  # no white box: the page may be dark
         ax.tick_params(labelsize=7)
@@ -347,10 +352,11 @@ def _batch_curves(figure: Any, page: Any) -> tuple[str, Any] | None:
     """From the batch-size table: latency against batch (p50 a line, p90 and p99 dashed and
     dotted in the same colour) and inference samples/s against batch, one colour per family
     (framework × API and whatever else differs), both axes logarithmic."""
-    lines: dict[str, list[dict[str, Any]]] = {}
-    for r in _rows(_table(page.tables, "batches")):
-        if _num(r.get("batch")) is not None:
-            lines.setdefault(str(r.get("with") or "—"), []).append(r)
+    curve = _table(page.tables, "batches")
+    lines: dict[str, list[Any]] = {}
+    for r in curve.rows if curve is not None else []:
+        if curve.number(r, SV.BATCH) is not None:
+            lines.setdefault(curve.text(r, SV.WITH) or "—", []).append(r)
     if not any(len(points) > 1 for points in lines.values()):
         return None
     from matplotlib.ticker import FuncFormatter
@@ -369,14 +375,19 @@ def _batch_curves(figure: Any, page: Any) -> tuple[str, Any] | None:
         colour = palette[index % len(palette)]
         marker = _MARKERS[(index // len(palette)) % len(_MARKERS)]
 
-        def ys(column: str, scale: float, points: list = points) -> tuple[list, list]:
-            kept = [(float(r["batch"]), v * scale) for r in points if (v := _num(r.get(column)))]
+        def ys(key: str, scale: float, points: list = points) -> tuple[list, list]:
+            column = SV.curve_column(key)
+            kept = [
+                (curve.number(r, SV.BATCH), v * scale)
+                for r in points
+                if (v := curve.number(r, column))
+            ]
             return [x for x, _ in kept], [y for _, y in kept]
 
-        latency.plot(*ys("p50", p50.scale), marker=marker, color=colour, label=name)
-        latency.plot(*ys("p90", p90.scale), linestyle="--", color=colour, linewidth=0.9)
-        latency.plot(*ys("p99", p99.scale), linestyle=":", color=colour, linewidth=0.9)
-        throughput.plot(*ys(rate.short, 1.0), marker=marker, color=colour)
+        latency.plot(*ys(p50.key, p50.scale), marker=marker, color=colour, label=name)
+        latency.plot(*ys(p90.key, p90.scale), linestyle="--", color=colour, linewidth=0.9)
+        latency.plot(*ys(p99.key, p99.scale), linestyle=":", color=colour, linewidth=0.9)
+        throughput.plot(*ys(rate.key, 1.0), marker=marker, color=colour)
     for ax, label in (
         (latency, "latency per request (ms)"),
         (throughput, "inference samples/s (higher is better)"),

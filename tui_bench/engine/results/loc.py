@@ -44,7 +44,6 @@ from collections.abc import Collection
 from pathlib import Path
 
 from tui_bench.engine import catalog
-from tui_bench.engine.paths import adapters_dir
 
 KINDS = ("model", "step")
 _MARKER = re.compile(r"^#\s*tui-bench:(begin|end)\s+(\w+)((?:\s+[\w.-]+)*)\s*$")
@@ -131,7 +130,11 @@ def count_lines(
 
 
 def adapter_path(framework_name: str) -> Path:
-    return adapters_dir() / catalog.framework(framework_name).adapter / "adapter.py"
+    """The framework's adapter module, as its manifest names it."""
+    path = catalog.framework(framework_name).adapter_file
+    if path is None:
+        raise FileNotFoundError(f"{framework_name} has no adapter (its manifest says unavailable)")
+    return path
 
 
 def uses(source: str, where: str = "<adapter>") -> list[str]:

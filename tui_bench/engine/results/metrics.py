@@ -262,6 +262,8 @@ _SHOWN_UNITS = {
     ("", 100): "%",
     ("FLOP", 1e-9): "GFLOP",
     ("TFLOP/s", 1000): "GFLOP/s",
+    ("FLOP", 1e-6): "MFLOP",  # a generation run's prefill FLOPs per token
+    ("B", 1e-6): "MB",  # a decode step's bytes
 }
 
 # An unregistered key read by its name: larger is better for these, smaller for the rest
@@ -318,8 +320,9 @@ def in_mode(key: str, mode: str | None) -> str:
 def throughput(mode: str | None, tokens: bool) -> str:
     """The rate a run states, by key: a language model's tokens/s where it trains (``tokens``:
     the model reads sequences, each sample S tokens), else samples/s in the run's own mode (an
-    inference run's served samples/s); ``samples_per_s`` stays for every other run."""
-    if tokens and mode != INFERENCE:
+    inference run's served samples/s, a generation run's decode tokens/s); ``samples_per_s``
+    stays for every other run."""
+    if tokens and mode not in (INFERENCE, GENERATE):
         return "tokens_per_s"
     return in_mode("samples_per_s", mode)
 

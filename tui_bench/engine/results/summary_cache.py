@@ -60,12 +60,15 @@ SUMMARY_METRICS = (
     "val_accuracy",
     "mfu",
     "mfu_error",
+    "tpot_p50_s",  # a generation run's figures where a training run's step and samples/s are
+    "decode_tokens_per_s",
 )
 # A cache is rewritten once a reader replayed this many bytes past it.
 _CACHE_REFRESH_BYTES = 256 * 1024
 # 4: summaries carry the stability verdict; 5: a head, then them; 6: and the MFU; 7: the mode
-# and an inference run's p50 and samples/s; 8: a gpt's tokens/s
-_CACHE_VERSION = 8
+# and an inference run's p50 and samples/s; 8: a gpt's tokens/s; 9: a generation run's TPOT p50
+# and decode tokens/s
+_CACHE_VERSION = 9
 
 
 def summarize(fields: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,8 @@ from tui_bench.engine.results.identity import (
     Configuration,
     changes,
     group_by_configuration,
+    short_value,
+    varying_fields,
     versions,
 )
 from tui_bench.engine.results.record import Run
@@ -49,6 +51,13 @@ MIN_STEP = 0.05  # smaller steps between levels are merged away
 # (benchmarks/trend_detection.py). Change points are sought among a configuration's newest runs.
 MAX_SEGMENTED = 1000
 DEFAULT_METRIC = "step_median_s"
+# The deciding fields a configuration's name already states (the run label, ``RunSpec.label``,
+# and its host, ``identity.name_of``): every other field that varies between the configurations
+# shown is added to each one's label, so two batch sizes never read alike.
+IN_THE_NAME = frozenset(
+    {"framework", "api", "mode", "model", "size", "layers", "d_model", "heads", "seq_len",
+     "vocab_size", "dataset", "device", "threads", "workers", "host"}
+)  # fmt: skip
 
 
 # -- segmentation -------------------------------------------------------------------------------
@@ -146,6 +155,13 @@ class Trend:
     points: list[Point]
     change_points: list[ChangePoint] = field(default_factory=list)
     failed: int = 0
+    # What tells it apart from the other trends shown: its name and every field that varies
+    # between them and the name does not state ('… cpu×2 @vm · batch 32'); set by ``trends``.
+    label: str = ""
+
+    @property
+    def title(self) -> str:
+        return self.label or self.configuration.name
 
     @property
     def last(self) -> Point | None:
@@ -158,7 +174,7 @@ class Trend:
     def as_dict(self) -> dict[str, Any]:
         return {
             "configuration": self.configuration.id,
-            "label": self.configuration.name,
+            "label": self.title,
             "metric": self.metric,
             "failed_runs": self.failed,
             "runs": [
@@ -268,4 +284,8 @@ def trends(
         if matches(config, words)
     ]
     out = [t for t in out if t.points or t.failed]
+    varying = [f for f in varying_fields([t.configuration for t in out]) if f not in IN_THE_NAME]
+    for t in out:
+        extra = [short_value(f, t.configuration.get(f)) for f in varying]
+        t.label = " · ".join([t.configuration.name, *extra])
     return sorted(out, key=lambda t: t.last.run.started_text if t.last else "", reverse=True)

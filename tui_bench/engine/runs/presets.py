@@ -268,7 +268,7 @@ def _parse_matrices(raw: Any, top_level: set[str], fail) -> list[list[dict[str, 
     for name, entries in named.items():
         where = f"matrix.{name}" if name else "matrix"
         if not isinstance(entries, list) or not entries:
-            raise fail(where, 'must be a non-empty list of tables, e.g. [{framework = "torch"}]')
+            raise fail(where, 'must be a non-empty list of tables, e.g. [{framework = "NAME"}]')
         seen_keys: set[str] = set()
         for index, entry in enumerate(entries):
             at = f"{where}[{index}]"

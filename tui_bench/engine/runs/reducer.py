@@ -124,6 +124,10 @@ class BatchView:
     step_times: list[float] = field(default_factory=list)  # the run's steady steps so far
     # An inference run's timed requests so far (seconds, in order): judged like steps.
     latencies: list[float] = field(default_factory=list)
+    # A generation run's (docs/generation.md): each timed request's TTFT and TPOT, in order (its
+    # E2E is in ``latencies``).
+    ttfts: list[float] = field(default_factory=list)
+    tpots: list[float] = field(default_factory=list)
     epoch: int = 0
     epochs: int = 0
     epoch_steps: int = 0  # steps in the current epoch
@@ -202,6 +206,9 @@ class BatchView:
             times = event.get("latencies")
             if times and len(self.latencies) < MAX_POINTS:
                 self.latencies.extend(times)
+            for key, kept in (("ttft", self.ttfts), ("tpot", self.tpots)):
+                if (values := event.get(key)) and len(kept) < MAX_POINTS:
+                    kept.extend(values)
             done = event.get("done")
             if isinstance(done, int):
                 self.epoch_step = self.step = done
@@ -327,6 +334,7 @@ class BatchView:
         self.started = self.test = self.summary = self.final = self.verdict = None
         self.losses, self.epoch_records, self.samples = [], [], []
         self.step_times, self.latencies = [], []
+        self.ttfts, self.tpots = [], []
         self.epoch = self.epoch_steps = self.epoch_step = self.step = 0
         self.steps_done_before = 0
         self.first_step_t = self.last_t = None

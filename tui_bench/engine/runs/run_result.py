@@ -118,6 +118,9 @@ class RunResult:
                 mode=self.spec.mode,
                 measured_verdict=verdict.verdict if verdict is not None else None,
                 measured_problem=problem,
+                # a run faster than the measured peak raises it, judged by these
+                step_times=self.summary.get("steady_step_times") or (),
+                resources=self.resources,
             )
         )
         # Energy of the steady-state windows only (NVML counter and RAPL read at their bounds):

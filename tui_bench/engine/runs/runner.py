@@ -30,7 +30,6 @@ from tui_bench.engine.runs.lifecycle import RunRecord
 from tui_bench.engine.runs.reducer import BatchView
 from tui_bench.engine.runs.run_result import RunResult, start_fields, worker_facts
 from tui_bench.engine.runs.worker_launch import (
-    DATA_PARALLEL_LAUNCH,
     worker_command,
     worker_environment,
 )
@@ -174,7 +173,10 @@ class WorkerRun:
             return r
         read_fd, write_fd = os.pipe()
         events_path = None
-        if DATA_PARALLEL_LAUNCH.get(self.spec.framework) == "torchrun" and self.spec.workers > 1:
+        if (
+            catalog.framework(self.spec.framework).data_parallel.launch == "launcher"
+            and self.spec.workers > 1
+        ):
             os.close(read_fd)
             os.close(write_fd)
             read_fd = write_fd = -1

@@ -1,7 +1,8 @@
 """How a worker is started: its environment (an allow-list of the app's, plus the variables that
 put a spec's threads, GPU rules and data-parallel set-up in place) and its command line (one
-worker, torch's ranks under torch.distributed.run, TensorFlow's rank 0 with its peers). Both are
-pure: ``runner`` starts and supervises the process, ``dry_run`` starts a build-only one.
+worker; for workers > 1 what the framework's manifest says, ``[data_parallel]``: the ranks under
+its launcher, rank 0 starting its peers, or one process driving N devices). Both are pure:
+``runner`` starts and supervises the process, ``dry_run`` starts a build-only one.
 """
 
 from __future__ import annotations
@@ -14,17 +15,6 @@ from collections.abc import Sequence
 from tui_bench.engine import catalog, datasets
 from tui_bench.engine.paths import adapters_dir, cache_home
 from tui_bench.engine.spec import RunSpec
-
-# How each framework's data-parallel engine is launched for workers > 1 (docs/scaling.md):
-# torch.distributed.run starts the ranks; TensorFlow has no launcher, so rank 0 starts its peers
-# with their TF_CONFIG (adapters/worker.py --spawn-peers); Keras on JAX and MXNet Gluon drive N
-# devices from one process (on a CPU: N XLA host devices; N MXNet CPU contexts).
-DATA_PARALLEL_LAUNCH = {
-    "torch": "torchrun",
-    "tensorflow": "peers",
-    "keras": "devices",
-    "mxnet": "devices",
-}
 
 
 def loopback_ports(count: int) -> list[int]:
@@ -62,23 +52,19 @@ ENV_ALLOWED = (
     "TORCH_HOME",
     "TUI_BENCH_TESTING",
 )
+# The machine's and the math libraries' variables, then each framework's own (its manifest's
+# ``env_prefixes``).
 ENV_ALLOWED_PREFIXES = (
     "LC_",
     "CUDA_",
     "CUDNN_",
     "NVIDIA_",
     "NCCL_",
-    "XLA_",
-    "TF_",
-    "TORCHINDUCTOR_",
-    "TORCH_",
-    "TRITON_",
     "OMP_",
     "KMP_",
     "MKL_",
     "OPENBLAS_",
-    "MXNET_",
-    "JAX_",
+    *dict.fromkeys(p for fw in catalog.FRAMEWORKS.values() for p in fw.env_prefixes),
 )
 
 
@@ -128,11 +114,11 @@ def worker_environment(spec: RunSpec) -> dict[str, str]:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if spec.workers > 1:
         env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's pairs connect over the loopback only
-        if DATA_PARALLEL_LAUNCH.get(spec.framework) == "devices" and spec.device == "cpu":
-            # JAX on a CPU shows one device unless told to split the host into N.
-            flags = env.get("XLA_FLAGS", "")
-            env["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={spec.workers}"
-            env["XLA_FLAGS"] = env["XLA_FLAGS"].strip()
+        if fw.data_parallel.launch == "devices" and spec.device == "cpu":
+            # e.g. JAX on a CPU shows one device unless told to split the host into N.
+            for name, value in fw.data_parallel.cpu_env.items():
+                added = value.replace("{workers}", str(spec.workers))
+                env[name] = f"{env.get(name, '')} {added}".strip()
     # Where frameworks that compile at run time (Theano) keep their cache: tui-bench's, not ~.
     env["TUI_BENCH_WORKER_CACHE"] = str(cache_home() / "compiled")
     return env
@@ -146,11 +132,17 @@ def worker_command(
     build_only: bool = False,
     also_build: Sequence[RunSpec] = (),
 ) -> list[str]:
-    """The worker's command line. ``workers`` > 1: torch's ranks under torch.distributed.run
-    (rank 0 writes events to the named pipe ``events_path``), TensorFlow's rank 0 starting its
-    peers; every address is on 127.0.0.1. ``build_only``, ``also_build``: see ``dry_run.probe``."""
+    """The worker's command line. ``workers`` > 1, as the framework's manifest says: the ranks
+    under its launcher (rank 0 writes events to the named pipe ``events_path``), rank 0
+    starting its peers, or one process over N devices; every address is on 127.0.0.1.
+    ``build_only``, ``also_build``: see ``dry_run.probe``. The worker imports ``adapter`` from
+    the package at ``adapter_package`` (loaded by path when it lies outside ``adapters/``)."""
     fw = catalog.framework(spec.framework)
-    payload = {**spec.to_dict(), "adapter": f"{fw.adapter}.adapter"}
+    payload = {
+        **spec.to_dict(),
+        "adapter": fw.adapter,
+        "adapter_package": str(fw.package_dir),
+    }
     # Real datasets: the verified cache unless the user points the run elsewhere.
     cache = str(datasets.cache_root())
     payload["data_dir"] = spec.data_dir or cache
@@ -159,7 +151,7 @@ def worker_command(
         payload["also_build"] = [
             {**other.to_dict(), "data_dir": other.data_dir or cache} for other in also_build
         ]
-    launch = DATA_PARALLEL_LAUNCH.get(spec.framework) if spec.workers > 1 else None
+    launch = fw.data_parallel.launch if spec.workers > 1 else None
     if launch == "peers":
         payload["dp_ports"] = loopback_ports(spec.workers)
     payload["dp_launch"] = launch
@@ -171,18 +163,20 @@ def worker_command(
         "--spec-json",
         json.dumps(payload),
     ]
-    if launch == "torchrun":
-        (master_port,) = loopback_ports(1)
+    if launch == "launcher":
+        (port,) = loopback_ports(1)
+        filled = {"{port}": str(port), "{workers}": str(spec.workers)}
+        args = []
+        for arg in fw.data_parallel.launcher_args:
+            for key, value in filled.items():
+                arg = arg.replace(key, value)
+            args.append(arg)
         command = [
             python,
             "-I",
             "-u",
-            str(adapters_dir() / "torch" / "launch.py"),  # torch.distributed.run, store on loopback
-            "--rdzv-backend=loopback-static",
-            f"--rdzv-endpoint=127.0.0.1:{master_port}",
-            "--nnodes=1",
-            f"--nproc-per-node={spec.workers}",
-            "--no-python",  # the ranks run the worker with the runtime's own interpreter flags
+            str(fw.data_parallel.launcher),
+            *args,  # then the worker, with the runtime's own interpreter flags
             *worker,
             "--events-path",
             str(events_path),

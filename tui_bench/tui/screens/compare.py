@@ -30,18 +30,7 @@ from tui_bench.tui.keys import key_labels
 from tui_bench.tui.widgets.mode_bar import ModeBar
 from tui_bench.tui.widgets.plots import BarPlot, LinePlot
 
-TAB_NAMES = {  # table name -> tab label
-    "summary": "summary",
-    "comparisons": "ratios",
-    "scaling": "threads",
-    "workers": "workers",  # tables.worker_scaling_table: data-parallel throughput
-    "batches": "batch sizes",  # tables.batch_curve_table: inference latency, samples/s
-    "study": "study",
-    "published": "published",  # tables.published_table: the study's figures beside ours
-    "fairness": "fairness",  # tables.fairness_card: only the settings that differ
-    "limits": "limits",  # tables.limits_table: MFU, energy, memory; who uses the machine best
-    "skipped": "skipped",
-}
+TAB_NAMES = tables.TABS  # table name -> tab label: the table registry's, one per table
 METRIC_ORDER = list(metrics.choices())  # m cycles through what compare offers
 PLOTS_TAB = "tab-plots"  # the plots' own tab, after every table's
 
@@ -101,10 +90,17 @@ class CompareScreen(Screen):
         Binding("p", "toggle_plots", "Plots", id="compare_plots"),
         Binding("m", "next_metric", "Metric", id="compare_metric"),
         Binding("w", "write_report", "Report", id="compare_write_report"),
+        # off the footer until the screen's 80×24 layout makes room for it (snapshots unchanged)
+        Binding("b", "latency_bound", "Latency bound", id="compare_latency_bound", show=False),
     ]
 
-    def __init__(self, run_ids: Sequence[str] = ()) -> None:
+    def __init__(
+        self, run_ids: Sequence[str] = (), latency_bound: tables.LatencyBound | None = None
+    ) -> None:
         super().__init__()
+        # --latency-bound's answer on this screen (b sets it): the verdict names the
+        # configuration with the most samples/s within it (``tables.compute``'s ``bound``)
+        self.latency_bound = latency_bound
         # What to compare, handed down by the app (no ids: the latest sweep).
         self.run_ids: list[str] = list(run_ids)
         self.metric = metrics.COMPARED_BY_DEFAULT
@@ -264,6 +260,26 @@ class CompareScreen(Screen):
         self.notify("writing the HTML report…")
         self._write_report(list(self.records), self.comparison)
 
+    def action_latency_bound(self) -> None:
+        from tui_bench.tui.screens.dialogs import PromptScreen
+
+        now = f"{self.latency_bound.seconds * 1000:g}" if self.latency_bound else ""
+        prompt = PromptScreen("latency bound, ms (p99; empty: none)", now, "e.g. 50")
+        self.app.push_screen(prompt, self.set_latency_bound)
+
+    def set_latency_bound(self, text: str | None) -> None:
+        """The bound from its text in ms (None or "": no bound), read as --latency-bound reads
+        it (``tables.latency_bound``); a bad value is one warning and changes nothing."""
+        from tui_bench.engine.errors import UsageError
+
+        try:
+            self.latency_bound = tables.latency_bound(text) if text else None
+        except UsageError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        if self.records:
+            self._rebuild()
+
     @work(thread=True, exclusive=True, group="report", exit_on_error=False)
     def _write_report(self, records: list[Run], comparison: tables.Comparison) -> None:
         """The page for what the tabs show (the same computed comparison), drawn off the UI
@@ -301,7 +317,11 @@ class CompareScreen(Screen):
 
     def _rebuild(self) -> None:
         comparison = tables.compute(
-            self.records, metric=self.metric, skipped=self.skipped, published=self.published
+            self.records,
+            metric=self.metric,
+            skipped=self.skipped,
+            published=self.published,
+            bound=self.latency_bound,
         )
         self.comparison = comparison
         self.tables = comparison.tables()

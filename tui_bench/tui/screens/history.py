@@ -200,7 +200,7 @@ class HistoryScreen(Screen):
     def compose(self) -> ComposeResult:
         yield ModeBar("history")
         yield Input(
-            placeholder="filter: words match any column (e.g. torch finished)",
+            placeholder="filter: words match any column (e.g. eager finished)",
             compact=True,
             id="history-filter",
         )

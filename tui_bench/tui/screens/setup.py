@@ -29,6 +29,7 @@ from tui_bench.engine.spec import (
     RunSpec,
     SpecError,
     declared_fields,
+    model_default_text,
 )
 from tui_bench.tui.keys import key_labels
 from tui_bench.tui.messages import PresetRequested, StartRequested, SweepRequested
@@ -84,7 +85,8 @@ def field_tooltip(declared: DeclaredField) -> str:
         parts.append(f"in {lo}{declared.low}, {declared.high}{hi}")
     elif declared.choices is not None:
         parts.append(", ".join(declared.choices))
-    parts.append(f"default {UNSET if declared.default is None else declared.default}")
+    default = model_default_text(declared.name) or declared.default  # 'batch: 128, gpt 8'
+    parts.append(f"default {UNSET if default is None else default}")
     if declared.name == "repeats":
         parts.append(
             f"{AUTO}: until the median's 95 % CI is within "
@@ -334,7 +336,8 @@ class SetupScreen(Screen):
                     yield Label(field_label(name), id=f"label-{name}").with_tooltip(tooltip)
                     yield Input(
                         "" if declared.default is None else str(declared.default),
-                        placeholder=UNSET if declared.optional else str(declared.default),
+                        placeholder=model_default_text(name)
+                        or (UNSET if declared.optional else str(declared.default)),
                         compact=True,
                         tooltip=tooltip,
                         id=name,

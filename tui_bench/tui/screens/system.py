@@ -92,7 +92,7 @@ class SystemScreen(Screen):
             yield Static("framework card: probing each runtime…", id="framework-card", markup=False)
             yield Static(
                 "hardware card: press m to measure this machine's devices (a few seconds of "
-                "matmul, convolution and batch-1 inference in the torch runtime)",
+                "matmul, convolution and batch-1 inference in the hardware probe's runtime)",
                 id="hardware-card",
                 markup=False,
             )

@@ -144,7 +144,7 @@ class TrendsScreen(Screen):
                 last_change_text(item),
                 (last.verdict if last else None) or "—",
                 str(len(item.points)),
-                item.configuration.name,
+                item.title,  # the name and every field that varies between those shown
                 key=item.configuration.id,
             )
         status = self.query_one("#trends-status", Static)

@@ -1,6 +1,11 @@
 """Short measurements of one device, for the hardware card: run by the app as
-``python -I adapters/hardware_probe.py --device cpu|gpu:N --threads N`` in the torch runtime
+``python -I adapters/torch/hardware_probe.py --device cpu|gpu:N --threads N`` in the torch runtime
 (stdlib + numpy + torch; never in the UI process). Prints one line, ``TUI_BENCH_HARDWARE {json}``.
+
+``--framework tensorflow|jax --matmul-only`` times the same square matmul in that framework's
+runtime instead (TensorFlow: a tf.function graph and an XLA-compiled one; JAX: jax.jit), at
+each of ``--sizes``: the machine's measured peak is the best of every installed framework's
+rows (``tui_bench/engine/machine/peaks.py``), not torch's alone.
 
 What it times, and says so in its output:
 - computing performance: a square matmul (2·n³ flops) per precision, and a 3×3 convolution
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -24,7 +30,7 @@ def _load_adapters_package() -> None:
     """Load ``adapters`` by path, as the worker does (never from site-packages)."""
     import importlib.util
 
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # adapters/, above this package
     spec = importlib.util.spec_from_file_location(
         "adapters", here / "__init__.py", submodule_search_locations=[str(here)]
     )
@@ -34,7 +40,7 @@ def _load_adapters_package() -> None:
 
 
 def _keep_adapters_off_path(root: Path) -> None:
-    """Drop the adapters tree from sys.path. A plain ``python adapters/hardware_probe.py`` (no ``-I``) puts
+    """Drop the adapters tree from sys.path. A plain ``python adapters/torch/hardware_probe.py`` (no ``-I``) puts
     the script's directory first on it, where ``adapters/torch/`` would stand in for the real
     ``torch`` (tests/test_framework_packages.py)."""
 
@@ -194,6 +200,88 @@ def probe(
     }
 
 
+def _row(framework: str, variant: str, label: str, size: int, times: list[float]) -> dict:
+    """One matmul row, as the torch probe's."""
+    return {
+        "kernel": "matmul",
+        "framework": framework,
+        "variant": variant,
+        "precision": label,
+        "size": size,
+        "shape": f"{size}×{size} @ {size}×{size}",
+        "flops": 2 * size**3,
+        "median_s": statistics.median(times),
+        "tflops": 2 * size**3 / statistics.median(times) / 1e12,
+        "best_tflops": 2 * size**3 / min(times) / 1e12,
+        "times_s": [float(f"{t:.4g}") for t in times],
+    }
+
+
+def tensorflow_matmul(
+    device_name: str, threads: int, sizes: tuple[int, ...], repeats: int, precisions, budget_s
+) -> dict:
+    """The square matmul in TensorFlow: a tf.function graph (Eigen) and an XLA-compiled one,
+    each size, each precision asked (float32 default). Synchronised by reading one element
+    back (TF's eager calls are synchronous on the CPU; the read makes it so on a GPU too)."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    where = "/CPU:0" if device_name == "cpu" else "/GPU:" + (device_name.partition(":")[2] or "0")
+    if device_name != "cpu" and not tf.config.list_physical_devices("GPU"):
+        raise SystemExit(f"tensorflow {tf.__version__} sees no GPU for {device_name}")
+    tf.config.experimental.enable_tensor_float_32_execution(False)  # strict float32
+    dtypes = {"float32": tf.float32, "bfloat16": tf.bfloat16}
+    framework = f"tensorflow {tf.__version__}"
+    rows = []
+    for label in precisions or ("float32",):
+        if label not in dtypes:
+            continue
+        for size in sizes:
+            with tf.device(where):
+                a = tf.cast(tf.random.normal((size, size), seed=1), dtypes[label])
+                b = tf.cast(tf.random.normal((size, size), seed=2), dtypes[label])
+                for variant, jit in (("graph", False), ("xla", True)):
+                    step = tf.function(lambda a=a, b=b: tf.linalg.matmul(a, b), jit_compile=jit)
+                    times = timed_within(
+                        lambda step=step: step()[0, 0].numpy(), lambda: None, 2, repeats, budget_s
+                    )
+                    rows.append(_row(framework, variant, label, size, times))
+    return {"framework": framework, "threads": threads, "compute": rows}
+
+
+def jax_matmul(
+    device_name: str, threads: int, sizes: tuple[int, ...], repeats: int, precisions, budget_s
+) -> dict:
+    """The square matmul under jax.jit, each size and precision; ``block_until_ready`` syncs.
+    JAX reads no thread variable: the caller pins this process to ``threads`` CPUs."""
+    import jax
+    import jax.numpy as jnp
+
+    platform = "cpu" if device_name == "cpu" else "gpu"
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError:
+        raise SystemExit(f"jax {jax.__version__} sees no {platform} for {device_name}") from None
+    device = devices[int(device_name.partition(":")[2] or 0)] if platform == "gpu" else devices[0]
+    dtypes = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+    framework = f"jax {jax.__version__}"
+    step = jax.jit(lambda a, b: jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST))
+    rows = []
+    for label in precisions or ("float32",):
+        if label not in dtypes:
+            continue
+        for size in sizes:
+            keys = jax.random.split(jax.random.PRNGKey(0))
+            a = jax.device_put(jax.random.normal(keys[0], (size, size), dtypes[label]), device)
+            b = jax.device_put(jax.random.normal(keys[1], (size, size), dtypes[label]), device)
+            times = timed_within(
+                lambda a=a, b=b: step(a, b).block_until_ready(), lambda: None, 2, repeats, budget_s
+            )
+            rows.append(_row(framework, "jit", label, size, times))
+    return {"framework": framework, "threads": threads, "compute": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tui-bench-hardware-probe")
     parser.add_argument("--device", default="cpu")
@@ -203,8 +291,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--matmul-only", action="store_true", help="the matmul rows only")
     parser.add_argument("--precisions", default="", help="comma-separated matmul rows to time")
     parser.add_argument("--budget-s", type=float, default=None, help="seconds of calls per row")
+    parser.add_argument("--framework", default="torch", choices=("torch", "tensorflow", "jax"))
+    parser.add_argument("--sizes", default="", help="comma-separated matmul sizes (default --size)")
+    parser.add_argument("--affinity", default="", help="comma-separated CPU ids to pin to")
     args = parser.parse_args(argv)
+    if args.affinity:  # before any framework starts its threads (JAX honours only this)
+        os.sched_setaffinity(0, {int(c) for c in args.affinity.split(",")})
     precisions = tuple(p for p in args.precisions.split(",") if p)
+    sizes = tuple(int(n) for n in args.sizes.split(",") if n) or (args.size,)
+    if args.framework != "torch":
+        probe_other = tensorflow_matmul if args.framework == "tensorflow" else jax_matmul
+        result = probe_other(
+            args.device, args.threads, sizes, args.repeats, precisions, args.budget_s
+        )
+        result.update(device=args.device, repeats=args.repeats, method=_method(args))
+        print("TUI_BENCH_HARDWARE " + json.dumps(result), flush=True)
+        return 0
+    if len(sizes) > 1 and args.matmul_only:  # torch at each size, rows together
+        rows: list[dict] = []
+        for size in sizes:
+            result = probe(
+                args.device, args.threads, size, args.repeats, True, precisions, args.budget_s
+            )
+            for row in result["compute"]:
+                row.update(size=size, framework=result["framework"], variant="eager")
+            rows += result["compute"]
+        result["compute"] = rows
+        print("TUI_BENCH_HARDWARE " + json.dumps(result), flush=True)
+        return 0
     result = probe(
         args.device,
         args.threads,
@@ -218,8 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _method(args: argparse.Namespace) -> str:
+    return (
+        f"{args.repeats} timed calls (at least {MIN_CALLS}, stopping once {args.budget_s} s are "
+        "spent) after 2 warm-up calls, device-synchronised"
+    )
+
+
 if __name__ == "__main__":
-    _keep_adapters_off_path(Path(__file__).resolve().parent)
+    _keep_adapters_off_path(Path(__file__).resolve().parents[1])
     if "adapters" not in sys.modules:
         _load_adapters_package()
     from adapters.process_end import leave
