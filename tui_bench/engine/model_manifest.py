@@ -28,6 +28,8 @@ def _worker_models() -> Any:
     """``adapters/models.py``, loaded by path once (the gpt's resolver lives there)."""
     if _WORKER_MODELS not in sys.modules:
         spec = importlib.util.spec_from_file_location(_WORKER_MODELS, adapters_dir() / "models.py")
+        if spec is None or spec.loader is None:
+            raise ImportError("adapters/models.py cannot be loaded")
         module = importlib.util.module_from_spec(spec)
         sys.modules[_WORKER_MODELS] = module
         spec.loader.exec_module(module)
