@@ -23,7 +23,7 @@ from mxnet.gluon import nn, rnn
 from adapters import shared_init
 from adapters.backend import Backend, DeviceError, Hyper, Parallel, Settings, logits_loss_correct
 from adapters.data import binary_head
-from adapters.models import TRANSFORMER
+from adapters.models import CNN, LSTM, MLP, TRANSFORMER, VGG16
 
 APIS = ("gluon", "hybrid", "module")
 
@@ -80,6 +80,12 @@ class _LastStep(gluon.HybridBlock):
 
 # tui-bench:end model
 
+
+# The convolutional models' kernel and pool windows and the vgg16's same-padding, as the model
+# manifest declares them.
+(_, C1K), (_, C2K) = CNN.conv
+CNN_POOL, VGG_POOL = (CNN.pool, CNN.pool), (VGG16.pool, VGG16.pool)
+VGG_KERNEL, PAD, VGG_DENSE = (VGG16.kernel, VGG16.kernel), VGG16.kernel // 2, VGG16.dense
 
 # The transformer's sizes, as the model manifest declares them.
 WIDTH, HEADS, HEAD_DIM = TRANSFORMER.d_model, TRANSFORMER.heads, TRANSFORMER.head_dim
@@ -343,12 +349,12 @@ def build_net(
     if model == "cnn":
         # tui-bench:begin model gluon hybrid cnn
         net.add(
-            nn.Conv2D(32, 5, activation="relu"),
-            nn.MaxPool2D(2),
-            nn.Conv2D(64, 3, activation="relu"),
-            nn.MaxPool2D(2),
+            nn.Conv2D(*CNN.conv[0], activation="relu"),
+            nn.MaxPool2D(CNN.pool),
+            nn.Conv2D(*CNN.conv[1], activation="relu"),
+            nn.MaxPool2D(CNN.pool),
             nn.Flatten(),
-            nn.Dense(1024, activation="relu"),
+            nn.Dense(CNN.dense, activation="relu"),
             nn.Dropout(dropout),
             nn.Dense(classes),
         )
@@ -357,30 +363,30 @@ def build_net(
         # tui-bench:begin model gluon hybrid mlp
         net.add(
             nn.Flatten(),
-            nn.Dense(512, activation="relu"),
+            nn.Dense(MLP.hidden[0], activation="relu"),
             nn.Dropout(dropout),
-            nn.Dense(512, activation="relu"),
+            nn.Dense(MLP.hidden[1], activation="relu"),
             nn.Dropout(dropout),
             nn.Dense(classes),
         )
         # tui-bench:end model
     elif model == "vgg16":
         # tui-bench:begin model gluon hybrid vgg16
-        for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+        for width, repeats in VGG16.stages:
             for _ in range(repeats):
-                net.add(nn.Conv2D(width, 3, padding=1, activation="relu"))
-            net.add(nn.MaxPool2D(2))
-        net.add(nn.Flatten(), nn.Dense(512, activation="relu"), nn.Dropout(dropout))
+                net.add(nn.Conv2D(width, VGG16.kernel, padding=PAD, activation="relu"))
+            net.add(nn.MaxPool2D(VGG16.pool))
+        net.add(nn.Flatten(), nn.Dense(VGG16.dense, activation="relu"), nn.Dropout(dropout))
         net.add(nn.Dense(classes))
         # tui-bench:end model
     elif model == "lstm":
         # tui-bench:begin model gluon hybrid lstm
         net.add(
-            nn.Embedding(vocab, WIDTH, weight_initializer=EMBEDDING_UNIFORM),
+            nn.Embedding(vocab, LSTM.embed, weight_initializer=EMBEDDING_UNIFORM),
             rnn.LSTM(
-                128,
+                LSTM.hidden,
                 layout="NTC",
-                input_size=128,
+                input_size=LSTM.embed,
                 h2h_weight_initializer=ORTHOGONAL,
                 i2h_bias_initializer=FORGET_BIAS_1,
             ),
@@ -409,38 +415,38 @@ def build_symbol(
     # tui-bench:end model
     if model == "cnn":
         # tui-bench:begin model module cnn
-        x = mx.sym.Convolution(x, kernel=(5, 5), num_filter=32, name="conv1")
-        x = mx.sym.Pooling(mx.sym.relu(x), kernel=(2, 2), stride=(2, 2), pool_type="max")
-        x = mx.sym.Convolution(x, kernel=(3, 3), num_filter=64, name="conv2")
-        x = mx.sym.Pooling(mx.sym.relu(x), kernel=(2, 2), stride=(2, 2), pool_type="max")
-        x = mx.sym.relu(mx.sym.FullyConnected(mx.sym.flatten(x), num_hidden=1024, name="fc1"))
+        x = mx.sym.Convolution(x, kernel=(C1K, C1K), num_filter=CNN.conv[0][0], name="conv1")
+        x = mx.sym.Pooling(mx.sym.relu(x), kernel=CNN_POOL, stride=CNN_POOL, pool_type="max")
+        x = mx.sym.Convolution(x, kernel=(C2K, C2K), num_filter=CNN.conv[1][0], name="conv2")
+        x = mx.sym.Pooling(mx.sym.relu(x), kernel=CNN_POOL, stride=CNN_POOL, pool_type="max")
+        x = mx.sym.relu(mx.sym.FullyConnected(mx.sym.flatten(x), num_hidden=CNN.dense, name="fc1"))
         x = mx.sym.Dropout(x, p=dropout)
         return mx.sym.FullyConnected(x, num_hidden=classes, name="fc2")
         # tui-bench:end model
     if model == "mlp":
         # tui-bench:begin model module mlp
         x = mx.sym.flatten(x)
-        for i in (1, 2):
-            x = mx.sym.relu(mx.sym.FullyConnected(x, num_hidden=512, name=f"fc{i}"))
+        for i, width in enumerate(MLP.hidden, 1):
+            x = mx.sym.relu(mx.sym.FullyConnected(x, num_hidden=width, name=f"fc{i}"))
             x = mx.sym.Dropout(x, p=dropout)
-        return mx.sym.FullyConnected(x, num_hidden=classes, name="fc3")
+        return mx.sym.FullyConnected(x, num_hidden=classes, name=f"fc{len(MLP.hidden) + 1}")
         # tui-bench:end model
     if model == "vgg16":
         # tui-bench:begin model module vgg16
-        for block, (width, repeats) in enumerate(((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))):
+        for block, (width, repeats) in enumerate(VGG16.stages):
             for i in range(repeats):
                 x = mx.sym.Convolution(
-                    x, kernel=(3, 3), pad=(1, 1), num_filter=width, name=f"conv{block}_{i}"
+                    x, kernel=VGG_KERNEL, pad=(PAD, PAD), num_filter=width, name=f"conv{block}_{i}"
                 )
                 x = mx.sym.relu(x)
-            x = mx.sym.Pooling(x, kernel=(2, 2), stride=(2, 2), pool_type="max")
-        x = mx.sym.relu(mx.sym.FullyConnected(mx.sym.flatten(x), num_hidden=512, name="fc1"))
+            x = mx.sym.Pooling(x, kernel=VGG_POOL, stride=VGG_POOL, pool_type="max")
+        x = mx.sym.relu(mx.sym.FullyConnected(mx.sym.flatten(x), num_hidden=VGG_DENSE, name="fc1"))
         return mx.sym.FullyConnected(mx.sym.Dropout(x, p=dropout), num_hidden=classes, name="fc2")
         # tui-bench:end model
     if model == "lstm":
         # tui-bench:begin model module lstm
-        x = mx.sym.Embedding(x, input_dim=vocab, output_dim=WIDTH, name="embed")
-        cell = mx.rnn.LSTMCell(128, prefix="lstm_")
+        x = mx.sym.Embedding(x, input_dim=vocab, output_dim=LSTM.embed, name="embed")
+        cell = mx.rnn.LSTMCell(LSTM.hidden, prefix="lstm_")
         outputs, _ = cell.unroll(seq_len, inputs=x, layout="NTC", merge_outputs=False)
         return mx.sym.FullyConnected(outputs[-1], num_hidden=1, name="fc")
         # tui-bench:end model

@@ -32,6 +32,16 @@ from theano.tensor.signal.pool import pool_2d
 from adapters import shared_init
 from adapters.backend import Hyper, evaluate_in_batches, logits_loss_correct
 from adapters.data import binary_head
+from adapters.models import CNN, LSTM, MLP, TRANSFORMER, VGG16, flat_features
+
+# The LSTM's and the transformer's sizes, as the model manifest declares them.
+UNITS = LSTM.hidden
+WIDTH, HEADS, HEAD_DIM, D_FF = (
+    TRANSFORMER.d_model,
+    TRANSFORMER.heads,
+    TRANSFORMER.head_dim,
+    TRANSFORMER.d_ff,
+)
 
 
 # tui-bench:begin model theano
@@ -50,57 +60,57 @@ class Net:
         # tui-bench:end model
         if model == "cnn":
             # tui-bench:begin model theano cnn
-            h, w, c = shape
-            flat = 64 * (((h - 4) // 2 - 2) // 2) * (((w - 4) // 2 - 2) // 2)
-            self._conv(c, 32, 5, "valid")
-            self.layers.append(("pool", ()))
-            self._conv(32, 64, 3, "valid")
-            self.layers += [("pool", ()), ("flatten", ())]
-            self._dense(flat, 1024, relu=True)
+            (c1, k1), (c2, k2) = CNN.conv
+            flat = flat_features("cnn", shape)
+            self._conv(shape[2], c1, k1, "valid")
+            self.layers.append(("pool", (CNN.pool,)))
+            self._conv(c1, c2, k2, "valid")
+            self.layers += [("pool", (CNN.pool,)), ("flatten", ())]
+            self._dense(flat, CNN.dense, relu=True)
             self.layers.append(("dropout", ()))
-            self._dense(1024, classes)
+            self._dense(CNN.dense, classes)
             # tui-bench:end model
         elif model == "mlp":
             # tui-bench:begin model theano mlp
             self.layers.append(("flatten", ()))
-            self._dense(int(np.prod(shape)), 512, relu=True)
+            self._dense(int(np.prod(shape)), MLP.hidden[0], relu=True)
             self.layers.append(("dropout", ()))
-            self._dense(512, 512, relu=True)
+            self._dense(MLP.hidden[0], MLP.hidden[1], relu=True)
             self.layers.append(("dropout", ()))
-            self._dense(512, classes)
+            self._dense(MLP.hidden[1], classes)
             # tui-bench:end model
         elif model == "vgg16":
             # tui-bench:begin model theano vgg16
             channels = shape[2]
-            for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+            for width, repeats in VGG16.stages:
                 for _ in range(repeats):
-                    self._conv(channels, width, 3, "half")
+                    self._conv(channels, width, VGG16.kernel, "half")
                     channels = width
-                self.layers.append(("pool", ()))
-            side = shape[0] // 32
+                self.layers.append(("pool", (VGG16.pool,)))
+            flat = flat_features("vgg16", shape)
             self.layers.append(("flatten", ()))
-            self._dense(512 * side * side, 512, relu=True)
+            self._dense(flat, VGG16.dense, relu=True)
             self.layers.append(("dropout", ()))
-            self._dense(512, classes)
+            self._dense(VGG16.dense, classes)
             # tui-bench:end model
         elif model == "lstm":
             # tui-bench:begin model theano lstm
-            table = self._shared(self.rng.uniform(-0.05, 0.05, (vocab, 128)).astype(FLOATX))
-            kernel = self._shared(glorot_uniform(self.rng, (128, 4 * 128)))
-            recurrent = self._shared(orthogonal(self.rng, (128, 4 * 128)))
-            bias = np.zeros(4 * 128, FLOATX)
-            bias[128:256] = 1.0  # Keras' unit_forget_bias
+            table = self._shared(self.rng.uniform(-0.05, 0.05, (vocab, LSTM.embed)).astype(FLOATX))
+            kernel = self._shared(glorot_uniform(self.rng, (LSTM.embed, 4 * UNITS)))
+            recurrent = self._shared(orthogonal(self.rng, (UNITS, 4 * UNITS)))
+            bias = np.zeros(4 * UNITS, FLOATX)
+            bias[UNITS : 2 * UNITS] = 1.0  # Keras' unit_forget_bias
             self.layers += [("embed", (table,)), ("lstm", (kernel, recurrent, self._shared(bias)))]
-            self._dense(128, 1)
+            self._dense(UNITS, 1)
             # tui-bench:end model
         elif model == "transformer":
             # tui-bench:begin model theano transformer
-            tokens = self._uniform((vocab, 128))
-            self.layers.append(("embed", (tokens, self._uniform((shape[0], 128)))))
-            for _ in range(2):
+            tokens = self._uniform((vocab, WIDTH))
+            self.layers.append(("embed", (tokens, self._uniform((shape[0], WIDTH)))))
+            for _ in range(TRANSFORMER.blocks):
                 self.layers.append(("encoder", self._encoder_params()))
             self.layers.append(("mean", ()))
-            self._dense(128, 1)
+            self._dense(WIDTH, 1)
             # tui-bench:end model
         elif model == "gpt":
             # tui-bench:begin model theano gpt
@@ -149,7 +159,7 @@ class Net:
                 # tui-bench:end model
             elif kind == "pool":
                 # tui-bench:begin model theano cnn vgg16
-                h = pool_2d(h, ws=(2, 2), ignore_border=True, mode="max")
+                h = pool_2d(h, ws=args * 2, ignore_border=True, mode="max")
                 # tui-bench:end model
             elif kind == "flatten":
                 # tui-bench:begin model theano cnn mlp vgg16
@@ -169,7 +179,7 @@ class Net:
                 # tui-bench:end model
             elif kind == "embed":
                 # tui-bench:begin model theano lstm transformer gpt
-                h = args[0][h]  # (batch, time, 128)
+                h = args[0][h]  # (batch, time, width)
                 # tui-bench:end model
                 if len(args) > 1:
                     # tui-bench:begin model theano transformer gpt
@@ -205,16 +215,16 @@ class Net:
     @staticmethod
     def _lstm(sequence, kernel, recurrent, bias):
         """Keras' LSTM: gates i, f, c, o; sigmoid and tanh; the last step's output."""
-        inputs = (T.dot(sequence, kernel) + bias).dimshuffle(1, 0, 2)  # (time, batch, 4·128)
+        inputs = (T.dot(sequence, kernel) + bias).dimshuffle(1, 0, 2)  # (time, batch, 4·units)
 
         def step(x_t, h, c):
             z = x_t + T.dot(h, recurrent)
-            i, f = T.nnet.sigmoid(z[:, :128]), T.nnet.sigmoid(z[:, 128:256])
-            g, o = T.tanh(z[:, 256:384]), T.nnet.sigmoid(z[:, 384:])
+            i, f = T.nnet.sigmoid(z[:, :UNITS]), T.nnet.sigmoid(z[:, UNITS : 2 * UNITS])
+            g, o = T.tanh(z[:, 2 * UNITS : 3 * UNITS]), T.nnet.sigmoid(z[:, 3 * UNITS :])
             c = f * c + i * g
             return o * T.tanh(c), c
 
-        zeros = T.zeros((sequence.shape[0], 128), dtype="float32")
+        zeros = T.zeros((sequence.shape[0], UNITS), dtype="float32")
         (hs, _), _ = theano.scan(step, sequences=inputs, outputs_info=[zeros, zeros])
         return hs[-1]
 
@@ -224,17 +234,17 @@ class Net:
         return self._shared(self.rng.uniform(-0.05, 0.05, shape).astype(FLOATX))
 
     def _encoder_params(self) -> tuple[Any, ...]:
-        """q, k, v, out (128×128 + bias), LayerNorm, Dense 512, Dense 128, LayerNorm."""
+        """q, k, v, out (width × width + bias), LayerNorm, Dense d_ff, Dense width, LayerNorm."""
 
         def dense(fan_in: int, fan_out: int) -> list[Any]:
             kernel = self._shared(glorot_uniform(self.rng, (fan_in, fan_out)))
             return [kernel, self._shared(np.zeros(fan_out, FLOATX))]
 
         def norm() -> list[Any]:
-            return [self._shared(np.ones(128, FLOATX)), self._shared(np.zeros(128, FLOATX))]
+            return [self._shared(np.ones(WIDTH, FLOATX)), self._shared(np.zeros(WIDTH, FLOATX))]
 
-        projections = dense(128, 128) + dense(128, 128) + dense(128, 128) + dense(128, 128)
-        return tuple(projections + norm() + dense(128, 512) + dense(512, 128) + norm())
+        projections = [p for _ in "qkvo" for p in dense(WIDTH, WIDTH)]
+        return tuple(projections + norm() + dense(WIDTH, D_FF) + dense(D_FF, WIDTH) + norm())
 
     # tui-bench:end model
     # tui-bench:begin model theano transformer gpt
@@ -256,14 +266,14 @@ class Net:
         """Multi-head self-attention from dot and batched_dot (Theano has no attention op)."""
         batch, time = x.shape[0], x.shape[1]
 
-        def split(t):  # (batch, time, 128) → (batch·4, time, 32)
-            return t.reshape((batch, time, 4, 32)).dimshuffle(0, 2, 1, 3).reshape((-1, time, 32))
+        def split(t):  # (batch, time, width) → (batch·heads, time, head_dim)
+            return t.reshape((batch, time, HEADS, -1)).swapaxes(1, 2).reshape((-1, time, HEAD_DIM))
 
         q, k, v = (split(T.dot(x, w) + b) for w, b in ((wq, bq), (wk, bk), (wv, bv)))
-        scores = T.batched_dot(q, k.dimshuffle(0, 2, 1)) / np.float32(np.sqrt(32.0))
+        scores = T.batched_dot(q, k.dimshuffle(0, 2, 1)) / np.float32(np.sqrt(HEAD_DIM))
         weights = T.nnet.softmax(scores.reshape((-1, time))).reshape(scores.shape)
         h = T.batched_dot(self._drop(weights, train), v)
-        h = h.reshape((batch, 4, time, 32)).dimshuffle(0, 2, 1, 3).reshape((batch, time, 128))
+        h = h.reshape((batch, HEADS, time, -1)).dimshuffle(0, 2, 1, 3).reshape((batch, time, WIDTH))
         x = self._layer_norm(x + self._drop(T.dot(h, wo) + bo, train), g1, b1)
         f = T.dot(x, w1) + c1
         f = np.float32(0.5) * f * (np.float32(1.0) + T.erf(f / np.float32(np.sqrt(2.0))))

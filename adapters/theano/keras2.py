@@ -32,7 +32,8 @@ from adapters import shared_init
 from adapters.backend import Hyper, evaluate_in_batches, logits_loss_correct
 from adapters.clock import StepClock
 from adapters.data import binary_head
-from adapters.theano.graph import Net
+from adapters.models import CNN, LSTM, MLP, TRANSFORMER, VGG16
+from adapters.theano.graph import D_FF, HEAD_DIM, HEADS, UNITS, WIDTH, Net
 
 os.environ.setdefault("KERAS_HOME", str(compile_dir().parent / "keras2"))
 restore_collections_aliases()
@@ -73,8 +74,8 @@ class Keras2SelfAttention(_Keras2Layer):
     def build(self, input_shape: Any) -> None:
         self.projections = [
             (
-                self.add_weight(name=f"{n}_kernel", shape=(128, 128), initializer="glorot_uniform"),
-                self.add_weight(name=f"{n}_bias", shape=(128,), initializer="zeros"),
+                self.add_weight(f"{n}_kernel", (WIDTH, WIDTH), initializer="glorot_uniform"),
+                self.add_weight(f"{n}_bias", (WIDTH,), initializer="zeros"),
             )
             for n in ("query", "key", "value", "out")
         ]
@@ -83,18 +84,18 @@ class Keras2SelfAttention(_Keras2Layer):
     def call(self, x: Any, training: Any = None) -> Any:
         batch, time = x.shape[0], x.shape[1]
 
-        def split(t):  # (batch, time, 128) → (batch·4, time, 32)
-            return t.reshape((batch, time, 4, 32)).dimshuffle(0, 2, 1, 3).reshape((-1, time, 32))
+        def split(t):  # (batch, time, width) → (batch·heads, time, head_dim)
+            return t.reshape((batch, time, HEADS, -1)).swapaxes(1, 2).reshape((-1, time, HEAD_DIM))
 
         (wq, bq), (wk, bk), (wv, bv), (wo, bo) = self.projections
         q, k, v = (split(T.dot(x, w) + b) for w, b in ((wq, bq), (wk, bk), (wv, bv)))
-        scores = T.batched_dot(q, k.dimshuffle(0, 2, 1)) / np.float32(np.sqrt(32.0))
+        scores = T.batched_dot(q, k.dimshuffle(0, 2, 1)) / np.float32(np.sqrt(HEAD_DIM))
         weights = T.nnet.softmax(scores.reshape((-1, time))).reshape(scores.shape)
         if self.dropout > 0:
             dropped = keras.backend.dropout(weights, self.dropout)
             weights = keras.backend.in_train_phase(dropped, weights, training=training)
         h = T.batched_dot(weights, v)
-        h = h.reshape((batch, 4, time, 32)).dimshuffle(0, 2, 1, 3).reshape((batch, time, 128))
+        h = h.reshape((batch, HEADS, time, -1)).dimshuffle(0, 2, 1, 3).reshape((batch, time, WIDTH))
         return T.dot(h, wo) + bo
 
 
@@ -105,11 +106,11 @@ def gelu(x: Any) -> Any:
 def keras2_transformer(vocab: int, length: int, dropout: float) -> Any:
     layers = keras.layers
     ids = layers.Input((length,))
-    h = Keras2Positions()(layers.Embedding(vocab, 128)(ids))
-    for _ in range(2):
+    h = Keras2Positions()(layers.Embedding(vocab, WIDTH)(ids))
+    for _ in range(TRANSFORMER.blocks):
         a = Keras2SelfAttention(dropout)(h)
         h = Keras2LayerNorm()(layers.Add()([h, layers.Dropout(dropout)(a)]))
-        f = layers.Dense(128)(layers.Dense(512, activation=gelu)(h))
+        f = layers.Dense(WIDTH)(layers.Dense(D_FF, activation=gelu)(h))
         h = Keras2LayerNorm()(layers.Add()([h, layers.Dropout(dropout)(f)]))
     return keras.models.Model(ids, layers.Dense(1)(layers.GlobalAveragePooling1D()(h)))
 
@@ -232,12 +233,13 @@ def load_keras2_transformer(model: Any, weights: dict[str, np.ndarray]) -> None:
         layers["Keras2LayerNorm"],
         layers["Dense"],
     )
-    if (len(attention), len(norms), len(dense)) != (2, 4, 5):
+    blocks = TRANSFORMER.blocks
+    if (len(attention), len(norms), len(dense)) != (blocks, 2 * blocks, 2 * blocks + 1):
         raise ValueError("load_keras2_transformer: the model is not the catalog's transformer")
     (embedding,), (positions,) = layers["Embedding"], layers["Keras2Positions"]
     embedding.set_weights([weights["tokens"]])
     positions.set_weights([weights["positions"]])
-    for b in range(2):
+    for b in range(blocks):
         p = f"block{b}."
         attention[b].set_weights(
             [
@@ -264,12 +266,12 @@ def build_keras2_model(model: str, input_shape, classes: int, dropout: float, vo
     if model == "cnn":
         # tui-bench:begin model keras2 cnn
         stack = [
-            layers.Conv2D(32, 5, activation="relu"),
-            layers.MaxPooling2D(2),
-            layers.Conv2D(64, 3, activation="relu"),
-            layers.MaxPooling2D(2),
+            layers.Conv2D(*CNN.conv[0], activation="relu"),
+            layers.MaxPooling2D(CNN.pool),
+            layers.Conv2D(*CNN.conv[1], activation="relu"),
+            layers.MaxPooling2D(CNN.pool),
             layers.Flatten(),
-            layers.Dense(1024, activation="relu"),
+            layers.Dense(CNN.dense, activation="relu"),
             layers.Dropout(dropout),
             layers.Dense(classes),
         ]
@@ -278,9 +280,9 @@ def build_keras2_model(model: str, input_shape, classes: int, dropout: float, vo
         # tui-bench:begin model keras2 mlp
         stack = [
             layers.Flatten(),
-            layers.Dense(512, activation="relu"),
+            layers.Dense(MLP.hidden[0], activation="relu"),
             layers.Dropout(dropout),
-            layers.Dense(512, activation="relu"),
+            layers.Dense(MLP.hidden[1], activation="relu"),
             layers.Dropout(dropout),
             layers.Dense(classes),
         ]
@@ -288,21 +290,21 @@ def build_keras2_model(model: str, input_shape, classes: int, dropout: float, vo
     elif model == "vgg16":
         # tui-bench:begin model keras2 vgg16
         stack = []
-        for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+        for w, n in VGG16.stages:  # each stage: n convolutions of width w
             stack += [
-                layers.Conv2D(width, 3, padding="same", activation="relu") for _ in range(repeats)
+                layers.Conv2D(w, VGG16.kernel, padding="same", activation="relu") for _ in range(n)
             ]
-            stack.append(layers.MaxPooling2D(2))
+            stack.append(layers.MaxPooling2D(VGG16.pool))
         stack += [
             layers.Flatten(),
-            layers.Dense(512, activation="relu"),
+            layers.Dense(VGG16.dense, activation="relu"),
             layers.Dropout(dropout),
             layers.Dense(classes),
         ]
         # tui-bench:end model
     elif model == "lstm":
         # tui-bench:begin model keras2 lstm
-        stack = [layers.Embedding(vocab, 128), layers.LSTM(128), layers.Dense(1)]
+        stack = [layers.Embedding(vocab, LSTM.embed), layers.LSTM(UNITS), layers.Dense(1)]
         # tui-bench:end model
     elif model == "transformer":
         # tui-bench:begin model keras2 transformer

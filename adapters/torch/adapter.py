@@ -20,7 +20,7 @@ from torch import nn
 from adapters import shared_init
 from adapters.backend import Backend, DeviceError, Hyper, Parallel, Settings, evaluate_in_batches
 from adapters.data import binary_head
-from adapters.models import TRANSFORMER
+from adapters.models import CNN, LSTM, MLP, TRANSFORMER, VGG16, flat_features
 from adapters.precision import bf16_settings
 
 APIS = ("eager", "compile")
@@ -282,61 +282,61 @@ def build_model(
     # tui-bench:end model
     if model == "cnn":
         # tui-bench:begin model cnn
-        h, w, c = input_shape
-        flat = 64 * (((h - 4) // 2 - 2) // 2) * (((w - 4) // 2 - 2) // 2)
+        (c1, k1), (c2, k2) = CNN.conv
+        flat = flat_features("cnn", input_shape)
         return nn.Sequential(
-            nn.Conv2d(c, 32, 5),
+            nn.Conv2d(input_shape[2], c1, k1),
             nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3),
+            nn.MaxPool2d(CNN.pool),
+            nn.Conv2d(c1, c2, k2),
             nn.ReLU(),
-            nn.MaxPool2d(2),
+            nn.MaxPool2d(CNN.pool),
             nn.Flatten(),
-            nn.Linear(flat, 1024),
+            nn.Linear(flat, CNN.dense),
             nn.ReLU(),
             nn.Dropout(dropout),
-            nn.Linear(1024, classes),
+            nn.Linear(CNN.dense, classes),
         )
         # tui-bench:end model
     if model == "mlp":
         # tui-bench:begin model mlp
         return nn.Sequential(
             nn.Flatten(),
-            nn.Linear(math.prod(input_shape), 512),
+            nn.Linear(math.prod(input_shape), MLP.hidden[0]),
             nn.ReLU(),
             nn.Dropout(dropout),
-            nn.Linear(512, 512),
+            nn.Linear(MLP.hidden[0], MLP.hidden[1]),
             nn.ReLU(),
             nn.Dropout(dropout),
-            nn.Linear(512, classes),
+            nn.Linear(MLP.hidden[1], classes),
         )
         # tui-bench:end model
     if model == "vgg16":
         # tui-bench:begin model vgg16
         layers: list[nn.Module] = []
         channels = input_shape[2]
-        for width, repeats in ((64, 2), (128, 2), (256, 3), (512, 3), (512, 3)):
+        for width, repeats in VGG16.stages:
             for _ in range(repeats):
-                layers += [nn.Conv2d(channels, width, 3, padding=1), nn.ReLU()]
+                layers += [nn.Conv2d(channels, width, VGG16.kernel, padding="same"), nn.ReLU()]
                 channels = width
-            layers.append(nn.MaxPool2d(2))
-        side = input_shape[0] // 32
+            layers.append(nn.MaxPool2d(VGG16.pool))
+        flat = flat_features("vgg16", input_shape)
         return nn.Sequential(
             *layers,
             nn.Flatten(),
-            nn.Linear(512 * side * side, 512),
+            nn.Linear(flat, VGG16.dense),
             nn.ReLU(),
             nn.Dropout(dropout),
-            nn.Linear(512, classes),
+            nn.Linear(VGG16.dense, classes),
         )
         # tui-bench:end model
     if model == "lstm":
         # tui-bench:begin model lstm
         return nn.Sequential(
-            nn.Embedding(vocab, 128),
-            nn.LSTM(128, 128, batch_first=True),
+            nn.Embedding(vocab, LSTM.embed),
+            nn.LSTM(LSTM.embed, LSTM.hidden, batch_first=True),
             _LastStep(),
-            nn.Linear(128, 1),
+            nn.Linear(LSTM.hidden, 1),
         )
         # tui-bench:end model
     if model == "transformer":

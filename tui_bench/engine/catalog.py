@@ -60,57 +60,40 @@ class Model:
     default_dataset: str | None = None
 
 
+def _described(model: str, dataset: str = "synthetic-mnist") -> str:
+    """The model's description, generated from its declaration (adapters/models.json) on the
+    shape of its reference dataset."""
+    entry = manifest()[dataset]
+    shape, classes = tuple(entry["input_shape"]), int(entry["num_classes"])
+    return model_manifest.describe(model, shape, classes, int(entry.get("vocab_size", 0)))
+
+
 MODELS: dict[str, Model] = {
-    "cnn": Model(
-        "cnn",
-        "Reference CNN",
-        "image",
-        "Conv32 5×5 → pool → Conv64 3×3 → pool → Dense1024 → Dropout → Dense10 "
-        "(1,669,002 parameters on 28×28×1)",
-    ),
-    "mlp": Model("mlp", "FNN", "image", "Dense512 → Dropout → Dense512 → Dropout → Dense10"),
+    "cnn": Model("cnn", "Reference CNN", "image", _described("cnn")),
+    "mlp": Model("mlp", "FNN", "image", _described("mlp")),
     "vgg16": Model(
         "vgg16",
         "VGG16",
         "image",
-        "13 conv 3×3 layers (64…512) in 5 pooled blocks → Dense512 → Dropout → Dense10",
+        _described("vgg16", "synthetic-cifar10"),
         refuses={
             "synthetic-mnist": "vgg16 pools 5 times and needs 32×32 input; 28×28 shrinks to nothing",
             "mnist": "vgg16 pools 5 times and needs 32×32 input; 28×28 shrinks to nothing",
             "fashion-mnist": "vgg16 pools 5 times and needs 32×32 input; 28×28 shrinks to nothing",
         },
     ),
-    "lstm": Model("lstm", "LSTM", "sequence", "Embedding 5000×128 → LSTM128 → Dense1 (binary)"),
+    "lstm": Model("lstm", "LSTM", "sequence", _described("lstm", "synthetic-imdb")),
     # Every adapter builds exactly this (docs/frameworks.md, "The transformer"): no padding mask,
     # like the LSTM; Glorot-uniform kernels with each attention projection's fans those of a
-    # 128×128 dense, zero biases, LayerNorm γ=1 β=0, embeddings uniform ±0.05, drawn once by
+    # width × width dense, zero biases, LayerNorm γ=1 β=0, embeddings uniform ±0.05, drawn once by
     # adapters/shared_init.py and loaded into every framework (the same initial weights).
     "transformer": Model(
         "transformer",
         "Transformer encoder",
         "sequence",
-        "Embedding 5000×128 + learned positions 200×128 → 2 × [4-head self-attention (4×32) → "
-        "Dropout → +residual → LayerNorm → Dense512 GELU → Dense128 → Dropout → +residual → "
-        "LayerNorm] → mean over positions → Dense1 (binary; 1,062,273 parameters)",
+        _described("transformer", "synthetic-imdb"),
     ),
 }
-
-
-def _gpt_description() -> str:
-    """The gpt's layout and its named sizes, from the model manifest."""
-    sizes = ", ".join(
-        f"{name} (L {d.layers}, d {d.d_model}, {d.heads} heads, S {d.seq_len}, V {d.vocab_size}: "
-        f"{d.parameters:,} parameters)"
-        for name in model_manifest.gpt_sizes()
-        for d in (model_manifest.gpt_dims(name),)
-    )
-    return (
-        "GPT-2 layout decoder: tokens V×d + learned positions S×d → L × [LayerNorm → causal "
-        "multi-head self-attention (fused q/k/v) → +residual; LayerNorm → Dense 4d GELU (tanh) → "
-        "Dense d → +residual] → LayerNorm → head tied to the token table; next-token "
-        f"cross-entropy. Sizes: {sizes}; each dimension can be set (--layers --d-model --heads "
-        "--seq-len --vocab-size)"
-    )
 
 
 # Every adapter that builds it builds exactly this (docs/frameworks.md, "The GPT"): GPT-2's
@@ -119,7 +102,7 @@ MODELS["gpt"] = Model(
     "gpt",
     "GPT (decoder LM)",
     "tokens",
-    _gpt_description(),
+    _described("gpt", "synthetic-tokens"),
     default_dataset="synthetic-tokens",
 )
 
