@@ -103,3 +103,16 @@ def test_cached_tokens_equal_a_recompute(framework: str, api: str) -> None:
         assert found["traces"] == 1  # traced in the first request only, never per token
     elif framework == "mxnet":
         assert found["traces"] == 0  # imperative: never traced
+
+
+@pytest.mark.parametrize(
+    ("framework", "api", "words"),
+    [("mxnet", "module", "Module API binds a training graph"), ("theano", "keras2", "K.function")],
+)
+def test_the_apis_without_a_path_say_why(framework: str, api: str, words: str) -> None:
+    from tui_bench.engine.errors import SpecError
+    from tui_bench.engine.spec import RunSpec
+
+    with pytest.raises(SpecError) as refused:
+        RunSpec(framework=framework, api=api, model="gpt", mode="generate").validate()
+    assert refused.value.field == "mode" and words in str(refused.value)
