@@ -13,9 +13,9 @@ decode step takes them as inputs, attends over the whole cache with this token's
 blended in at its position and everything past the position masked (stale values of an earlier
 request are never seen), and returns the token's ids and its (B·H, 1, Dh) key and value, which
 are then written into the cache in place (a slice assignment on the engine) before the next step.
-The step does not return the whole cache: a static_alloc CachedOp reuses its output buffers from
-call to call, so the cache cannot be its own output fed back in. Each token's ids are copied to
-the host (``asnumpy``, which waits for the engine) and the token clock read then: per-token timing.
+Returning only those (not a whole updated cache) keeps the step from copying the cache per token.
+Each token's ids are copied to the host (``asnumpy``, which waits for the engine) and the token
+clock read then: per-token timing.
 """
 
 from __future__ import annotations
