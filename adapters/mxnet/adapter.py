@@ -712,6 +712,16 @@ class GluonBackend(Backend):
     def served_outputs(self, outputs: nd.NDArray) -> np.ndarray:
         return outputs.asnumpy()
 
+    # -- generation (spec mode "generate": adapters/generate.py, adapters/mxnet/generate.py) --
+    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        from adapters.mxnet.generate import MxnetGeneration
+
+        self.generation = MxnetGeneration(self.net, self.hyper.dims, self.ctx, self.api, self.amp)
+        return self.generation.prepare(batch, prompt_tokens, new_tokens)
+
+    def generate(self, prompt: np.ndarray, new_tokens: int, clock: Any) -> np.ndarray:
+        return self.generation.generate(prompt, new_tokens, clock)
+
     def evaluate(self, x: np.ndarray, y: np.ndarray, batch_size: int) -> tuple[float, float]:
         total_loss, correct = 0.0, 0
         for start in range(0, len(x), batch_size):

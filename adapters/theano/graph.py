@@ -408,3 +408,14 @@ class TheanoBackend(TheanoBase):
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         return self.logits_fn(x)  # synchronous on the CPU: the numpy logits
+
+    # -- generation (spec mode "generate": adapters/generate.py, adapters/theano/generate.py) --
+    def prepare_generation(self, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+        from adapters.theano.generate import from_net
+
+        path = "compiled theano.function prefill and one-token decode step, cache in shared"
+        self.generation = from_net(self.net, path + " variables (updates=)")
+        return self.generation.prepare(batch, prompt_tokens, new_tokens)
+
+    def generate(self, prompt: np.ndarray, new_tokens: int, clock: Any) -> np.ndarray:
+        return self.generation.generate(prompt, new_tokens, clock)
