@@ -357,7 +357,7 @@ def test_runtime_setup_all_runs_two_at_a_time_and_starts_none_after_a_failure(
         ('[ui]\ncolour = "red"\n', "unknown key ui.colour (known: "),
         (
             '[runtimes.tensorflw]\npython = "/x"\n',
-            "unknown key runtimes.tensorflw (runtimes are: cntk, keras-jax, keras-torch, mxnet, "
+            "unknown key runtimes.tensorflw (runtimes are: cntk, jax, keras-jax, keras-torch, mxnet, "
             "tensorflow, tf-legacy, theano, torch)",
         ),
     ],

@@ -40,7 +40,7 @@ def test_defaults_are_the_offline_reference_run():
         (
             {"framework": "caffe"},
             "framework",
-            "framework 'caffe' is not known (choose: torch, tensorflow, keras, mxnet, theano, cntk)",
+            "framework 'caffe' is not known (choose: torch, tensorflow, keras, jax, mxnet, theano, cntk)",
         ),
         ({"device": "cuda:0"}, "device", "device must be cpu, gpu or gpu:N, got 'cuda:0'"),
         ({"lr": 0}, "lr", "lr must be in (0.0, 10.0], got 0.0"),
