@@ -49,7 +49,9 @@ def test_in_tree_frameworks_register_through_the_entry_point_group() -> None:
         fw = catalog.FRAMEWORKS[name]
         assert fw.package_dir == adapters_dir() / name
         assert fw.adapter == ("" if fw.unavailable else f"adapters.{name}.adapter")
-    assert list(catalog.FRAMEWORKS)[: len(IN_TREE)] == list(IN_TREE)  # the manifests' order, then plugins
+    assert list(catalog.FRAMEWORKS)[: len(IN_TREE)] == list(
+        IN_TREE
+    )  # the manifests' order, then plugins
     assert frameworks.problems() == ()
 
 
