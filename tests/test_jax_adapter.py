@@ -21,7 +21,9 @@ from test_frameworks import INITIAL_LOSS_RTOL, runtime_for
 
 from tui_bench.engine import catalog
 
-pytestmark = pytest.mark.slow
+# One xdist worker runs them all, so the module fixture (every model built in both APIs, ~85 s cold)
+# is built once, not once per worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("jax-adapter")]
 
 # torch's trainable parameters for the same models (tests/test_frameworks.py pins the CNN, the
 # MLP, the transformer and the gpt; VGG16 on CIFAR-10 and the LSTM on IMDb as torch counts them).
