@@ -35,8 +35,9 @@ TRAINED_ELSEWHERE = {
     # API serves both of its models there (batch 1; batch 64 is the same path with more bytes).
     "inference-quick": "tests/test_inference_equity.py::test_every_api_serves_the_shared_transformer"
     " and ::test_every_api_serves_the_reference_cnn_on_the_same_bytes",
-    # Generates, not trains: every API that generates runs the tiny gpt's generation there, its
-    # tokens held to the reference (batch 2; batch 1 and 8 are the same path).
+    # Generates, not trains: every API that generates runs the tiny gpt's generation, its tokens
+    # held to the reference (batch 2; batch 1 and 8 are the same path), through the worker there
+    # or in its package's own test (test_generation.REFERENCE_IN_PROCESS).
     "generate-quick": "tests/test_generation.py::test_every_generating_api_gives_the_reference_tokens",
 }
 
@@ -166,13 +167,10 @@ def trained_by_other_tests() -> set[tuple]:
     """(framework, API, model, dataset, workers) of every CPU run the framework and data-parallel
     tests train for real (weak or strong scaling only splits the same batches differently)."""
     from tests.test_data_parallel import TWO_WORKER_PATHS
-    from tests.test_frameworks import COMBOS
+    from tests.test_frameworks import CNN_TRAINED, COMBOS
 
-    single = {
-        (framework, api, model, dataset, 1)
-        for framework, api in COMBOS
-        for model, dataset in (("cnn", "synthetic-mnist"), ("transformer", "synthetic-imdb"))
-    }
+    single = {(framework, api, "cnn", "synthetic-mnist", 1) for framework, api in CNN_TRAINED}
+    single |= {(framework, api, "transformer", "synthetic-imdb", 1) for framework, api in COMBOS}
     parallel = {
         (framework, api, "cnn", "synthetic-mnist", workers)
         for framework, api in TWO_WORKER_PATHS
@@ -208,6 +206,16 @@ def test_presets_trained_elsewhere_are_trained(name):
         # every API that generates is in the preset, and runs there (a new one: add its line)
         assert runnable == set(catalog.generating_apis())
         return
+    if name == "inference-quick":  # served, not trained: by the serving tests, every API, both
+        from tests.test_inference_equity import SERVING
+
+        assert {s.mode for s in on_cpu} == {"inference"}
+        assert {(s.framework, s.api) for s in on_cpu} == set(SERVING)
+        assert {(s.model, s.dataset) for s in on_cpu} == {
+            ("cnn", "synthetic-mnist"),
+            ("transformer", "synthetic-imdb"),
+        }
+        return
     signatures = {(s.framework, s.api, s.model, s.dataset, s.workers) for s in on_cpu}
     assert signatures <= trained_by_other_tests(), signatures - trained_by_other_tests()
     # More than one thread: the framework's way of setting threads is checked with 2 elsewhere.
@@ -217,17 +225,6 @@ def test_presets_trained_elsewhere_are_trained(name):
         from tests.test_frameworks import COMBOS
 
         assert {(s.framework, s.api) for s in on_cpu} == set(COMBOS)
-    if (
-        name == "inference-quick"
-    ):  # served, not trained: by the serving tests, every API, both models
-        from tests.test_inference_equity import SERVING
-
-        assert {s.mode for s in on_cpu} == {"inference"}
-        assert {(s.framework, s.api) for s in on_cpu} == set(SERVING)
-        assert {(s.model, s.dataset) for s in on_cpu} == {
-            ("cnn", "synthetic-mnist"),
-            ("transformer", "synthetic-imdb"),
-        }
 
 
 @pytest.mark.slow
@@ -254,6 +251,11 @@ def test_quick_preset_runs(name, capsys):
     if name == "gpt-quick":  # every framework × API from the one shared draw: one first loss
         firsts = [r["metrics"]["initial_loss"] for r in result["runs"]]
         assert max(firsts) - min(firsts) <= 1e-6 * min(firsts), firsts
+        for r in result["runs"]:  # every API's gpt states its rate and FLOPs, causal
+            metrics = r["metrics"]
+            assert metrics["tokens_per_s"] == pytest.approx(metrics["samples_per_s"] * 128)
+            assert metrics["flops_per_step"] == 8 * 128 * 3 * 3_014_656, r["config"]
+            assert "causal" in metrics["setting_attention"], r["config"]
     oversubscribed = {r["config"]: r["oversubscribed"] for r in result["runs"]}
     for c in runnable:
         assert oversubscribed[c.key] == (c.spec.threads > (os.cpu_count() or 1))
