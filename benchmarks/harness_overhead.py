@@ -298,6 +298,9 @@ JAX_MODEL = r"""
 import functools
 import jax, jax.numpy as jnp, optax
 from flax import nnx
+# fp32 as the adapter sets it (explicitly, recorded with the run): XLA's matmuls and convolutions
+# at full float32, whatever the platform's default
+jax.config.update("jax_default_matmul_precision", "float32")
 glorot = nnx.initializers.glorot_uniform()
 class Cnn(nnx.Module):
     def __init__(self, rngs):
