@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import THEANO_GROUP
 
 from tui_bench import cli
 from tui_bench.engine import catalog
@@ -230,22 +229,9 @@ def test_presets_trained_elsewhere_are_trained(name):
         assert {(s.framework, s.api) for s in on_cpu} == set(COMBOS)
 
 
-def _quick_presets_run_here() -> list:
-    """The quick presets the CLI runs below; one that trains Theano runs in the test process that
-    runs the other Theano runs (conftest's THEANO_GROUP): Theano compiles under a lock on its
-    compile directory, and gpt-quick's two Theano runs in the other process waited on it, or
-    compiled again the C modules the transformer's runs had just compiled."""
-    params = []
-    for name in sorted(set(QUICK) - set(TRAINED_ELSEWHERE)):
-        text = (REPO / "presets" / f"{name}.toml").read_text(encoding="utf-8")
-        marks = [pytest.mark.xdist_group(THEANO_GROUP)] if '"theano"' in text else []
-        params.append(pytest.param(name, marks=marks))
-    return params
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # a hang guard: cold Theano compiles take minutes on a loaded box
-@pytest.mark.parametrize("name", _quick_presets_run_here())
+@pytest.mark.parametrize("name", sorted(set(QUICK) - set(TRAINED_ELSEWHERE)))
 def test_quick_preset_runs(name, capsys):
     """Each shipped quick preset, every configuration as shipped (framework, API, model, data,
     device, threads, workers): what this installation can run finishes; the rest is skipped with
