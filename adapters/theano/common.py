@@ -14,6 +14,11 @@ before importing Theano (see ``theano_flags``):
   passes it in ``TUI_BENCH_WORKER_CACHE``), never ``~/.theano``.
 - ``openmp``: Theano's own OpenMP loops (convolutions over the batch, large elementwise ops) are
   compiled in when more than one thread is asked for; their count is ``OMP_NUM_THREADS``.
+- ``compile.wait``: a process that finds the compile directory locked sleeps this many seconds
+  (to twice as many) before it looks again, and the holder keeps the lock for a whole function's
+  modules. Theano's 5 s suits a cluster's shared disk; here a second run (or a test process)
+  slept 5-10 s at a time after the lock was free. 1 s; ``compile.timeout`` (when a lock not
+  refreshed is taken over) stays Theano's 120 s, which it would otherwise derive as 24 × wait.
 Threads: the worker sets ``OMP_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` before this module is
 imported; OpenBLAS sizes its pool from them when it is loaded, and both counts are read back
 from the libraries themselves.
@@ -79,6 +84,8 @@ def theano_flags(threads: int) -> str:
             "device=cpu",
             "floatX=float32",
             f"openmp={threads > 1}",
+            "compile.wait=1",
+            "compile.timeout=120",
             f"base_compiledir={compile_dir()}",
             f"blas.ldflags={ldflags}",
         ]
@@ -231,6 +238,7 @@ class TheanoBase(Backend):
             "openmp": bool(theano.config.openmp),
             "openmp_threads": omp,
             "compiledir": theano.config.compiledir,
+            "compile_lock_wait_s": theano.config.compile.wait,
             "floatX": theano.config.floatX,
             "scan_driver": "python",  # see the scan_perform_ext note at the imports
         }
