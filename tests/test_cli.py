@@ -68,6 +68,21 @@ def test_help_explains_commands_and_what_is_timed():
             "tui-bench: error: --dry-run builds one spec here; it cannot be combined with --preset",
         ),
         (
+            ["run", "--preset", "quick", "--only", "tensorflw"],
+            "tui-bench: error: run: argument --only: no framework 'tensorflw' "
+            "(known: torch, tensorflow, keras, jax, mxnet, theano, cntk)",
+        ),
+        (
+            ["run", "--preset", "kabakus-2020-quick", "--only", "jax"],
+            "tui-bench: error: --only jax: no configuration of kabakus-2020-quick is jax "
+            "(it has keras/tensorflow, torch/eager)",
+        ),
+        (
+            ["run", "--only", "torch"],
+            "tui-bench: error: --only picks configurations of a sweep: give --preset "
+            "(or a flag with a list)",
+        ),
+        (
             ["run", "--dry-run", "--model", "resnet9000"],
             "tui-bench: error: model 'resnet9000' is not known "
             "(choose: cnn, mlp, vgg16, lstm, transformer, gpt)",

@@ -32,9 +32,10 @@ TRAINED_ELSEWHERE = {
     "shatnawi-2018-quick": "tests/test_frameworks.py::test_reference_cnn_trains_identically_everywhere"
     " (1 thread; test_two_threads_take_effect_and_mlp_counts_match reads 2 back)",
     # Serves, not trains: 60 runs, 3 min 23 s warm here (27 Nov 2026, load ~1). Every framework ×
-    # API serves both of its models there (batch 1; batch 64 is the same path with more bytes).
+    # API serves the transformer there, and every model-building path the CNN's images (batch 1;
+    # batch 64 is the same path with more bytes).
     "inference-quick": "tests/test_inference_equity.py::test_every_api_serves_the_shared_transformer"
-    " and ::test_every_api_serves_the_reference_cnn_on_the_same_bytes",
+    " and ::test_every_build_path_serves_the_reference_cnn_on_the_same_bytes",
     # Generates, not trains: every API that generates runs the tiny gpt's generation, its tokens
     # held to the reference (batch 2; batch 1 and 8 are the same path), through the worker there
     # or in its package's own test (test_generation.REFERENCE_IN_PROCESS).
@@ -229,6 +230,41 @@ def test_presets_trained_elsewhere_are_trained(name):
         assert {(s.framework, s.api) for s in on_cpu} == set(COMBOS)
 
 
+# gpt-quick's configurations the CLI test leaves out (``run --only`` the rest), each for a
+# reason: torch eager trains the gpt in tests/test_frameworks.py from the same draw against the
+# float64 reference; TensorFlow's five train with the step each of them trains the transformer
+# with in tests/test_frameworks.py (the loss over every position is the one line the gpt adds),
+# and their gpt (two build paths) is built, and its first batch's loss taken through each API's
+# own evaluation, by the build probes there. 53 s of a quiet box's 289 s gpt-quick.
+GPT_QUICK_LEFT_OUT = {
+    ("torch", "eager"): "trained from the shared draw in test_gpt_tiny_trains_from_the_shared_draw",
+    **{
+        ("tensorflow", api): "the transformer's training step; the gpt built and its loss probed"
+        for api in ("keras", "eager", "graph", "xla", "estimator")
+    },
+}
+ONLY = {
+    "gpt-quick": ",".join(
+        dict.fromkeys(
+            f"{c.spec.framework}/{c.spec.api}"
+            for c in presets.expand(presets.load(presets.find("gpt-quick")), probe=None)
+            if (c.spec.framework, c.spec.api) not in GPT_QUICK_LEFT_OUT
+        )
+    )
+}
+
+
+def test_what_gpt_quicks_cli_run_leaves_out_is_trained_or_probed_elsewhere():
+    from tests.test_frameworks import GPT_PROBES, GPT_TRAINED
+
+    assert set(GPT_QUICK_LEFT_OUT) - {("torch", "eager")} <= {
+        ("tensorflow", api) for api in catalog.framework("tensorflow").apis
+    }
+    assert ("torch", "eager") in GPT_TRAINED
+    # both of TensorFlow's gpt build paths are probed (test_every_gpt_api_is_trained_or_probed)
+    assert {("tensorflow", "graph"), ("tensorflow", "estimator")} <= set(GPT_PROBES)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # a hang guard: cold Theano compiles take minutes on a loaded box
 @pytest.mark.parametrize("name", sorted(set(QUICK) - set(TRAINED_ELSEWHERE)))
@@ -240,10 +276,13 @@ def test_quick_preset_runs(name, capsys):
     shipped repeats and steps made shatnawi-2018-quick alone 381-463 s of the suite's critical
     path on a fresh machine."""
     fewest = {"steps_per_epoch": 3, "warmup_steps": 1}  # a configuration's key follows them
-    configs = presets.expand(presets.load(presets.find(name)), fewest)
+    only = tuple(ONLY[name].split(",")) if name in ONLY else ()
+    configs = presets.expand(presets.load(presets.find(name)), fewest, only=only)
     runnable = [c for c in configs if c.skip_reason is None]
     assert runnable, "a quick preset must run something with only PyTorch installed"
     flags = ["--steps-per-epoch", "3", "--warmup-steps", "1"]
+    if only:
+        flags += ["--only", ONLY[name]]
     code = cli.main(["run", "--preset", name, "--repeats", "1", *flags, "--json"])
     result = json.loads(capsys.readouterr().out)
     statuses = [(r["config"], r["status"], r.get("reason")) for r in result["runs"]]

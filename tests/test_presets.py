@@ -78,6 +78,36 @@ work = [{model = "cnn", batch_size = 64}, {model = "mlp", batch_size = 80}]
     }  # batch size travels with its model, never crossed with the other one
 
 
+def test_only_keeps_the_named_configurations_with_the_whole_presets_keys(workdir):
+    """``run --only``: a framework, or a framework/API, picks configurations; their keys are
+    the ones the whole preset gives them (history compares a configuration across sweeps), and
+    the runtimes of the configurations left out are not probed."""
+    text = """
+name = "three"
+[matrix]
+stack = [{framework = "torch", api = "eager"}, {framework = "torch", api = "compile"},
+         {framework = "jax", api = "flax"}, {framework = "jax", api = "jit"}]
+"""
+    preset = load(workdir, text)
+    whole = {c.spec.api: c.key for c in presets.expand(preset, probe=None)}
+    probed = []
+
+    def probe(spec):
+        probed.append(f"{spec.framework}/{spec.api}")
+        return None
+
+    picked = presets.expand(preset, probe=probe, only=("torch/compile", "jax"))
+    assert [c.spec.api for c in picked] == ["compile", "flax", "jit"]  # the preset's order
+    assert [c.key for c in picked] == [whole["compile"], whole["flax"], whole["jit"]]
+    assert probed == ["torch/compile", "jax/flax", "jax/jit"]
+    with pytest.raises(PresetError, match=r"^--only torch/eager: no configuration of three"):
+        presets.expand(
+            load(workdir, text.replace('api = "eager"', 'api = "compile"')),
+            probe=None,
+            only=("torch/eager",),
+        )
+
+
 def test_a_single_run_preset_is_one_configuration(workdir):
     preset = load(workdir, 'name = "one"\nthreads = 1\nrepeats = 3\n')
     (config,) = presets.expand(preset, probe=None)

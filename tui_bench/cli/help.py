@@ -13,6 +13,7 @@ examples:
   tui-bench presets list                         shipped study replications and quick variants
   tui-bench run --preset shatnawi-2018-quick     a sweep: configurations x repeats, interleaved
   tui-bench run --preset shatnawi-2018-quick --resume   finish an interrupted sweep
+  tui-bench run --preset gpt-quick --only FRAMEWORK,FRAMEWORK/API   only these of its rows
   tui-bench compare SWEEP_ID --markdown out.md   statistics, speed-ups, significance
   tui-bench history list
   tui-bench history export --csv runs.csv

@@ -29,6 +29,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         fleet.require_ray(args.cluster)  # one line, before a sweep is planned or a process started
     if args.preset or args.resume or spec_flags.listed(args):
         return run_preset(args)  # a list (--batch-size 1,8,64) is a sweep, one run per value
+    if args.only:
+        raise UsageError(
+            "--only picks configurations of a sweep: give --preset (or a flag with a list)"
+        )
     auto = _auto_repeats(args, spec_flags.spec_overrides(args))
     if auto is not None:
         args.repeats = 1  # each run is one repeat; the batch decides how many (a replay too)
@@ -59,6 +63,7 @@ def dry_run(args: argparse.Namespace) -> int:
     record nothing."""
     for flag, given in (
         ("--preset", args.preset),
+        ("--only", args.only),
         ("--resume", args.resume),
         ("--cluster", args.cluster),
         ("--detach", args.detach),
@@ -136,12 +141,13 @@ def _sweep_to_run(args: argparse.Namespace, history: History) -> sweep_module.Sw
                 preset = sweep_module.listed_preset({**base, **overrides}, listed)
                 overrides = {"repeats": overrides["repeats"]} if "repeats" in overrides else {}
             fixed = {k: v for k, v in overrides.items() if k not in listed}
-            return sweep_module.create(preset, fixed, auto_repeats=auto)
+            return sweep_module.create(preset, fixed, auto_repeats=auto, only=args.only)
         except PresetError as exc:
             raise UsageError(str(exc)) from None
-    if overrides:
+    if overrides or args.only:
         raise UsageError(
-            "a resumed sweep keeps its plan; flags that change spec fields cannot be added"
+            "a resumed sweep keeps its plan; flags that change spec fields or --only cannot "
+            "be added"
         )
     if args.resume != "latest":
         sweep = sweep_module.find(args.resume)
@@ -248,6 +254,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "a sweep; flags override its fields",
     )
     run.add_argument(
+        "--only",
+        type=_only_list,
+        default=(),
+        metavar="FRAMEWORK[/API],...",
+        help="run only the configurations of a sweep with these frameworks, or framework/API "
+        "pairs (`tui-bench runtime list` names them); the rest are left out of the sweep",
+    )
+    run.add_argument(
         "--resume",
         nargs="?",
         const="latest",
@@ -293,6 +307,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_auto_repeats(run)
     run.set_defaults(func=cmd_run)
+
+
+def _only_list(text: str) -> tuple[str, ...]:
+    """``--only``'s value: FRAMEWORK or FRAMEWORK/API names, comma-separated, each a known
+    framework's (and API's)."""
+    from tui_bench.engine import catalog
+
+    wanted = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not wanted:
+        raise argparse.ArgumentTypeError("give FRAMEWORK or FRAMEWORK/API, comma-separated")
+    for name in wanted:
+        framework, _, api = name.partition("/")
+        if framework not in catalog.FRAMEWORKS:
+            raise argparse.ArgumentTypeError(
+                f"no framework {framework!r} (known: {', '.join(catalog.FRAMEWORKS)})"
+            )
+        apis = catalog.FRAMEWORKS[framework].apis
+        if api and api not in apis:
+            raise argparse.ArgumentTypeError(
+                f"{framework} has no API {api!r} (it has {', '.join(apis)})"
+            )
+    return wanted
 
 
 # -- --repeats auto -----------------------------------------------------------------------------

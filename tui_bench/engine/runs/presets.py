@@ -38,7 +38,7 @@ import importlib.util
 import itertools
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -413,20 +413,27 @@ def expand(
     preset: Preset,
     overrides: dict[str, Any] | None = None,
     probe=availability_problem,
+    only: Sequence[str] = (),
 ) -> list[SweepConfig]:
     """The preset's configurations in sweep order, each with its skip reason if it cannot run.
 
     ``overrides`` (command-line flags) replace a field everywhere, lists and matrices included.
-    ``probe`` checks what this machine can run; pass ``None`` to check the catalog only."""
+    ``probe`` checks what this machine can run; pass ``None`` to check the catalog only.
+    ``only`` (``FRAMEWORK`` or ``FRAMEWORK/API`` each, as ``run --only``) keeps the
+    configurations one of them names, as asv's ``-b`` picks benchmarks; their keys are the
+    whole preset's, and the others' runtimes are not probed."""
     overrides = dict(overrides or {})
     fail = _failer(preset)
     _check_size(preset, overrides, fail)
     raw = list(_raw_configs(preset, overrides))
     specs = [_check_fields(c, fail) for c in raw]
     varying = [k for k in SPEC_KEYS if k != "repeats" and len({repr(c.get(k)) for c in raw}) > 1]
+    _check_only(only, specs, preset.name)
     logical = os.cpu_count() or 1
     configs = []
     for fields_, spec in zip(raw, specs, strict=True):
+        if only and not any(_names(wanted, spec) for wanted in only):
+            continue
         key = " ".join(f"{k}={fields_.get(k, getattr(spec, k))}" for k in varying)
         reason = catalog_problem(spec)
         if reason is None and probe is not None:
@@ -440,6 +447,23 @@ def expand(
             )
         )
     return configs
+
+
+def _names(wanted: str, spec: RunSpec) -> bool:
+    framework, _, api = wanted.partition("/")
+    return spec.framework == framework and api in ("", spec.api)
+
+
+def _check_only(only: Sequence[str], specs: list[RunSpec], preset: str) -> None:
+    """Each name of ``only`` picks a configuration of the preset, else one line that lists
+    what would."""
+    for wanted in only:
+        if not any(_names(wanted, spec) for spec in specs):
+            offered = sorted({f"{spec.framework}/{spec.api}" for spec in specs})
+            raise PresetError(
+                f"--only {wanted}: no configuration of {preset} is {wanted} "
+                f"(it has {', '.join(offered)})"
+            )
 
 
 def _failer(preset: Preset):

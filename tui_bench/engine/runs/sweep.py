@@ -187,11 +187,13 @@ def create(
     overrides: dict[str, Any] | None = None,
     probe=presets_module.availability_problem,
     auto_repeats: dict[str, Any] | None = None,
+    only: Sequence[str] = (),
 ) -> Sweep:
     """Expand a preset into a new sweep and write its manifest. ``auto_repeats``
     (``{"max": N, "target_ci": 0.02}``) repeats each configuration until its median is known
-    to the target or N repeats have run."""
-    configs = presets_module.expand(preset, overrides, probe=probe)
+    to the target or N repeats have run. ``only``: the configurations to keep (``expand``): a
+    study replayed on the frameworks at hand, or one framework's rows again."""
+    configs = presets_module.expand(preset, overrides, probe=probe, only=only)
     repeats = (overrides or {}).get("repeats", preset.repeats)
     if auto_repeats is not None:
         repeats = int(auto_repeats["max"])
