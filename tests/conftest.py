@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,57 @@ def _stop_batches_left_running(home: Path) -> None:
                     from tui_bench.engine.machine.procs import kill_group
 
                     kill_group(event.get("pid"), event.get("started"))
+
+
+# -- a framework whose worker starts in a fraction of a second ----------------------------------
+PLUGIN = REPO / "tests" / "plugins" / "numpy_mlp"
+NUMPY_FRAMEWORK = "numpy-mlp"
+
+
+def site_with_plugin(root: Path, manifest: str | None = None) -> Path:
+    """A directory laid out as pip lays out an installed plugin (tests/plugins/numpy_mlp): its
+    package and its dist-info with the entry point; ``manifest`` replaces its manifest.toml."""
+    site = root / "site"
+    shutil.copytree(PLUGIN / "numpy_mlp", site / "numpy_mlp")
+    if manifest is not None:
+        (site / "numpy_mlp" / "manifest.toml").write_text(manifest, encoding="utf-8")
+    info = site / "tui_bench_numpy_mlp-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tui-bench-numpy-mlp\nVersion: 0.1.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[tui_bench.frameworks]\n{NUMPY_FRAMEWORK} = numpy_mlp\n", encoding="utf-8"
+    )
+    return site
+
+
+@pytest.fixture(scope="session")
+def numpy_plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return site_with_plugin(tmp_path_factory.mktemp("numpy-plugin"))
+
+
+@pytest.fixture
+def numpy_framework(numpy_plugin_site: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The example numpy plugin, installed for this test: registered in this process's catalog
+    and on the path of every process the test starts (a CLI's supervisor reads the entry points
+    itself). Its worker is tui-bench's own worker and starts in ~0.3 s, against ~4 s for torch
+    (importing it, then torch._dynamo, which its optimizers import): for tests of what every
+    worker does (faults, hangs, cancels, sweeps, records), not of what a framework does."""
+    from tui_bench.engine import catalog, frameworks, spec
+
+    monkeypatch.syspath_prepend(str(numpy_plugin_site))
+    path = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(numpy_plugin_site), path])))
+    found = frameworks.load()
+    assert found.problems == (), found.problems
+    # A process reads its plugins once, at import, and the spec's declared choices from the
+    # catalog once too (spec._declarations): both learn of the plugin, then forget it.
+    catalog.FRAMEWORKS[NUMPY_FRAMEWORK] = found.frameworks[NUMPY_FRAMEWORK]
+    spec._declarations.cache_clear()
+    yield NUMPY_FRAMEWORK
+    del catalog.FRAMEWORKS[NUMPY_FRAMEWORK]
+    spec._declarations.cache_clear()
 
 
 @pytest.fixture

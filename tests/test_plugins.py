@@ -9,37 +9,17 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import PLUGIN, REPO, site_with_plugin
 
 from tui_bench.engine import catalog, frameworks
 from tui_bench.engine.paths import adapters_dir
 
-PLUGIN = REPO / "tests" / "plugins" / "numpy_mlp"
 IN_TREE = ("torch", "tensorflow", "keras", "jax", "mxnet", "theano", "cntk")
-
-
-def _site_with_plugin(tmp_path: Path, manifest: str | None = None) -> Path:
-    """A directory laid out as pip lays out an installed plugin: its package and its
-    dist-info (with the entry point); ``manifest`` replaces the plugin's manifest.toml."""
-    site = tmp_path / "site"
-    shutil.copytree(PLUGIN / "numpy_mlp", site / "numpy_mlp")
-    if manifest is not None:
-        (site / "numpy_mlp" / "manifest.toml").write_text(manifest, encoding="utf-8")
-    info = site / "tui_bench_numpy_mlp-0.1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: tui-bench-numpy-mlp\nVersion: 0.1.0\n", encoding="utf-8"
-    )
-    (info / "entry_points.txt").write_text(
-        "[tui_bench.frameworks]\nnumpy-mlp = numpy_mlp\n", encoding="utf-8"
-    )
-    return site
 
 
 def test_in_tree_frameworks_register_through_the_entry_point_group() -> None:
@@ -56,7 +36,7 @@ def test_in_tree_frameworks_register_through_the_entry_point_group() -> None:
 
 
 def test_an_installed_plugin_is_read_from_its_manifest(tmp_path, monkeypatch) -> None:
-    site = _site_with_plugin(tmp_path)
+    site = site_with_plugin(tmp_path)
     monkeypatch.syspath_prepend(str(site))
     registry = frameworks.load()  # the environment's entry points, the plugin's among them
     assert registry.problems == ()
@@ -101,7 +81,7 @@ BROKEN = {
 def test_a_broken_plugin_is_one_line_and_the_others_still_load(
     damage, tmp_path, monkeypatch
 ) -> None:
-    site = _site_with_plugin(tmp_path, BROKEN[damage] or "")
+    site = site_with_plugin(tmp_path, BROKEN[damage] or "")
     if BROKEN[damage] is None:
         (site / "numpy_mlp" / "manifest.toml").unlink()
     if damage == "the name of an in-tree framework":

@@ -1,4 +1,9 @@
-"""Real worker processes: a few PyTorch steps, and every way a worker can go wrong."""
+"""Real worker processes: a few PyTorch steps, and every way a worker can go wrong.
+
+What every worker does whatever its framework (faults, hangs, cancels, seeds, records) runs on
+the example numpy plugin (conftest's ``numpy_framework``): tui-bench's own worker around a numpy
+MLP, started in ~0.3 s against ~4 s for torch; these tests then run with only ``.[dev]``
+installed too. What torch does (its versions, devices, autocast, runtime) stays on torch."""
 
 from __future__ import annotations
 
@@ -14,8 +19,6 @@ from tui_bench.engine.results.history import History
 from tui_bench.engine.runs.runner import execute
 from tui_bench.engine.spec import RunSpec
 
-require_module("torch")  # the reference runtime: CI installs it with the package
-
 TINY = dict(
     threads=1,
     epochs=2,
@@ -28,7 +31,15 @@ TINY = dict(
 
 
 def tiny_spec(**changes) -> RunSpec:
+    require_module("torch")  # the reference runtime: CI installs it with the package
     return RunSpec(**{**TINY, **changes}).validate()
+
+
+def any_spec(**changes) -> RunSpec:
+    """A run whose framework does not matter to the test: the numpy plugin's MLP (the test
+    takes the ``numpy_framework`` fixture)."""
+    fields = {"framework": "numpy-mlp", "api": "numpy", "model": "mlp", **TINY, **changes}
+    return RunSpec(**fields).validate()
 
 
 def run(spec=None, fault=None, **options):
@@ -81,30 +92,30 @@ def test_real_pytorch_training_end_to_end():
     assert any(e["type"] == "epoch_finished" for e in series)
 
 
-def test_same_seed_same_losses_different_seed_different():
-    _, _, a = run(tiny_spec(epochs=1))
-    _, _, b = run(tiny_spec(epochs=1))
-    _, _, c = run(tiny_spec(epochs=1, seed=1))
+def test_same_seed_same_losses_different_seed_different(numpy_framework):
+    _, _, a = run(any_spec(epochs=1))
+    _, _, b = run(any_spec(epochs=1))
+    _, _, c = run(any_spec(epochs=1, seed=1))
     assert a.epochs[0]["loss"] == b.epochs[0]["loss"]
     assert a.epochs[0]["loss"] != c.epochs[0]["loss"]
 
 
-def test_framework_chatter_cannot_corrupt_events():
-    history, _, result = run(fault="chatter@epoch:1")
+def test_framework_chatter_cannot_corrupt_events(numpy_framework):
+    history, _, result = run(any_spec(), fault="chatter@epoch:1")
     assert result.status == "finished"
     assert result.malformed_lines == 0  # fake JSON on stdout never reached the event channel
     assert "absl noise" in history.log_path(result.run_id).read_text()
 
 
-def test_malformed_event_lines_are_skipped_and_logged():
-    history, _, result = run(tiny_spec(epochs=1), fault="garbage@import")
+def test_malformed_event_lines_are_skipped_and_logged(numpy_framework):
+    history, _, result = run(any_spec(epochs=1), fault="garbage@import")
     assert result.status == "finished"
     assert result.malformed_lines == 3
     assert "ignored a malformed event line" in history.log_path(result.run_id).read_text()
 
 
-def test_a_worker_that_raises_becomes_a_failed_record_with_its_traceback():
-    history, _, result = run(fault="crash@epoch:2")
+def test_a_worker_that_raises_becomes_a_failed_record_with_its_traceback(numpy_framework):
+    history, _, result = run(any_spec(), fault="crash@epoch:2")
     assert result.status == "failed"
     assert result.reason == "RuntimeError: injected crash at epoch"
     assert len(result.epochs) == 1  # what finished before the crash is kept
@@ -113,21 +124,23 @@ def test_a_worker_that_raises_becomes_a_failed_record_with_its_traceback():
     assert record.status == "failed" and record.reason == result.reason
 
 
-def test_a_worker_that_exits_without_a_final_event():
-    _, _, result = run(fault="exit@import")
+def test_a_worker_that_exits_without_a_final_event(numpy_framework):
+    _, _, result = run(any_spec(), fault="exit@import")
     assert result.status == "failed"
     assert result.reason == "worker exited with code 7 before reporting a result"
 
 
-def test_a_worker_killed_by_a_signal():
-    _, _, result = run(fault="segv@epoch:1")
+def test_a_worker_killed_by_a_signal(numpy_framework):
+    _, _, result = run(any_spec(), fault="segv@epoch:1")
     assert result.status == "failed" and result.reason == "worker was killed by SIGSEGV"
 
 
-def test_a_crash_while_shutting_down_after_the_result_keeps_the_result_and_says_so():
+def test_a_crash_while_shutting_down_after_the_result_keeps_the_result_and_says_so(
+    numpy_framework,
+):
     """The result event carries every figure; a C++ abort in teardown after it (torch's gloo
     did this under load) must not throw the run away, nor pass unsaid."""
-    history, _, result = run(tiny_spec(epochs=1), fault="abort@teardown")
+    history, _, result = run(any_spec(epochs=1), fault="abort@teardown")
     assert result.returncode == -6
     assert result.status == "finished" and result.summary["steady_steps"] == 4
     assert result.reason == (
@@ -139,20 +152,20 @@ def test_a_crash_while_shutting_down_after_the_result_keeps_the_result_and_says_
     assert record.metrics["step_median_s"] > 0
 
 
-def test_a_crash_before_the_result_still_fails_the_run():
-    _, _, result = run(tiny_spec(epochs=1), fault="abort@epoch:1")
+def test_a_crash_before_the_result_still_fails_the_run(numpy_framework):
+    _, _, result = run(any_spec(epochs=1), fault="abort@epoch:1")
     assert result.status == "failed" and result.reason == "worker was killed by SIGABRT"
 
 
-def test_a_hanging_worker_is_killed_after_the_stall_timeout():
+def test_a_hanging_worker_is_killed_after_the_stall_timeout(numpy_framework):
     started = time.monotonic()
-    _, _, result = run(fault="hang@epoch:1", stall_timeout=3.0)
+    _, _, result = run(any_spec(), fault="hang@epoch:1", stall_timeout=3.0)
     assert result.status == "failed"
     assert result.reason == "worker sent nothing for 3 s and was killed (hung)"
     assert time.monotonic() - started < 60
 
 
-def test_cancel_kills_the_whole_process_group_and_records_cancelled():
+def test_cancel_kills_the_whole_process_group_and_records_cancelled(numpy_framework):
     holder = {}
     seen_epoch = threading.Event()
 
@@ -168,7 +181,7 @@ def test_cancel_kills_the_whole_process_group_and_records_cancelled():
     threading.Thread(target=cancel_soon, daemon=True).start()
     history = History()
     result = execute(
-        tiny_spec(epochs=50, steps_per_epoch=None),
+        any_spec(epochs=50, steps_per_epoch=None),
         history,
         on_event=on_event,
         on_start=lambda w: holder.__setitem__("worker", w),
@@ -199,8 +212,8 @@ def test_a_missing_runtime_is_a_failed_record_not_an_exception(tmp_path, monkeyp
     assert history.get(result.run_id).status == "failed"
 
 
-def test_machine_load_is_recorded_with_every_run():
-    history, _, result = run(tiny_spec(epochs=1), fault="exit@import")
+def test_machine_load_is_recorded_with_every_run(numpy_framework):
+    history, _, result = run(any_spec(epochs=1), fault="exit@import")
     load = history.get(result.run_id).load
     assert load["logical_cores"] == os.cpu_count()
     assert load["loadavg_1m"] >= 0 and isinstance(load["busy"], bool)
@@ -241,9 +254,9 @@ def test_gpu_rules_reach_the_environment_before_import(monkeypatch):
     assert "TF_FORCE_GPU_ALLOW_GROWTH" not in cpu and cpu["CUDA_VISIBLE_DEVICES"] == ""
 
 
-def test_fault_injection_needs_the_test_switch(monkeypatch):
+def test_fault_injection_needs_the_test_switch(monkeypatch, numpy_framework):
     monkeypatch.delenv("TUI_BENCH_TESTING")
-    _, _, result = run(tiny_spec(epochs=1, steps_per_epoch=2), fault="exit@import")
+    _, _, result = run(any_spec(epochs=1, steps_per_epoch=2), fault="exit@import")
     assert result.status == "finished", result.reason  # the fault was ignored
 
 
@@ -292,13 +305,15 @@ def test_bf16_with_device_input_trains_on_cpu():
     assert result.summary["steady_steps"] == 4
 
 
-def test_synced_and_pipelined_time_the_same_steps_on_a_cpu():
-    """No device queue on a CPU: both timing modes time every steady step, pipelined in windows.
-    How close their figures come is a measurement, not a test (two runs one after the other on a
-    shared machine differed by more than 1.5x under load): benchmarks/harness_overhead.py."""
+def test_synced_and_pipelined_time_the_same_steps_on_a_cpu(numpy_framework):
+    """No device queue on a CPU: both timing modes time every steady step, pipelined in windows
+    (the worker's clock, whatever the framework; torch.compile's pipelined settings are read
+    back in tests/test_frameworks.py). How close their figures come is a measurement, not a
+    test (two runs one after the other on a shared machine differed by more than 1.5x under
+    load): benchmarks/harness_overhead.py."""
     spec = dict(epochs=1, steps_per_epoch=30, train_samples=1500, warmup_steps=3)
-    _, _, synced = run(tiny_spec(**spec))
-    _, _, pipelined = run(tiny_spec(**spec, timing="pipelined", timing_window=9))
+    _, _, synced = run(any_spec(**spec))
+    _, _, pipelined = run(any_spec(**spec, timing="pipelined", timing_window=9))
     assert synced.ok and pipelined.ok
     assert pipelined.summary["pipelined_windows"] == 3
     assert synced.summary["steady_steps"] == pipelined.summary["steady_steps"] == 27
