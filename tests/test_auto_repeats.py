@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, require_runtime
+from conftest import REPO
 from test_cli import cli
 
 from tui_bench.cli import build_parser, following
@@ -282,15 +282,17 @@ def test_bad_auto_repeat_flags_are_one_line_and_exit_2(args, message):
     assert not batch.batches_dir().exists()  # nothing was started
 
 
+# Repeats do not depend on the framework: the example numpy plugin's workers (conftest's
+# numpy_framework) start in ~0.3 s, torch's in ~4 s.
 TINY_AUTO = [
+    "--framework", "numpy-mlp", "--api", "numpy", "--model", "mlp",
     "--epochs", "1", "--steps-per-epoch", "6", "--warmup-steps", "2", "--train-samples", "512",
     "--test-samples", "64", "--threads", "1", "--batch-size", "32",
 ]  # fmt: skip
 
 
 @pytest.mark.slow
-def test_cli_repeats_auto_real_runs_json():
-    require_runtime("torch")
+def test_cli_repeats_auto_real_runs_json(numpy_framework):
     out = cli("run", *TINY_AUTO, "--repeats", "auto", "--max-repeats", "3", "--json", timeout=300)
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)
@@ -309,8 +311,7 @@ def test_cli_repeats_auto_real_runs_json():
 
 
 @pytest.mark.slow
-def test_cli_repeats_auto_real_runs_say_why_they_stopped():
-    require_runtime("torch")
+def test_cli_repeats_auto_real_runs_say_why_they_stopped(numpy_framework):
     out = cli("run", *TINY_AUTO, "--repeats", "auto", "--max-repeats", "2", timeout=300)
     assert out.returncode == 0, out.stderr
     assert "run 2 of at most 2" in out.stderr
