@@ -12,15 +12,25 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import require_module
 
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import lifecycle, runner
 from tui_bench.engine.spec import RunSpec
 
-require_module("torch")  # the reference runtime
-
-TINY = dict(threads=1, epochs=1, steps_per_epoch=4, train_samples=500, test_samples=100)
+# What a full disk does to a run does not depend on its framework: the example numpy plugin's MLP
+# (conftest's numpy_framework; its worker starts in ~0.3 s, torch's in ~4 s). These tests then
+# run with only .[dev] installed too.
+pytestmark = pytest.mark.usefixtures("numpy_framework")
+TINY = dict(
+    framework="numpy-mlp",
+    api="numpy",
+    model="mlp",
+    threads=1,
+    epochs=1,
+    steps_per_epoch=4,
+    train_samples=500,
+    test_samples=100,
+)
 
 
 def settled(home: Path, run_id: str) -> None:

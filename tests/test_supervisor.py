@@ -149,7 +149,7 @@ def test_cli_run_survives_its_terminal_hanging_up():
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGHUP  # the CLI is gone
     assert History().get(state.run_ids[0]).status == "running"  # its run is not
     batch_done(state.id)
-    assert_finished_whole(state.run_ids[0], epochs=40)
+    assert_finished_whole(state.run_ids[0], epochs=24)
 
 
 QUICK_PRESET = """

@@ -113,16 +113,18 @@ async def test_history_opens_a_running_run_live_and_only_its_supervisor_ends_it(
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("numpy_framework")
 async def test_a_real_detached_run_from_the_cli_reaches_live_and_opens_from_history(tui_home):
-    """A real run (torch, a tiny MLP) started by `tui-bench run --detach` from another shell
-    while the app is open at 80×24: Live picks it up, History opens it as running and follows
-    it to its end."""
+    """A real run (the example numpy plugin's MLP: its worker starts in ~0.3 s, torch's in ~4 s)
+    started by `tui-bench run --detach` from another shell while the app is open at 80×24: Live
+    picks it up, History opens it as running and follows it to its end."""
     app = TuiBenchApp(refresh_hz=REFRESH_HZ, machine=MACHINE)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.5)
         started = subprocess.run(
-            [sys.executable, "-m", "tui_bench", "run", "--detach", "--framework", "torch"]
-            + ["--model", "mlp", "--threads", "1", "--batch-size", "32", "--epochs", "4"]
+            [sys.executable, "-m", "tui_bench", "run", "--detach", "--framework", "numpy-mlp"]
+            + ["--api", "numpy", "--model", "mlp", "--threads", "1", "--batch-size", "32"]
+            + ["--epochs", "4"]
             + ["--steps-per-epoch", "40", "--train-samples", "2000", "--test-samples", "256"],
             capture_output=True,
             text=True,
