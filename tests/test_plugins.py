@@ -70,6 +70,9 @@ BROKEN = {
         "modules = []\n"
     ),
     "an order that is not a number": 'name = "numpy-mlp"\nlabel = "x"\norder = "1"\n[apis.numpy]\n',
+    "a build environment that is not text": (
+        'name = "numpy-mlp"\nlabel = "x"\nbuild_env = { XLA_FLAGS = 0 }\n[apis.numpy]\n'
+    ),
     "a peak probe on an API it does not have": (
         'name = "numpy-mlp"\nlabel = "x"\npeak_probe = { api = "jit", kernel = "numpy" }\n'
         "[apis.numpy]\n"

@@ -237,6 +237,18 @@ def test_worker_environment_is_an_allow_list(monkeypatch):
     assert env["OMP_NUM_THREADS"] == "1" and env["PATH"] == os.environ["PATH"]
 
 
+def test_a_worker_that_only_builds_gets_the_manifests_build_env(monkeypatch):
+    """A dry run or an equity probe times nothing: its worker gets the framework's build_env
+    (JAX's: XLA without optimisation passes), appended to what the user set; a run never."""
+    monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
+    spec = RunSpec(framework="jax", api="flax", threads=1).validate()
+    built = worker_environment(spec, build_only=True)
+    assert built["XLA_FLAGS"] == "--xla_dump_to=/tmp/x --xla_backend_optimization_level=0"
+    assert worker_environment(spec)["XLA_FLAGS"] == "--xla_dump_to=/tmp/x"
+    torch = RunSpec(threads=1).validate()
+    assert worker_environment(torch, build_only=True) == worker_environment(torch)
+
+
 def test_gpu_rules_reach_the_environment_before_import(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/x")
     monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")

@@ -24,6 +24,9 @@ The manifest (TOML; keys not marked required may be left out)::
     thread_env = ["OMP_NUM_THREADS"]  # set to the run's thread count before the import
     pin_affinity = false            # only CPU affinity bounds its threads: pin the worker
     env_prefixes = ["TORCH_"]       # the user's variables with these prefixes reach the worker
+    build_env = { XLA_FLAGS = "--xla_backend_optimization_level=0" }  # appended for a worker
+                                    # that only builds (a dry run, an equity probe): it times
+                                    # nothing, so it may compile for speed of compilation
     hardware_probe = "probe.py"     # a script of the package that measures the machine's peaks
     peak_probe = { api = "graph", kernel = "tensorflow" }  # its matmul joins the measured peak:
                                     # timed by the hardware probe (--framework KERNEL) in that
@@ -172,6 +175,9 @@ class Framework:
     data_parallel: DataParallel = field(default_factory=DataParallel)
     # Prefixes of the user's variables that reach its worker (and are recorded with the run).
     env_prefixes: tuple[str, ...] = ()
+    # Appended to the environment of a worker that only builds (dry runs, build probes): no
+    # figure comes from it, so its compiler may favour compile time (e.g. XLA's -O0).
+    build_env: dict[str, str] = field(default_factory=dict)
     hardware_probe: Path | None = None
     # (api, kernel): the hardware probe times this framework's matmul in that API's runtime.
     peak_probe: tuple[str, str] | None = None
@@ -258,8 +264,8 @@ def _check_keys(table: dict[str, Any], known: set[str], where: str) -> None:
 
 _TOP = {
     "name", "label", "order", "adapter", "runtime", "imports", "thread_env", "pin_affinity",
-    "env_prefixes", "hardware_probe", "peak_probe", "unavailable", "language", "data_parallel", "apis",
-    "runtimes",
+    "env_prefixes", "build_env", "hardware_probe", "peak_probe", "unavailable", "language",
+    "data_parallel", "apis", "runtimes",
 }  # fmt: skip
 _API = {
     "label", "runtime", "imports", "env", "pin_affinity", "precisions_cpu", "precisions_gpu",
@@ -481,6 +487,7 @@ def read_manifest(
         language=language,
         data_parallel=data_parallel,
         env_prefixes=_strings(raw.get("env_prefixes", []), f"{where}: env_prefixes"),
+        build_env=_string_table(raw.get("build_env", {}), f"{where}: build_env"),
         hardware_probe=hardware_probe,
         peak_probe=peak_probe,
         source=source,

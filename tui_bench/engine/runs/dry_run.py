@@ -102,7 +102,7 @@ def probe(
                 stderr=subprocess.STDOUT,
                 pass_fds=(write_fd,),
                 start_new_session=True,
-                env=worker_environment(first),
+                env=worker_environment(first, build_only=True),
             )
         except OSError as exc:
             os.close(read_fd)

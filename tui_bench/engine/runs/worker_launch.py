@@ -95,7 +95,10 @@ def gpu_rule_environment(spec: RunSpec, inherited: dict[str, str]) -> dict[str, 
     return env
 
 
-def worker_environment(spec: RunSpec) -> dict[str, str]:
+def worker_environment(spec: RunSpec, build_only: bool = False) -> dict[str, str]:
+    """The worker's environment: an allow-list of this one's, then what the framework's manifest
+    and the spec set. ``build_only`` (a dry run, a build probe) appends the manifest's
+    ``build_env``: such a worker times nothing."""
     fw = catalog.framework(spec.framework)
     env = {k: v for k, v in os.environ.items() if _allowed(k)}
     if env.get("TUI_BENCH_TESTING") == "1" and "TUI_BENCH_FAULT" in os.environ:
@@ -119,6 +122,9 @@ def worker_environment(spec: RunSpec) -> dict[str, str]:
             for name, value in fw.data_parallel.cpu_env.items():
                 added = value.replace("{workers}", str(spec.workers))
                 env[name] = f"{env.get(name, '')} {added}".strip()
+    if build_only:
+        for name, value in fw.build_env.items():
+            env[name] = f"{env.get(name, '')} {value}".strip()
     # Where frameworks that compile at run time (Theano) keep their cache: tui-bench's, not ~.
     env["TUI_BENCH_WORKER_CACHE"] = str(cache_home() / "compiled")
     return env
