@@ -333,6 +333,7 @@ def test_synced_and_pipelined_time_the_same_steps_on_a_cpu(numpy_framework):
 
 
 # -- build probes: one worker builds several models, nothing trained ------------------------------
+@pytest.mark.needs_runtime("torch")
 def test_one_build_probe_reports_each_model_in_order_and_trains_nothing(tmp_path):
     from tui_bench.engine.runs import dry_run
 
