@@ -119,15 +119,21 @@ def worker_environment(spec: RunSpec, build_only: bool = False) -> dict[str, str
         env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo's pairs connect over the loopback only
         if fw.data_parallel.launch == "devices" and spec.device == "cpu":
             # e.g. JAX on a CPU shows one device unless told to split the host into N.
-            for name, value in fw.data_parallel.cpu_env.items():
-                added = value.replace("{workers}", str(spec.workers))
-                env[name] = f"{env.get(name, '')} {added}".strip()
+            _append(env, fw.data_parallel.cpu_env, workers=str(spec.workers))
     if build_only:
-        for name, value in fw.build_env.items():
-            env[name] = f"{env.get(name, '')} {value}".strip()
+        _append(env, fw.build_env)
     # Where frameworks that compile at run time (Theano) keep their cache: tui-bench's, not ~.
     env["TUI_BENCH_WORKER_CACHE"] = str(cache_home() / "compiled")
     return env
+
+
+def _append(env: dict[str, str], flags: dict[str, str], **fill: str) -> None:
+    """A manifest's flags appended to what ``env`` already holds (the user's own XLA_FLAGS
+    stay), each ``{name}`` in them filled in from ``fill``."""
+    for name, value in flags.items():
+        for key, text in fill.items():
+            value = value.replace("{" + key + "}", text)
+        env[name] = f"{env.get(name, '')} {value}".strip()
 
 
 def worker_command(
