@@ -191,7 +191,13 @@ def test_fleet_sweep_names_nodes_and_survives_a_lost_node(isolated_home, ray_clu
             )
             assert time.monotonic() < deadline, "no run was placed on the second node"
             time.sleep(0.1)
-        assert follow.progress(batch_id).host == socket.gethostname()  # what ps shows
+        # History holds the running record a moment before its series does (lifecycle.start
+        # writes history first, so that a crash between the two still leaves a record): ps,
+        # which reads the series, names the node once that line lands.
+        while (shown := follow.progress(batch_id).host) is None:
+            assert time.monotonic() < deadline, "ps never named the node the run is on"
+            time.sleep(0.05)
+        assert shown == socket.gethostname()  # what ps shows
 
         # Mid-sweep, every Ray process, the supervisor (the driver) and the worker it trains
         # with listen on the loopback only.
