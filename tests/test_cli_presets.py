@@ -232,16 +232,23 @@ def test_presets_trained_elsewhere_are_trained(name):
 
 # gpt-quick's configurations the CLI test leaves out (``run --only`` the rest), each for a
 # reason: torch eager trains the gpt in tests/test_frameworks.py from the same draw against the
-# float64 reference; TensorFlow's five train with the step each of them trains the transformer
-# with in tests/test_frameworks.py (the loss over every position is the one line the gpt adds),
-# and their gpt (two build paths) is built, and its first batch's loss taken through each API's
-# own evaluation, by the build probes there. 53 s of a quiet box's 289 s gpt-quick.
+# float64 reference. TensorFlow's five, Keras 3 on its three backends and Keras 2 on Theano train
+# with the step each of them trains the transformer with in tests/test_frameworks.py (a Keras
+# or TF loss over the logits of every position is the one line the gpt adds), and their gpt
+# (every build path) is built, and its first batch's loss taken through each API's own
+# evaluation, by the build probes there. What is left trains here: torch.compile (Inductor
+# compiles the gpt's own graph), JAX's two, MXNet's three and Theano's own training function
+# (written for each model). 53 s of a quiet box's 289 s gpt-quick for TF's five, 54 s for the
+# four Keras ones (28 Nov 2026, one run each, load ~1).
+_TRAINS_AS_THE_TRANSFORMER = "the transformer's training step; the gpt built and its loss probed"
 GPT_QUICK_LEFT_OUT = {
     ("torch", "eager"): "trained from the shared draw in test_gpt_tiny_trains_from_the_shared_draw",
     **{
-        ("tensorflow", api): "the transformer's training step; the gpt built and its loss probed"
+        ("tensorflow", api): _TRAINS_AS_THE_TRANSFORMER
         for api in ("keras", "eager", "graph", "xla", "estimator")
     },
+    **{("keras", api): _TRAINS_AS_THE_TRANSFORMER for api in ("tensorflow", "torch", "jax")},
+    ("theano", "keras2"): _TRAINS_AS_THE_TRANSFORMER,
 }
 ONLY = {
     "gpt-quick": ",".join(
@@ -255,14 +262,18 @@ ONLY = {
 
 
 def test_what_gpt_quicks_cli_run_leaves_out_is_trained_or_probed_elsewhere():
-    from tests.test_frameworks import GPT_PROBES, GPT_TRAINED
+    from tests.test_frameworks import COMBOS, GPT_PROBES, GPT_TRAINED
 
-    assert set(GPT_QUICK_LEFT_OUT) - {("torch", "eager")} <= {
-        ("tensorflow", api) for api in catalog.framework("tensorflow").apis
-    }
     assert ("torch", "eager") in GPT_TRAINED
-    # both of TensorFlow's gpt build paths are probed (test_every_gpt_api_is_trained_or_probed)
+    for combo, reason in GPT_QUICK_LEFT_OUT.items():
+        if reason == _TRAINS_AS_THE_TRANSFORMER:
+            # Keras or TF's own step, which trains the transformer; never a hand-written one
+            assert combo[0] in ("tensorflow", "keras") or combo == ("theano", "keras2"), combo
+            assert combo in COMBOS  # test_transformer_trains_identically_everywhere
+    # every gpt build path among them is probed (test_every_gpt_api_is_trained_or_probed)
     assert {("tensorflow", "graph"), ("tensorflow", "estimator")} <= set(GPT_PROBES)
+    assert {("keras", b) for b in ("tensorflow", "torch", "jax")} <= set(GPT_PROBES)
+    assert ("theano", "keras2") in GPT_PROBES
 
 
 @pytest.mark.slow

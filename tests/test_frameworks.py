@@ -315,9 +315,10 @@ def builds_gpt(framework: str, api: str) -> bool:
 
 
 # The CI budget allows no second training run per API. Trained here from the shared draw, against
-# the float64 reference, with the loss falling over two epochs: torch eager. Every API trains its
-# gpt in tests/test_cli_presets.py's run of gpt-quick (a few steps from the same first loss, each
-# run's tokens/s, FLOPs per step and causal attention checked there), and every distinct
+# the float64 reference, with the loss falling over two epochs: torch eager. torch.compile, JAX,
+# MXNet and Theano train their gpt in tests/test_cli_presets.py's run of gpt-quick (a few steps
+# from the same first loss, each run's tokens/s, FLOPs per step and causal attention checked
+# there; TF and the Keras APIs train with their transformer's step, GPT_QUICK_LEFT_OUT), and every distinct
 # gpt-building code path is held to torch's parameters, first batch and the reference's first loss
 # by the build probes below, which start no process of their own. (torch.compile and MXNet's
 # hybrid blocks trained here too, for 42 s + 18 s of a fresh machine's suite, the same paths
