@@ -132,7 +132,13 @@ def report() -> dict:
             capture_output=True,
             text=True,
             timeout=900,
-            env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"},
+            # What it checks is what was built and applied, never how fast: it compiles as a
+            # build-only worker does, with the manifest's build_env (XLA's optimisation off).
+            env={
+                "CUDA_VISIBLE_DEVICES": "",
+                "PATH": "/usr/bin:/bin",
+                **catalog.framework("jax").build_env,
+            },
         )
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         assert done.returncode == 0 and lines, done.stderr[-3000:]
