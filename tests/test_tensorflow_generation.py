@@ -24,6 +24,9 @@ from tui_bench.engine.spec import RunSpec
 REPO = Path(__file__).resolve().parents[1]
 APIS = ("eager", "graph", "keras", "xla")
 NEW = 20  # the probe's N (P 40, batch 3)
+# One xdist process runs the module, so its fp32 fixture (one TensorFlow process, 17 s on a fresh
+# machine) runs once: split over both, each built it.
+pytestmark = pytest.mark.xdist_group("tf-generation")
 
 
 def _probe(apis: str, precision: str = "fp32") -> dict:
