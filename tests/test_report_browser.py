@@ -44,6 +44,8 @@ FLAGS = [
     "--remote-debugging-pipe",
 ]
 TIMEOUT_S = 60.0
+# One xdist process runs the module: its browser and reports (module fixtures) start once.
+pytestmark = pytest.mark.xdist_group("report-browser")
 
 
 def chromium_binary() -> str:
