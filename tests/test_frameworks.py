@@ -628,6 +628,7 @@ def test_theano_compiles_into_the_tui_bench_cache_and_links_openblas(bench_env) 
     compiled = (Path(os.environ["TUI_BENCH_CACHE"]) / "compiled").resolve()
     assert Path(extra["compiledir"]).is_relative_to(compiled)
     assert extra["compile_lock_wait_s"] == 1  # not Theano's 5-10 s naps on a free lock
+    assert extra["cxxflags"] == "-g0"  # after Theano's own -g: the same code, compiled faster
     assert "scipy_openblas" in extra["blas"] and extra["blas_threads"] == 1
     assert extra["openmp"] is False  # one thread: no OpenMP loops compiled in
     if (os.cpu_count() or 1) >= 2:
