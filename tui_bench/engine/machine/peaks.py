@@ -614,8 +614,8 @@ def measured(
         return peak, None
     row = PROBE_ROW.get(precision, precision)
     if progress is not None:
-        where = f"{threads} thread(s)" if device == "cpu" else device
-        progress(f"measuring this machine's {row} matmul peak on {device}, {where} (once) …")
+        where = f"{device}, {threads} thread(s)" if device == "cpu" else device
+        progress(f"measuring this machine's {row} matmul peak on {where} (once) …")
     result = run_probe(
         device,
         threads,
