@@ -41,6 +41,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "fresh_caches: a slow test that measures the machine facts the session shares "
         "(SHARED_FACTS) starts without them",
     )
+    config.addinivalue_line(
+        "markers",
+        "after_its_group: a slow test that runs after the other slow tests of its xdist group "
+        "(it reuses what they compiled)",
+    )
 
 
 def runtime_problem(framework: str, api: str = "eager") -> str | None:
@@ -293,12 +298,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Real training first, quick tests after: the two test processes take the long tests at the
     start and fill the end with short ones, so neither core idles while the other finishes a
     minutes-long test (longest first: the classic way to balance jobs on a few machines). The
-    order within each kind is kept, so a module's cached runs are still shared in order.
+    order within each kind is kept, so a module's cached runs are still shared in order; a slow
+    test marked after_its_group goes after the other slow ones (its group's process reaches it
+    once they have compiled what it shares with them).
 
     Slow tests that run Theano go to one test process (an xdist group): Theano compiles under a
     lock on its compile directory, so a Theano run in the other process waited on it with its
     core idle (seen: a one-step MLP run's 43 s of training wall were lock waits)."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("slow") is None,
+            item.get_closest_marker("after_its_group") is not None,
+        )
+    )
     for item in items:
         if _trains_theano(item) and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(THEANO_GROUP))
