@@ -146,13 +146,13 @@ def shared_machine_facts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _machine_facts_dir(tmp_path_factory)
 
 
-def _lend_machine_facts(shared: Path, cache: Path) -> None:
+def lend_machine_facts(shared: Path, cache: Path) -> None:
     for name in SHARED_FACTS:
         if (shared / name).is_file():
             shutil.copyfile(shared / name, cache / name)
 
 
-def _keep_machine_facts(shared: Path, cache: Path) -> None:
+def keep_machine_facts(shared: Path, cache: Path) -> None:
     """Add what the test measured to the session's copy (entries are per machine fact, so a
     merge; a file the test damaged on purpose is left out)."""
     from filelock import FileLock
@@ -188,7 +188,7 @@ def isolated_home(
         (tmp_path / "cache" / "compiled").symlink_to(shared, target_is_directory=True)
         if not request.node.get_closest_marker("fresh_caches"):
             facts = request.getfixturevalue("shared_machine_facts")
-            _lend_machine_facts(facts, tmp_path / "cache")
+            lend_machine_facts(facts, tmp_path / "cache")
     monkeypatch.setenv("TUI_BENCH_HOME", str(home))
     monkeypatch.setenv("TUI_BENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TUI_BENCH_CONFIG", str(tmp_path / "config.toml"))
@@ -199,7 +199,7 @@ def isolated_home(
     yield home
     _stop_batches_left_running(home)
     if facts is not None:
-        _keep_machine_facts(facts, tmp_path / "cache")
+        keep_machine_facts(facts, tmp_path / "cache")
 
 
 def _stop_batches_left_running(home: Path) -> None:

@@ -5,14 +5,12 @@ skipped with the reason; the report is written step by step, so a check cut shor
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED_FACTS
+from conftest import REPO, keep_machine_facts, lend_machine_facts
 
 CHECK = REPO / "benchmarks" / "gpu_check.py"
 
@@ -28,24 +26,6 @@ def gpu_check(*args: str, timeout: float = 540) -> subprocess.CompletedProcess:
     )
 
 
-def lending_machine_facts(out: Path) -> None:
-    """The check keeps its own cache (out/cache: a GPU machine's report measures its own peaks);
-    here it starts from the session's measured peaks and runtime probes instead of measuring
-    every framework's matmul peak again (~15 s), and what it measures goes back to the session."""
-    (out / "cache").mkdir(parents=True)
-    test_cache = Path(os.environ["TUI_BENCH_CACHE"])
-    for name in SHARED_FACTS:
-        if (test_cache / name).is_file():
-            shutil.copyfile(test_cache / name, out / "cache" / name)
-
-
-def returning_machine_facts(out: Path) -> None:
-    test_cache = Path(os.environ["TUI_BENCH_CACHE"])
-    for name in SHARED_FACTS:
-        if (out / "cache" / name).is_file():
-            shutil.copyfile(out / "cache" / name, test_cache / name)
-
-
 def steps_of(out: Path) -> dict[str, dict]:
     report = json.loads((out / "report.json").read_text())
     return {step["step"]: step for step in report["steps"]}
@@ -53,11 +33,17 @@ def steps_of(out: Path) -> dict[str, dict]:
 
 @pytest.mark.slow
 @pytest.mark.needs_runtime("torch")
-def test_cpu_dry_run_runs_every_step_and_skips_the_gpu_parts_with_reasons(tmp_path):
+def test_cpu_dry_run_runs_every_step_and_skips_the_gpu_parts_with_reasons(
+    tmp_path, shared_machine_facts
+):
     out = tmp_path / "report"
-    lending_machine_facts(out)
+    # The check keeps its own cache (out/cache: on a GPU machine its report measures its own
+    # peaks): here it starts from the session's measured peaks and runtime probes instead of
+    # measuring every framework's matmul peak again (~15 s), and gives back what it measured.
+    (out / "cache").mkdir(parents=True)
+    lend_machine_facts(shared_machine_facts, out / "cache")
     done = gpu_check("--out", str(out), "--cpu-dry-run", "--only", "torch/eager")
-    returning_machine_facts(out)
+    keep_machine_facts(shared_machine_facts, out / "cache")
     assert done.returncode == 0, done.stdout + done.stderr
     steps = steps_of(out)
     assert list(steps) == ["device", "runtimes", "pytest", "figures"]
