@@ -747,6 +747,14 @@ def main() -> None:
     parser.add_argument(
         "--test-samples", type=int, default=1000, help="inference: the split requests draw from"
     )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="generate: the tool's request path (backend.generate + its token clock) and the bare "
+        "request alternated request by request in one process a round, on the same prompts: "
+        "what the harness adds inside a request without the scatter between processes (APIs "
+        "whose bare loop drives the adapter's backend: TensorFlow, JAX, MXNet, Theano)",
+    )
     parser.add_argument("--prompt-tokens", type=int, default=64, help="generate: P")
     parser.add_argument("--new-tokens", type=int, default=64, help="generate: N")
     args = parser.parse_args()
@@ -909,10 +917,51 @@ backend.apply_settings(contract.Settings(precision="fp32"))
 backend.serve_only = True
 shared_init.for_generation()
 backend.build(contract.Hyper("gpt", B, 1e-3, "adam", 0.0, 0, dims=dims), tokens)
-backend.prepare_generation(B, P, N)
+facts = backend.prepare_generation(B, P, N)
 gen = backend.generation
 prompts = [tokens.x_test[idx, :P] for idx in serve.request_batches(len(tokens.x_test), B, 0, T)]
 ttft, e2e = [], []
+"""
+# The adapter-built loops define ``bare_request(prompt) -> (TTFT s, E2E s)``; this drives it.
+BARE_REQUESTS = r"""
+for prompt in prompts:
+    first, last = bare_request(prompt)
+    ttft.append(first)
+    e2e.append(last)
+"""
+# ``--in-process``: the tool's own request path (the contract's ``backend.generate`` with the
+# worker's TokenClock, timed as adapters/generate.py times it) and the bare request, alternated
+# request by request in ONE process on the same prompts: what the harness adds inside a request,
+# free of the scatter between processes.
+PAIRED_REQUESTS = r"""
+from adapters.clock import TokenClock
+def tool_request(prompt):
+    clock = TokenClock()
+    if facts["token_timing"] == "whole":
+        t0 = time.perf_counter_ns()
+        backend.generate(prompt, 1, clock)
+        first = (time.perf_counter_ns() - t0) * 1e-9
+        t0 = time.perf_counter_ns()
+        backend.generate(prompt, N, clock)
+        return first, (time.perf_counter_ns() - t0) * 1e-9
+    t0 = time.perf_counter_ns()
+    backend.generate(prompt, N, clock)
+    return (clock.stamps[0] - t0) * 1e-9, (clock.stamps[-1] - t0) * 1e-9
+runs = {"tool": ([], []), "bare": ([], [])}
+for i, prompt in enumerate(prompts):
+    order = ("tool", "bare") if i % 2 else ("bare", "tool")
+    for name in order:
+        first, last = (tool_request if name == "tool" else bare_request)(prompt)
+        runs[name][0].append(first)
+        runs[name][1].append(last)
+w = args["warmup"]
+out = {}
+for name, (ttft, e2e) in runs.items():
+    decode_s = sum(e2e[w:]) - sum(ttft[w:])
+    tpot = [(e - t) / (N - 1) for t, e in zip(ttft[w:], e2e[w:])]
+    out[name] = {"decode_tokens_per_s": B * (N - 1) * (T - w) / decode_s,
+                 "tpot_p50_s": float(np.median(tpot))}
+print(json.dumps(out))
 """
 GENERATE_FOOTER = r"""
 w = args["warmup"]
@@ -925,7 +974,7 @@ JAX_GENERATE = (
     ADAPTER_BUILT_GPT
     + r"""
 import jax
-for prompt in prompts:
+def bare_request(prompt):
     stamps = []
     t0 = time.perf_counter_ns()
     ids = jax.device_put(np.asarray(prompt, dtype=np.int32), gen.device)
@@ -937,17 +986,15 @@ for prompt in prompts:
         np.asarray(token)
         stamps.append(time.perf_counter_ns())
     gen.cache = cache
-    ttft.append((stamps[0] - t0) * 1e-9)
-    e2e.append((stamps[-1] - t0) * 1e-9)
+    return (stamps[0] - t0) * 1e-9, (stamps[-1] - t0) * 1e-9
 """
-    + GENERATE_FOOTER
 )
 MXNET_GENERATE = (
     ADAPTER_BUILT_GPT
     + r"""
 from mxnet import autograd, nd
-with autograd.predict_mode():
-    for prompt in prompts:
+def bare_request(prompt):
+    with autograd.predict_mode():
         stamps = []
         t0 = time.perf_counter_ns()
         token, *kv = gen.prefill(nd.array(prompt, ctx=gen.ctx, dtype=np.float32))
@@ -962,15 +1009,13 @@ with autograd.predict_mode():
                     cache[:, pos : pos + 1] = new
             token.asnumpy()
             stamps.append(time.perf_counter_ns())
-        ttft.append((stamps[0] - t0) * 1e-9)
-        e2e.append((stamps[-1] - t0) * 1e-9)
+    return (stamps[0] - t0) * 1e-9, (stamps[-1] - t0) * 1e-9
 """
-    + GENERATE_FOOTER
 )
 THEANO_GENERATE = (
     ADAPTER_BUILT_GPT
     + r"""
-for prompt in prompts:
+def bare_request(prompt):
     stamps = []
     t0 = time.perf_counter_ns()
     token = gen.prefill_fn(np.asarray(prompt, dtype=np.int64))
@@ -978,10 +1023,8 @@ for prompt in prompts:
     for t in range(1, N):
         token = gen.decode_fn(token)  # a numpy array: on the host as the call returns
         stamps.append(time.perf_counter_ns())
-    ttft.append((stamps[0] - t0) * 1e-9)
-    e2e.append((stamps[-1] - t0) * 1e-9)
+    return (stamps[0] - t0) * 1e-9, (stamps[-1] - t0) * 1e-9
 """
-    + GENERATE_FOOTER
 )
 # TensorFlow's: the gpt the adapter builds (its threads and settings applied as the worker applies
 # them) and its own prefill/decode functions (``adapters/tensorflow/generate.py``: eager,
@@ -995,17 +1038,16 @@ import tensorflow as tf
 """
     + ADAPTER_BUILT_GPT
     + r"""
-with tf.device(gen.device):
-    for prompt in prompts:
+def bare_request(prompt):
+    with tf.device(gen.device):
         ids = tf.convert_to_tensor(prompt.astype(np.int32))
         if args["api"] == "xla":
             t0 = time.perf_counter_ns()
             gen.whole(ids, tf.constant(1, tf.int32)).numpy()
-            ttft.append((time.perf_counter_ns() - t0) * 1e-9)
+            first = (time.perf_counter_ns() - t0) * 1e-9
             t0 = time.perf_counter_ns()
             gen.whole(ids, tf.constant(N, tf.int32)).numpy()
-            e2e.append((time.perf_counter_ns() - t0) * 1e-9)
-            continue
+            return first, (time.perf_counter_ns() - t0) * 1e-9
         stamps = []
         t0 = time.perf_counter_ns()
         token = gen.prefill_fn(ids)
@@ -1014,10 +1056,8 @@ with tf.device(gen.device):
                 token = gen.decode_fn(token)
             token.numpy()
             stamps.append(time.perf_counter_ns())
-        ttft.append((stamps[0] - t0) * 1e-9)
-        e2e.append((stamps[-1] - t0) * 1e-9)
+    return (stamps[0] - t0) * 1e-9, (stamps[-1] - t0) * 1e-9
 """
-    + GENERATE_FOOTER
 )
 BARE_GENERATE = {
     ("torch", "eager"): TORCH_GENERATE,
@@ -1040,6 +1080,28 @@ GENERATE_HEADER = (
 )
 
 
+def request_figures(got: dict) -> tuple[float, float]:
+    """Decode tokens/s and p50 TPOT, from a summary or a bare loop's JSON."""
+    return got["decode_tokens_per_s"], got["tpot_p50_s"]
+
+
+def bare_process(python: str, script: str, payload: str, spec, cpus: set[int] | None) -> dict:
+    """One bare generation process (its last stdout line, JSON), in the worker's environment and,
+    where the framework pins, on the worker's CPUs."""
+    from tui_bench.engine.runs.worker_launch import worker_environment
+
+    out = subprocess.run(
+        [python, "-I", "-c", GENERATE_HEADER + script, payload],
+        capture_output=True,
+        text=True,
+        env=worker_environment(spec),
+        preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"bare {spec.framework}/{spec.api}: {out.stderr.strip()[-400:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def generation_main(args: argparse.Namespace) -> None:
     """Decode tokens/s of tui-bench's generation run against the bare loop above, alternated,
     each measurement a fresh process; the ratio bare/tui-bench (target >= 0.95 of the bare
@@ -1047,8 +1109,8 @@ def generation_main(args: argparse.Namespace) -> None:
     from tui_bench.engine import catalog
     from tui_bench.engine.machine import runtimes
     from tui_bench.engine.results.history import History
+    from tui_bench.engine.results.stats import median_ci
     from tui_bench.engine.runs.runner import execute
-    from tui_bench.engine.runs.worker_launch import worker_environment
     from tui_bench.engine.spec import RunSpec
 
     combos = (
@@ -1071,7 +1133,9 @@ def generation_main(args: argparse.Namespace) -> None:
     print(
         f"tiny gpt, generate, batch {args.batch_size}, P {args.prompt_tokens} + N "
         f"{args.new_tokens}, {args.threads} thread(s), {args.steps} timed requests after "
-        f"{args.warmup} warm-up, {args.rounds} A/B rounds per API; load "
+        f"{args.warmup} warm-up, {args.rounds} "
+        f"{'processes, tool and bare requests alternated in each,' if args.in_process else 'A/B rounds'}"
+        " per API; load "
         f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     )
     rows = []
@@ -1115,30 +1179,34 @@ def generation_main(args: argparse.Namespace) -> None:
                     "new_tokens": args.new_tokens,
                 }
             )
+
             tool, plain = [], []
+            if args.in_process and "def bare_request" not in loop:
+                print(
+                    f"{framework}/{api}: no in-process pair (its bare loop builds its own model, "
+                    "not through the adapter's backend)"
+                )
+                continue
             for round_no in range(1, args.rounds + 1):
+                if args.in_process:  # one process a round, the requests alternated in it
+                    got = bare_process(where.python, loop + PAIRED_REQUESTS, payload, spec, cpus)
+                    tool.append(request_figures(got["tool"]))
+                    plain.append(request_figures(got["bare"]))
+                    continue
                 order = ("harness", "bare") if round_no % 2 else ("bare", "harness")
                 for which in order:
                     if which == "harness":
                         result = execute(spec, History(Path(home)), runtime=runtime)
                         if not result.ok:
                             raise SystemExit(f"tui-bench {framework}/{api}: {result.reason}")
-                        s = result.summary
-                        tool.append((s["decode_tokens_per_s"], s["tpot_p50_s"]))
+                        tool.append(request_figures(result.summary))
                         continue
-                    out = subprocess.run(
-                        [where.python, "-I", "-c", GENERATE_HEADER + loop, payload],
-                        capture_output=True,
-                        text=True,
-                        env=worker_environment(spec),
-                        preexec_fn=(lambda pin=cpus: os.sched_setaffinity(0, pin))
-                        if cpus
-                        else None,
+                    script = loop
+                    if "def bare_request" in loop:
+                        script += BARE_REQUESTS + GENERATE_FOOTER
+                    plain.append(
+                        request_figures(bare_process(where.python, script, payload, spec, cpus))
                     )
-                    if out.returncode != 0:
-                        raise SystemExit(f"bare {framework}/{api}: {out.stderr.strip()[-400:]}")
-                    got = json.loads(out.stdout.strip().splitlines()[-1])
-                    plain.append((got["decode_tokens_per_s"], got["tpot_p50_s"]))
             rates = " ".join(f"{t[0]:.0f}/{u[0]:.0f}" for t, u in zip(tool, plain, strict=True))
             print(
                 f"{framework}/{api}: decode tokens/s tui-bench/bare per round {rates}", flush=True
@@ -1146,17 +1214,23 @@ def generation_main(args: argparse.Namespace) -> None:
             rows.append((f"{framework}/{api}", tool, plain))
     print(
         "\n| framework/api | tui-bench decode tok/s | bare decode tok/s | ratio | per round "
-        "| per-token overhead µs |"
+        "| paired median (95 % CI) | per-token overhead µs |"
     )
-    print("|---|---:|---:|---:|---|---:|")
+    print("|---|---:|---:|---:|---|---|---:|")
     for name, tool, plain in rows:
         t_rate = statistics.median(r for r, _ in tool)
         b_rate = statistics.median(r for r, _ in plain)
         per_round = [t[0] / u[0] for t, u in zip(tool, plain, strict=True)]
         overhead = statistics.median(t for _, t in tool) - statistics.median(t for _, t in plain)
+        # Each round's two runs ran back to back: their ratio cancels the drift between rounds,
+        # and the median of those ratios gets an order-statistics interval from 6 rounds on.
+        interval = median_ci(per_round)
+        paired = f"{statistics.median(per_round):.3f}" + (
+            f" ({interval[0]:.3f}–{interval[1]:.3f})" if interval else " (CI from 6 rounds)"
+        )
         print(
             f"| {name} | {t_rate:.0f} | {b_rate:.0f} | {t_rate / b_rate:.3f} | "
-            f"{min(per_round):.3f}–{max(per_round):.3f} | {overhead * 1e6:+.1f} |"
+            f"{min(per_round):.3f}–{max(per_round):.3f} | {paired} | {overhead * 1e6:+.1f} |"
         )
     print(f"target: tui-bench / bare decode tokens/s >= 0.95; load now {os.getloadavg()[0]:.2f}")
 
