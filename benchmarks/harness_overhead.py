@@ -1059,18 +1059,22 @@ def bare_request(prompt):
     return (stamps[0] - t0) * 1e-9, (stamps[-1] - t0) * 1e-9
 """
 )
-BARE_GENERATE = {
-    ("torch", "eager"): TORCH_GENERATE,
-    ("torch", "compile"): TORCH_GENERATE,
+# The adapter-built ones: a ``bare_request`` each, driven alone or paired with the tool's request.
+BARE_REQUEST = {
     **{("tensorflow", api): TF_GENERATE for api in ("eager", "graph", "keras", "xla")},
-    ("keras", "tensorflow"): KERAS3_GENERATE,
-    ("keras", "torch"): KERAS3_GENERATE,
-    ("keras", "jax"): KERAS3_GENERATE,
     ("jax", "flax"): JAX_GENERATE,
     ("jax", "jit"): JAX_GENERATE,
     ("mxnet", "gluon"): MXNET_GENERATE,
     ("mxnet", "hybrid"): MXNET_GENERATE,
     ("theano", "theano"): THEANO_GENERATE,
+}
+BARE_GENERATE = {
+    ("torch", "eager"): TORCH_GENERATE,
+    ("torch", "compile"): TORCH_GENERATE,
+    ("keras", "tensorflow"): KERAS3_GENERATE,
+    ("keras", "torch"): KERAS3_GENERATE,
+    ("keras", "jax"): KERAS3_GENERATE,
+    **{combo: body + BARE_REQUESTS + GENERATE_FOOTER for combo, body in BARE_REQUEST.items()},
 }
 
 # The header's loading of the adapters package, without its training batches.
@@ -1181,7 +1185,7 @@ def generation_main(args: argparse.Namespace) -> None:
             )
 
             tool, plain = [], []
-            if args.in_process and "def bare_request" not in loop:
+            if args.in_process and (framework, api) not in BARE_REQUEST:
                 print(
                     f"{framework}/{api}: no in-process pair (its bare loop builds its own model, "
                     "not through the adapter's backend)"
@@ -1189,7 +1193,8 @@ def generation_main(args: argparse.Namespace) -> None:
                 continue
             for round_no in range(1, args.rounds + 1):
                 if args.in_process:  # one process a round, the requests alternated in it
-                    got = bare_process(where.python, loop + PAIRED_REQUESTS, payload, spec, cpus)
+                    paired = BARE_REQUEST[(framework, api)] + PAIRED_REQUESTS
+                    got = bare_process(where.python, paired, payload, spec, cpus)
                     tool.append(request_figures(got["tool"]))
                     plain.append(request_figures(got["bare"]))
                     continue
@@ -1201,11 +1206,8 @@ def generation_main(args: argparse.Namespace) -> None:
                             raise SystemExit(f"tui-bench {framework}/{api}: {result.reason}")
                         tool.append(request_figures(result.summary))
                         continue
-                    script = loop
-                    if "def bare_request" in loop:
-                        script += BARE_REQUESTS + GENERATE_FOOTER
                     plain.append(
-                        request_figures(bare_process(where.python, script, payload, spec, cpus))
+                        request_figures(bare_process(where.python, loop, payload, spec, cpus))
                     )
             rates = " ".join(f"{t[0]:.0f}/{u[0]:.0f}" for t, u in zip(tool, plain, strict=True))
             print(
