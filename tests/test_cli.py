@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -158,11 +159,28 @@ def test_a_dry_run_that_cannot_build_says_why_and_exits_1(monkeypatch):
 
 
 @pytest.mark.needs_runtime("torch")
-def test_failed_run_exits_1_and_shows_reason_and_log_tail():
-    out = cli("run", *TINY, "--device", "gpu")
+def test_failed_run_exits_1_and_shows_reason_and_log_tail(monkeypatch):
+    _seed_peak()
+    monkeypatch.setenv("TUI_BENCH_FAULT", "crash@data")  # the worker fails after it started
+    out = cli("run", *TINY)
     assert out.returncode == 1
-    assert "DeviceError: torch runtime sees 0 GPUs" in out.stderr
+    assert "RuntimeError: injected crash at data" in out.stderr
     assert History().all()[0].status == "failed"
+
+
+@pytest.mark.parametrize("dry", [[], ["--dry-run"]])
+def test_a_gpu_the_machine_lacks_is_one_line_and_exit_2_before_anything_starts(dry):
+    """NVML is the judge (as the Setup screen's device list): no peak probe, no worker, no
+    record for a GPU that is not there. gpu:63: absent on any machine these tests run on."""
+    out = cli("run", *TINY, "--device", "gpu:63", *dry)
+    assert out.returncode == 2, out.stderr
+    assert re.fullmatch(
+        r"tui-bench: error: no GPU 63 on this machine \(NVML found \d+\): --device cpu runs "
+        r"here\n",
+        out.stderr,
+    )
+    assert out.stdout == ""
+    assert History().all() == []
 
 
 def _seed_peak(threads: int = 1) -> None:

@@ -16,7 +16,7 @@ from tui_bench.cli.help import EXAMPLES
 from tui_bench.engine.results import auto_repeats, render, tables
 from tui_bench.engine.results.history import History
 from tui_bench.engine.runs import sweep as sweep_module
-from tui_bench.engine.runs.presets import PresetError
+from tui_bench.engine.runs.presets import PresetError, gpu_problem
 from tui_bench.engine.spec import declared_option, flag_parser, range_text
 
 
@@ -42,6 +42,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if missing := dataset_problem(spec):  # before any process starts: one line, exit 2
         raise UsageError(missing)
+    if not args.cluster and (no_gpu := gpu_problem(spec)):  # a cluster's GPUs are its nodes'
+        raise UsageError(f"{no_gpu}: --device cpu runs here")
     from tui_bench.engine.model_memory import memory_problem
 
     if too_big := memory_problem(spec):  # a model that cannot fit: refused before it starts
@@ -87,6 +89,8 @@ def dry_run(args: argparse.Namespace) -> int:
 
     if missing := dataset_problem(spec):
         raise UsageError(missing)
+    if no_gpu := gpu_problem(spec):
+        raise UsageError(f"{no_gpu}: --device cpu runs here")
     if not args.json and not args.quiet:
         common.console(stderr=True).print(
             f"dry run of {spec.label()} (nothing is trained or recorded)", markup=False

@@ -370,22 +370,32 @@ def _strip_field(name: str, message: str) -> str:
 
 
 # -- expansion ----------------------------------------------------------------------------------
+def gpu_problem(spec: RunSpec) -> str | None:
+    """Why this machine has not the GPU(s) a GPU spec names, or None (a CPU spec: None). NVML
+    is the judge, as in the Setup screen's device list: a run refused here never starts a peak
+    probe or a worker that could only fail."""
+    if not spec.device.startswith("gpu"):
+        return None
+    from tui_bench.engine.machine.sysinfo import machine_fingerprint
+
+    index = int(spec.device.split(":")[1]) if ":" in spec.device else 0
+    gpus = machine_fingerprint().get("gpus") or []
+    if index >= len(gpus):
+        return f"no GPU {index} on this machine (NVML found {len(gpus)})"
+    if spec.workers > 1 and spec.workers > len(gpus):
+        # One GPU per worker: NCCL refuses two ranks on one device.
+        return f"{spec.workers} workers need {spec.workers} GPUs (NVML found {len(gpus)})"
+    return None
+
+
 def availability_problem(spec: RunSpec) -> str | None:
     """Why this installation cannot run a catalog-valid spec right now, or None: no GPU, no
     runtime, or a real dataset not in the cache (each with what fixes it)."""
     from tui_bench.engine import datasets
     from tui_bench.engine.machine import runtimes
 
-    if spec.device.startswith("gpu"):
-        from tui_bench.engine.machine.sysinfo import machine_fingerprint
-
-        index = int(spec.device.split(":")[1]) if ":" in spec.device else 0
-        gpus = machine_fingerprint().get("gpus") or []
-        if index >= len(gpus):
-            return f"no GPU {index} on this machine (NVML found {len(gpus)})"
-        if spec.workers > 1 and spec.workers > len(gpus):
-            # One GPU per worker: NCCL refuses two ranks on one device.
-            return f"{spec.workers} workers need {spec.workers} GPUs (NVML found {len(gpus)})"
+    if missing := gpu_problem(spec):
+        return missing
     try:
         runtimes.resolve(spec.framework, spec.api)
     except runtimes.RuntimeUnavailable as exc:
