@@ -295,8 +295,8 @@ def adapters_on_path(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (it names them in node ids)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Real training first, quick tests after: the two test processes take the long tests at the
-    start and fill the end with short ones, so neither core idles while the other finishes a
+    """Real training first, quick tests after: the test processes take the long tests at the
+    start and fill the end with short ones, so no core idles while another finishes a
     minutes-long test (longest first: the classic way to balance jobs on a few machines). The
     order within each kind is kept, so a module's cached runs are still shared in order; a slow
     test marked after_its_group goes after the other slow ones (its group's process reaches it
