@@ -81,6 +81,7 @@ on its own.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable
@@ -191,10 +192,38 @@ def run_generation(
     each timed alone (the module docstring); warm-up ones reported apart; the timed ones go out
     as ``requests`` events (their E2E latencies, with their TTFT and TPOT) and make the
     summary."""
+    # This function and the two below it stay short, each calling the next early: TensorFlow
+    # captures the Python stack on every eager op, and CPython 3.11 reads each captured frame's
+    # line by scanning its line table up to where the frame stands (adapters/worker.py).
+    facts = _prepared(backend, hyper.batch_size, prompt_tokens, new_tokens)
+    split, batches = prompts(
+        dataset, hyper.batch_size, prompt_tokens, hyper.seed, warmup + requests
+    )
+    per_token = facts["token_timing"] == PER_TOKEN
+    served = _serve(backend, batches, new_tokens, warmup, per_token, emit)
+    return _summary(
+        backend, facts, served, split, batches, hyper.batch_size, prompt_tokens, new_tokens, weights
+    )
+
+
+@dataclasses.dataclass
+class _Served:
+    """What the requests gave: their times, the first request's ids and the timed ones' hash."""
+
+    warm: list[float]
+    ttft: list[float]
+    e2e: list[float]
+    itl: list[float]
+    first_ids: np.ndarray
+    digest: str
+    wall_s: float
+
+
+def _prepared(backend: Any, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+    """The backend's generation facts, checked."""
     api = type(backend).__name__
     if not generates(backend):
         raise RuntimeError(f"generation is not built for {api} (no prepare_generation/generate)")
-    batch = hyper.batch_size
     facts = dict(backend.prepare_generation(batch, prompt_tokens, new_tokens))
     missing = [k for k in FACTS if k not in facts]
     if missing or facts.get("token_timing") not in TOKEN_TIMINGS:
@@ -203,64 +232,40 @@ def run_generation(
             f"{', '.join(TOKEN_TIMINGS)} (missing: {', '.join(missing) or 'none'}, token_timing "
             f"{facts.get('token_timing')!r})"
         )
-    per_token = facts["token_timing"] == PER_TOKEN
-    total = warmup + requests
-    split, batches = prompts(dataset, batch, prompt_tokens, hyper.seed, total)
+    return facts
+
+
+def _serve(
+    backend: Any,
+    batches: list[np.ndarray],
+    new_tokens: int,
+    warmup: int,
+    per_token: bool,
+    emit: Callable[..., None],
+) -> _Served:
+    total = len(batches)
     emit("epoch_started", epoch=1, epochs=1, steps=total)
     now = time.perf_counter_ns
     clock = TokenClock(now)
     flush_every_ns = int(1e9 / protocol.MAX_STEP_MESSAGES_PER_S)
-    warm: list[float] = []
-    ttft: list[float] = []
-    e2e: list[float] = []
-    itl: list[float] = []
+    served = _Served([], [], [], [], None, "", 0.0)  # type: ignore[arg-type]
     pending: dict[str, list[float]] = {"latencies": [], "ttft": [], "tpot": []}
     digest = hashlib.sha256()
-    first_ids: np.ndarray | None = None
     backend.sync()
     wall0 = last_flush = now()
     for i, prompt in enumerate(batches):
-        if per_token:
-            clock.reset()
-            backend.sync()
-            t0 = now()
-            ids = backend.generate(prompt, new_tokens, clock)
-            end = now()
-            if len(clock.stamps) != new_tokens:
-                raise RuntimeError(
-                    f"{api}.generate read the token clock {len(clock.stamps)} times for "
-                    f"{new_tokens} tokens (token_timing per-token: once per token)"
-                )
-            first, last = clock.stamps[0] - t0, clock.stamps[-1] - t0
-            gaps = (np.diff(np.asarray(clock.stamps, dtype=np.int64)) * 1e-9).tolist()
-            request_ttft, request_e2e = first * 1e-9, last * 1e-9
-            request_s = (end - t0) * 1e-9
-        else:
-            # The prefill timed as a one-token generation, then the whole request.
-            backend.sync()
-            t0 = now()
-            one = backend.generate(prompt, 1, clock)
-            backend.sync()
-            request_ttft = (now() - t0) * 1e-9
-            _checked_ids(one, batch, 1, api)
-            backend.sync()
-            t0 = now()
-            ids = backend.generate(prompt, new_tokens, clock)
-            backend.sync()
-            end = now()
-            request_e2e = request_s = (end - t0) * 1e-9
-            request_s += request_ttft
-            gaps = []
-        ids = _checked_ids(ids, batch, new_tokens, api)
-        if first_ids is None:
-            first_ids = ids
+        ids, request_ttft, request_e2e, request_s, gaps, end = _request(
+            backend, prompt, new_tokens, clock, per_token, now
+        )
+        if served.first_ids is None:
+            served.first_ids = ids
         if i < warmup:
-            warm.append(request_s)
+            served.warm.append(request_s)
         else:
             digest.update(np.ascontiguousarray(ids, dtype="<i8").tobytes())
-            ttft.append(request_ttft)
-            e2e.append(request_e2e)
-            itl.extend(gaps)
+            served.ttft.append(request_ttft)
+            served.e2e.append(request_e2e)
+            served.itl.extend(gaps)
             pending["latencies"].append(request_e2e)
             pending["ttft"].append(request_ttft)
             if new_tokens > 1:
@@ -273,9 +278,69 @@ def run_generation(
             )
             pending = {k: [] for k in pending}
             last_flush = end
-    wall = (now() - wall0) * 1e-9
-    assert first_ids is not None  # total >= 1: requests >= 1 (spec)
-    stats = generation_stats(ttft, e2e, itl, batch, prompt_tokens, new_tokens)
+    served.wall_s = (now() - wall0) * 1e-9
+    served.digest = digest.hexdigest()
+    assert served.first_ids is not None  # total >= 1: requests >= 1 (spec)
+    return served
+
+
+def _request(
+    backend: Any,
+    prompt: np.ndarray,
+    new_tokens: int,
+    clock: TokenClock,
+    per_token: bool,
+    now: Callable[[], int],
+) -> tuple[np.ndarray, float, float, float, list[float], int]:
+    """One timed request: (ids, TTFT s, E2E s, the request's whole time s, the gaps between its
+    tokens s, its end in ``now``'s ns)."""
+    if per_token:
+        clock.reset()
+        backend.sync()
+        t0 = now()
+        ids = backend.generate(prompt, new_tokens, clock)
+        end = now()
+        api = type(backend).__name__
+        if len(clock.stamps) != new_tokens:
+            raise RuntimeError(
+                f"{api}.generate read the token clock {len(clock.stamps)} times for "
+                f"{new_tokens} tokens (token_timing per-token: once per token)"
+            )
+        first, last = clock.stamps[0] - t0, clock.stamps[-1] - t0
+        gaps = (np.diff(np.asarray(clock.stamps, dtype=np.int64)) * 1e-9).tolist()
+        checked = _checked_ids(ids, len(prompt), new_tokens, api)
+        return checked, first * 1e-9, last * 1e-9, (end - t0) * 1e-9, gaps, end
+    # The prefill timed as a one-token generation, then the whole request.
+    api = type(backend).__name__
+    backend.sync()
+    t0 = now()
+    one = backend.generate(prompt, 1, clock)
+    backend.sync()
+    request_ttft = (now() - t0) * 1e-9
+    _checked_ids(one, len(prompt), 1, api)
+    backend.sync()
+    t0 = now()
+    ids = backend.generate(prompt, new_tokens, clock)
+    backend.sync()
+    end = now()
+    request_e2e = (end - t0) * 1e-9
+    checked = _checked_ids(ids, len(prompt), new_tokens, api)
+    return checked, request_ttft, request_e2e, request_e2e + request_ttft, [], end
+
+
+def _summary(
+    backend: Any,
+    facts: dict[str, Any],
+    served: _Served,
+    split: Any,
+    batches: list[np.ndarray],
+    batch: int,
+    prompt_tokens: int,
+    new_tokens: int,
+    weights: str,
+) -> dict[str, Any]:
+    e2e = served.e2e
+    stats = generation_stats(served.ttft, e2e, served.itl, batch, prompt_tokens, new_tokens)
     return {
         "mode": "generate",
         "generation": facts,
@@ -291,13 +356,13 @@ def run_generation(
         # The first request's first sequence, prompt and generated ids: what the equity test and a
         # reader compare across frameworks; and every timed request's ids, hashed in order.
         "first_prompt_ids": [int(t) for t in batches[0][0]],
-        "first_generated_ids": [int(t) for t in first_ids[0]],
-        "generated_ids_sha256": digest.hexdigest(),
-        "warmup_requests": warmup,
-        "warmup_s": sum(warm),
-        "first_request_s": warm[0] if warm else (e2e[0] if e2e else None),
+        "first_generated_ids": [int(t) for t in served.first_ids[0]],
+        "generated_ids_sha256": served.digest,
+        "warmup_requests": len(served.warm),
+        "warmup_s": sum(served.warm),
+        "first_request_s": served.warm[0] if served.warm else (e2e[0] if e2e else None),
         "requests": len(e2e),
-        "generation_wall_s": wall,
+        "generation_wall_s": served.wall_s,
         **stats,
         # The request series judged by the same rules as training steps (stability.py reads
         # steady_step_times): each request's E2E time is one "step" of a generation run.

@@ -52,8 +52,17 @@ if __name__ == "__main__":
     _keep_adapters_off_path(Path(__file__).resolve().parent)
     if "adapters" not in sys.modules:
         _load_adapters_package()
+    # Run as a script, this file imports itself as ``adapters.worker`` and calls its main here,
+    # near the top, not after the definitions below: this frame stays under every frame of the
+    # run, and TensorFlow captures the Python stack on every eager op, reading each frame's line
+    # by scanning its line table from the start to where the frame stands (see ``_Progress``).
+    from adapters.process_end import leave
+    from adapters.worker import main
+
+    leave(main())
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
@@ -61,9 +70,9 @@ import signal  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
+from typing import Any  # noqa: E402
 
 from adapters import protocol  # noqa: E402
-from adapters.process_end import leave  # noqa: E402
 
 HEARTBEAT_S = 2.0
 
@@ -364,232 +373,301 @@ class Faults:
                     print("W0000 absl noise on stderr", file=sys.stderr, flush=True)
 
 
+# The functions from here on are short, and each calls the next early in its body, on purpose:
+# TensorFlow captures the Python stack on every eager op, and CPython 3.11 finds each captured
+# frame's line by scanning that frame's line table from its start to where it stands. One
+# 200-line main() above the timed loop cost every eager op ~10 ns per line it had run: eager
+# TensorFlow generated 5-12 % fewer tokens/s in this worker than in a bare loop (docs/generation.md,
+# "The harness's cost").
+@dataclasses.dataclass
+class _Progress:
+    """How far the run got (the error event's phase) and the backend to close at the end."""
+
+    phase: str = "import"
+    backend: Any = None
+
+
+@dataclasses.dataclass
+class _Built:
+    """One model built and reported (run_started): what its serving or training loop needs."""
+
+    spec: dict
+    backend: Any
+    dataset: Any
+    hyper: Any
+    parallel: Any
+    settings: Any
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tui-bench-worker")
-    parser.add_argument("--spec-json", required=True)
-    parser.add_argument("--events-fd", type=int, default=None)
-    parser.add_argument("--events-path", default=None, help="named pipe (torch.distributed.run)")
-    parser.add_argument("--spawn-peers", action="store_true", help="rank 0 starts ranks 1..N-1")
-    parser.add_argument("--affinity", default="", help="comma-separated CPU ids to pin to")
-    argv = sys.argv[1:] if argv is None else argv
-    args = parser.parse_args(argv)
-    spec = json.loads(args.spec_json)
-    # build_only: build the model and read the first batch, report them (run_started), and stop
-    # there: what the equity tests of parameter counts and first-batch bytes need, without the
-    # minutes Theano spends compiling a training function that would never run.
-    build_only = bool(spec.get("build_only"))
-    workers = spec.get("workers", 1)
-    peers = []
-    if args.spawn_peers and "RANK" not in os.environ:
-        peers = spawn_peers(spec, [a for a in argv if a != "--spawn-peers"])
-    rank = int(os.environ.get("RANK", "0")) if workers > 1 else 0
-    if rank != 0:
-        channel = SilentChannel()
-    elif args.events_path:
-        channel = EventChannel.open_path(args.events_path)
-    else:
-        channel = EventChannel(args.events_fd)
-    faults = Faults(fault_text(), channel)
-    threading.Thread(target=_heartbeat, args=(channel, os.getppid()), daemon=True).start()
-    if peers:
-        threading.Thread(target=_watch_peers, args=(peers, channel), daemon=True).start()
-    phase = "import"
-    backend = None
+    spec, args, rank, channel, faults, peers = _start(sys.argv[1:] if argv is None else argv)
+    progress = _Progress()
     try:
-        if args.affinity:
-            os.sched_setaffinity(0, {int(c) for c in args.affinity.split(",")})
-        faults("import")
-        t0 = time.perf_counter()
-        adapter = load_adapter(spec["adapter"], spec.get("adapter_package"))
-        import_s = time.perf_counter() - t0
-        from adapters import backend as contract
-        from adapters import data, models, serve, train
-
-        # build_only may name more models (``also_build``): one process reports each in turn, so
-        # the equity tests' probes import a framework once per API, not once per model.
-        builds = [spec]
-        if build_only:
-            builds += [{**spec, **other} for other in spec.get("also_build", ())]
-        for spec in builds:  # from here on, ``spec`` is the model being built
-            if backend is not None and hasattr(backend, "close"):
-                backend.close()  # the previous model's
-            backend = adapter.make_backend(spec["api"], spec["device"], spec["threads"])
-            parallel = contract.Parallel(
-                rank, workers, spec.get("scaling", "weak"), spec.get("dp_launch") == "devices"
-            )
-            phase = "connect"
-            t0 = time.perf_counter()
-            setup_parallel = getattr(backend, "setup_parallel", None)
-            if setup_parallel is not None:
-                engine = setup_parallel(parallel)
-            else:
-                engine = contract.Backend.setup_parallel(backend, parallel)
-            comm_setup_s = time.perf_counter() - t0 if workers > 1 else None
-            phase = "import"
-            settings = contract.Settings.from_spec(spec)
-            apply_settings = getattr(backend, "apply_settings", None)
-            if apply_settings is not None:
-                applied = apply_settings(settings)
-            else:
-                applied = contract.default_settings(backend, settings)
-            phase = "data"
-            faults("data")
-            t0 = time.perf_counter()
-            # The gpt's size decides its data's shape: sequences of its S (+1) tokens below its V.
-            dims = models.gpt_dims(spec) if spec["model"] == "gpt" else None
-            dataset = data.load(
-                spec["dataset"],
-                train_samples=spec.get("train_samples"),
-                test_samples=spec.get("test_samples"),
-                data_dir=spec.get("data_dir"),
-                tokens=(dims.seq_len, dims.vocab_size) if dims is not None else None,
-            )
-            data_s = time.perf_counter() - t0
-            phase = "build"
-            hyper = contract.Hyper(
-                model=spec["model"],
-                batch_size=parallel.worker_batch(spec["batch_size"]),
-                lr=spec["lr"],
-                optimizer=spec["optimizer"],
-                dropout=spec["dropout"],
-                seed=spec["seed"],
-                dims=dims,
-            )
-            t0 = time.perf_counter()
-            if build_only:  # adapters that compile a training function at build skip it (Theano)
-                backend.build_only = True
-            if spec.get("mode") in ("inference", "generate"):  # the same, for a run that serves
-                backend.serve_only = True
-            if spec.get("mode") == "generate":  # the gpt's draw, sharpened (docs/generation.md)
-                from adapters import shared_init
-
-                shared_init.for_generation()
-            backend.build(hyper, dataset)
-            backend.sync()
-            build_s = time.perf_counter() - t0
-            n_train = len(dataset.x_train)
-            steps = n_train // (hyper.batch_size * workers)
-            if spec.get("steps_per_epoch"):
-                steps = min(steps, spec["steps_per_epoch"])
-            import numpy
-
-            # What the framework will train on first, read back from the framework (equity tests).
-            digest = global_first_batch_digest(backend, dataset, parallel, hyper)
-            inference = spec.get("mode") in ("inference", "generate")
-            # An inference run's first forward pass is its first request (compilation is
-            # reported there): no untimed initial-loss pass before it.
-            initial = {} if inference else initial_loss(backend, dataset, parallel, hyper)
-            if inference:
-                steps = spec["warmup_steps"] + spec["requests"]
-            channel.emit(
-                "run_started",
-                framework=spec["framework"],
-                api=spec["api"],
-                model=spec["model"],
-                **backend.describe(),
-                threads_requested=spec["threads"],
-                param_count=backend.param_count(),
-                python=platform.python_version(),
-                numpy_version=numpy.__version__,
-                affinity=sorted(os.sched_getaffinity(0)),
-                import_s=import_s,
-                data_s=data_s,
-                build_s=build_s,
-                steps_per_epoch=steps,
-                train_samples=n_train,
-                val_samples=len(dataset.x_val),
-                test_samples=len(dataset.x_test),
-                dataset_notes=dataset.notes,
-                first_batch_sha256=digest,
-                **initial,
-                settings=applied,
-                threads_configured=spec["threads"],
-                perf_env=performance_environment(),
-                workers=workers,
-                scaling=parallel.scaling,
-                worker_batch=hyper.batch_size,
-                global_batch=hyper.batch_size * workers,
-                threads_per_worker=spec["threads"],
-                threads_total=spec["threads"] * workers,
-                data_parallel=engine or None,
-                comm_setup_s=comm_setup_s,
-            )
-        if build_only:
-            return 0  # what the model is and what it reads first: said; nothing is trained
-        phase = "train"
-        if spec.get("mode") == "generate":
-            from adapters import generate
-
-            phase = "generate"
-            summary = generate.run_generation(
-                backend,
-                dataset,
-                hyper,
-                prompt_tokens=spec["prompt_tokens"],
-                new_tokens=spec["new_tokens"],
-                requests=spec["requests"],
-                warmup=spec["warmup_steps"],
-                emit=channel.emit,
-                weights="initial (untrained): the gpt's shared draw with its kernels and "
-                "embeddings × 5 (shared_init.GENERATION_SCALE, docs/generation.md)",
-            )
-            channel.emit("finished", summary=summary)
-            return 0
-        if inference:
-            phase = "inference"
-            summary = serve.run_inference(
-                backend,
-                dataset,
-                hyper,
-                requests=spec["requests"],
-                warmup=spec["warmup_steps"],
-                emit=channel.emit,
-                weights=INFERENCE_WEIGHTS,
-            )
-            channel.emit("finished", summary=summary)
-            return 0
-        summary = train.run_training(
-            backend,
-            dataset,
-            hyper,
-            epochs=spec["epochs"],
-            steps_per_epoch=spec.get("steps_per_epoch"),
-            warmup_steps=spec["warmup_steps"],
-            emit=channel.emit,
-            target_accuracy=spec.get("target_accuracy"),
-            fault=faults,
-            settings=settings,
-            parallel=parallel,
-        )
-        release_peers(peers)
-        wait_for_release()
-        for peer_rank, peer in enumerate(peers, start=1):
-            if peer.wait() != 0:
-                raise RuntimeError(f"worker rank {peer_rank} exited with code {peer.returncode}")
-        channel.emit("finished", summary=summary)
-        return 0
+        return _run(spec, args.affinity, rank, channel, faults, peers, progress)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the app as an event
         channel.emit(
             "error",
             error_type=type(exc).__name__,
             message=str(exc) or type(exc).__name__,
             traceback=traceback.format_exc(),
-            phase=phase,
+            phase=progress.phase,
         )
         return 1
     finally:
-        faults("teardown")
-        close = getattr(backend, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - cleanup must not hide the run's own outcome
-                pass
-        release_peers(peers)
-        for peer in peers:
-            if peer.poll() is None:
-                peer.kill()  # rank 0 failed: its peers would wait for it in a collective forever
+        _end(faults, progress.backend, peers)
 
 
-if __name__ == "__main__":
-    leave(main())
+def _start(argv: list[str]) -> tuple:
+    """The spec, the arguments, this process's rank, its event channel (a heartbeat on it), its
+    faults and the peers it started (rank 0 of a spawned multi-worker run)."""
+    args = _parse_args(argv)
+    spec = json.loads(args.spec_json)
+    workers = spec.get("workers", 1)
+    peers = []
+    if args.spawn_peers and "RANK" not in os.environ:
+        peers = spawn_peers(spec, [a for a in argv if a != "--spawn-peers"])
+    rank = int(os.environ.get("RANK", "0")) if workers > 1 else 0
+    channel = _open_channel(rank, args)
+    faults = Faults(fault_text(), channel)
+    threading.Thread(target=_heartbeat, args=(channel, os.getppid()), daemon=True).start()
+    if peers:
+        threading.Thread(target=_watch_peers, args=(peers, channel), daemon=True).start()
+    return spec, args, rank, channel, faults, peers
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tui-bench-worker")
+    parser.add_argument("--spec-json", required=True)
+    parser.add_argument("--events-fd", type=int, default=None)
+    parser.add_argument("--events-path", default=None, help="named pipe (torch.distributed.run)")
+    parser.add_argument("--spawn-peers", action="store_true", help="rank 0 starts ranks 1..N-1")
+    parser.add_argument("--affinity", default="", help="comma-separated CPU ids to pin to")
+    return parser.parse_args(argv)
+
+
+def _open_channel(rank: int, args: argparse.Namespace) -> EventChannel | SilentChannel:
+    if rank != 0:
+        return SilentChannel()
+    if args.events_path:
+        return EventChannel.open_path(args.events_path)
+    return EventChannel(args.events_fd)
+
+
+def _run(spec, affinity, rank, channel, faults, peers, progress: _Progress) -> int:
+    """Import the framework, build (and report) the model, then serve or train it."""
+    built = _build_all(spec, affinity, rank, channel, faults, progress)
+    if built is None:
+        return 0  # build_only: what the model is and what it reads first: said; nothing is trained
+    return _serve_or_train(built, channel, faults, peers, progress)
+
+
+def _build_all(spec, affinity, rank, channel, faults, progress: _Progress) -> _Built | None:
+    """The framework imported and the spec's model built and reported; None for build_only:
+    build the model and read the first batch, report them (run_started), and stop there: what
+    the equity tests of parameter counts and first-batch bytes need, without the minutes Theano
+    spends compiling a training function that would never run. It may name more models
+    (``also_build``): one process reports each in turn, so the equity tests' probes import a
+    framework once per API, not once per model."""
+    if affinity:
+        os.sched_setaffinity(0, {int(c) for c in affinity.split(",")})
+    faults("import")
+    t0 = time.perf_counter()
+    adapter = load_adapter(spec["adapter"], spec.get("adapter_package"))
+    import_s = time.perf_counter() - t0
+    build_only = bool(spec.get("build_only"))
+    builds = [spec]
+    if build_only:
+        builds += [{**spec, **other} for other in spec.get("also_build", ())]
+    for one in builds:
+        built = _build(adapter, one, rank, import_s, channel, faults, progress)
+    return None if build_only else built
+
+
+def _serve_or_train(built: _Built, channel, faults, peers, progress: _Progress) -> int:
+    spec, backend, dataset, hyper = built.spec, built.backend, built.dataset, built.hyper
+    if spec.get("mode") == "generate":
+        from adapters import generate
+
+        progress.phase = "generate"
+        summary = generate.run_generation(
+            backend,
+            dataset,
+            hyper,
+            prompt_tokens=spec["prompt_tokens"],
+            new_tokens=spec["new_tokens"],
+            requests=spec["requests"],
+            warmup=spec["warmup_steps"],
+            emit=channel.emit,
+            weights="initial (untrained): the gpt's shared draw with its kernels and "
+            "embeddings × 5 (shared_init.GENERATION_SCALE, docs/generation.md)",
+        )
+    elif spec.get("mode") == "inference":
+        from adapters import serve
+
+        progress.phase = "inference"
+        summary = serve.run_inference(
+            backend,
+            dataset,
+            hyper,
+            requests=spec["requests"],
+            warmup=spec["warmup_steps"],
+            emit=channel.emit,
+            weights=INFERENCE_WEIGHTS,
+        )
+    else:
+        summary = _train(built, channel, faults, peers, progress)
+    channel.emit("finished", summary=summary)
+    return 0
+
+
+def _train(built: _Built, channel, faults, peers, progress: _Progress) -> dict:
+    from adapters import train
+
+    spec = built.spec
+    progress.phase = "train"
+    summary = train.run_training(
+        built.backend,
+        built.dataset,
+        built.hyper,
+        epochs=spec["epochs"],
+        steps_per_epoch=spec.get("steps_per_epoch"),
+        warmup_steps=spec["warmup_steps"],
+        emit=channel.emit,
+        target_accuracy=spec.get("target_accuracy"),
+        fault=faults,
+        settings=built.settings,
+        parallel=built.parallel,
+    )
+    release_peers(peers)
+    wait_for_release()
+    for peer_rank, peer in enumerate(peers, start=1):
+        if peer.wait() != 0:
+            raise RuntimeError(f"worker rank {peer_rank} exited with code {peer.returncode}")
+    return summary
+
+
+def _build(adapter, spec, rank, import_s, channel, faults, progress: _Progress) -> _Built:
+    """Make the backend, apply the settings, load the data, build the model; report it all
+    (run_started)."""
+    import numpy
+
+    from adapters import backend as contract
+    from adapters import data, models
+
+    if progress.backend is not None and hasattr(progress.backend, "close"):
+        progress.backend.close()  # the previous model's
+    backend = progress.backend = adapter.make_backend(spec["api"], spec["device"], spec["threads"])
+    workers = spec.get("workers", 1)
+    parallel = contract.Parallel(
+        rank, workers, spec.get("scaling", "weak"), spec.get("dp_launch") == "devices"
+    )
+    progress.phase = "connect"
+    t0 = time.perf_counter()
+    setup_parallel = getattr(backend, "setup_parallel", None)
+    if setup_parallel is not None:
+        engine = setup_parallel(parallel)
+    else:
+        engine = contract.Backend.setup_parallel(backend, parallel)
+    comm_setup_s = time.perf_counter() - t0 if workers > 1 else None
+    progress.phase = "import"
+    settings = contract.Settings.from_spec(spec)
+    apply_settings = getattr(backend, "apply_settings", None)
+    if apply_settings is not None:
+        applied = apply_settings(settings)
+    else:
+        applied = contract.default_settings(backend, settings)
+    progress.phase = "data"
+    faults("data")
+    t0 = time.perf_counter()
+    # The gpt's size decides its data's shape: sequences of its S (+1) tokens below its V.
+    dims = models.gpt_dims(spec) if spec["model"] == "gpt" else None
+    dataset = data.load(
+        spec["dataset"],
+        train_samples=spec.get("train_samples"),
+        test_samples=spec.get("test_samples"),
+        data_dir=spec.get("data_dir"),
+        tokens=(dims.seq_len, dims.vocab_size) if dims is not None else None,
+    )
+    data_s = time.perf_counter() - t0
+    progress.phase = "build"
+    hyper = contract.Hyper(
+        model=spec["model"],
+        batch_size=parallel.worker_batch(spec["batch_size"]),
+        lr=spec["lr"],
+        optimizer=spec["optimizer"],
+        dropout=spec["dropout"],
+        seed=spec["seed"],
+        dims=dims,
+    )
+    t0 = time.perf_counter()
+    if spec.get("build_only"):  # adapters that compile a training function at build skip it
+        backend.build_only = True
+    if spec.get("mode") in ("inference", "generate"):  # the same, for a run that serves
+        backend.serve_only = True
+    if spec.get("mode") == "generate":  # the gpt's draw, sharpened (docs/generation.md)
+        from adapters import shared_init
+
+        shared_init.for_generation()
+    backend.build(hyper, dataset)
+    backend.sync()
+    build_s = time.perf_counter() - t0
+    n_train = len(dataset.x_train)
+    steps = n_train // (hyper.batch_size * workers)
+    if spec.get("steps_per_epoch"):
+        steps = min(steps, spec["steps_per_epoch"])
+    # What the framework will train on first, read back from the framework (equity tests).
+    digest = global_first_batch_digest(backend, dataset, parallel, hyper)
+    inference = spec.get("mode") in ("inference", "generate")
+    # An inference run's first forward pass is its first request (compilation is
+    # reported there): no untimed initial-loss pass before it.
+    initial = {} if inference else initial_loss(backend, dataset, parallel, hyper)
+    if inference:
+        steps = spec["warmup_steps"] + spec["requests"]
+    channel.emit(
+        "run_started",
+        framework=spec["framework"],
+        api=spec["api"],
+        model=spec["model"],
+        **backend.describe(),
+        threads_requested=spec["threads"],
+        param_count=backend.param_count(),
+        python=platform.python_version(),
+        numpy_version=numpy.__version__,
+        affinity=sorted(os.sched_getaffinity(0)),
+        import_s=import_s,
+        data_s=data_s,
+        build_s=build_s,
+        steps_per_epoch=steps,
+        train_samples=n_train,
+        val_samples=len(dataset.x_val),
+        test_samples=len(dataset.x_test),
+        dataset_notes=dataset.notes,
+        first_batch_sha256=digest,
+        **initial,
+        settings=applied,
+        threads_configured=spec["threads"],
+        perf_env=performance_environment(),
+        workers=workers,
+        scaling=parallel.scaling,
+        worker_batch=hyper.batch_size,
+        global_batch=hyper.batch_size * workers,
+        threads_per_worker=spec["threads"],
+        threads_total=spec["threads"] * workers,
+        data_parallel=engine or None,
+        comm_setup_s=comm_setup_s,
+    )
+    return _Built(spec, backend, dataset, hyper, parallel, settings)
+
+
+def _end(faults: Faults, backend: Any, peers: list) -> None:
+    faults("teardown")
+    close = getattr(backend, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:  # noqa: BLE001 - cleanup must not hide the run's own outcome
+            pass
+    release_peers(peers)
+    for peer in peers:
+        if peer.poll() is None:
+            peer.kill()  # rank 0 failed: its peers would wait for it in a collective forever

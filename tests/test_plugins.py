@@ -188,3 +188,54 @@ def test_a_plugin_installed_from_outside_the_tree_runs_end_to_end(tmp_path) -> N
     assert json.loads(served.stdout)[0]["status"] == "finished"
     history = _cli(site, home, "history", "list")
     assert record["id"] in history.stdout
+
+
+# Appended to a copy of the plugin: its first training step writes, for every frame under it,
+# the frame's file and how far into its code the frame stands (the line-table entries CPython 3.11
+# scans to find its line: what TensorFlow pays for each frame on every eager op, adapters/worker.py).
+FRAME_PROBE = """
+
+def _frame_positions(frame):
+    out = []
+    while frame is not None:
+        code = frame.f_code
+        stands = sum(1 for start, _end, _line in code.co_lines() if start <= frame.f_lasti)
+        out.append([code.co_filename, code.co_name, stands])
+        frame = frame.f_back
+    return out
+
+
+_unprobed_train_step = NumpyMlp.train_step
+
+
+def _probed_train_step(self, x, y):
+    import json
+    import sys
+
+    if not os.path.exists({path!r}):
+        with open({path!r}, "w") as out:
+            json.dump(_frame_positions(sys._getframe(1)), out)
+    return _unprobed_train_step(self, x, y)
+
+
+NumpyMlp.train_step = _probed_train_step
+"""
+
+
+def test_the_worker_keeps_its_frames_under_each_step_short(tmp_path) -> None:
+    """TensorFlow captures the Python stack on every eager op; the worker's frames under the
+    timed loop once stood 1,100 line-table entries in (its 200-line main) and cost eager
+    TensorFlow 5-12 % of its tokens/s (docs/generation.md, "The harness's cost")."""
+    site = site_with_plugin(tmp_path)
+    frames_file = tmp_path / "frames.json"
+    adapter = site / "numpy_mlp" / "adapter.py"
+    adapter.write_text(adapter.read_text() + FRAME_PROBE.format(path=str(frames_file)))
+    tiny = ["--framework", "numpy-mlp", "--api", "numpy", "--model", "mlp", "--threads", "1"]
+    tiny += ["--epochs", "1", "--steps-per-epoch", "2", "--train-samples", "200"]
+    tiny += ["--test-samples", "40", "--batch-size", "32", "--json"]
+    trained = _cli(site, tmp_path / "home", "run", *tiny)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    frames = json.loads(frames_file.read_text())
+    worker = [f for f in frames if Path(f[0]) == adapters_dir() / "worker.py"]
+    assert {name for _, name, _ in worker} >= {"<module>", "main"}, frames
+    assert sum(stands for *_, stands in worker) <= 300, worker

@@ -318,11 +318,12 @@ class TensorFlowGeneration:
 
     # -- one request ---------------------------------------------------------------------------
     def generate(self, prompt: np.ndarray, new_tokens: int, clock: Any) -> np.ndarray:
+        # The token loop comes first, the XLA path apart: every eager op captures this frame
+        # too, at a cost that grows with the lines before the loop (adapters/worker.py).
+        if self.api == "xla":
+            return self._generate_whole(prompt, new_tokens)
         with tf.device(self.device):
             ids = tf.convert_to_tensor(np.asarray(prompt, dtype=np.int32))
-            if self.api == "xla":
-                out = self.whole(ids, tf.constant(new_tokens, tf.int32)).numpy()
-                return out[:, :new_tokens].astype(np.int64)
             out = np.empty((len(prompt), new_tokens), dtype=np.int64)
             token = self.prefill_fn(ids)
             for t in range(new_tokens):
@@ -331,6 +332,12 @@ class TensorFlowGeneration:
                 out[:, t] = token.numpy()  # waits for the token: it is on the host now
                 clock.token(out[:, t])
         return out
+
+    def _generate_whole(self, prompt: np.ndarray, new_tokens: int) -> np.ndarray:
+        with tf.device(self.device):
+            ids = tf.convert_to_tensor(np.asarray(prompt, dtype=np.int32))
+            out = self.whole(ids, tf.constant(new_tokens, tf.int32)).numpy()
+        return out[:, :new_tokens].astype(np.int64)
 
 
 def recompute(model: Any, prompt: np.ndarray, new_tokens: int) -> np.ndarray:
