@@ -376,9 +376,9 @@ class Faults:
 # The functions from here on are short, and each calls the next early in its body, on purpose:
 # TensorFlow captures the Python stack on every eager op, and CPython 3.11 finds each captured
 # frame's line by scanning that frame's line table from its start to where it stands. One
-# 200-line main() above the timed loop cost every eager op ~10 ns per line it had run: eager
-# TensorFlow generated 5-12 % fewer tokens/s in this worker than in a bare loop (docs/generation.md,
-# "The harness's cost").
+# 200-line main() above the timed loop cost every eager op ~10 ns per line-table entry before
+# its call: eager TensorFlow generated 5-12 % fewer tokens/s in this worker than in a bare loop
+# (docs/generation.md, "The harness's cost"; tests/test_plugins.py keeps these frames short).
 @dataclasses.dataclass
 class _Progress:
     """How far the run got (the error event's phase) and the backend to close at the end."""
