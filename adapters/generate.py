@@ -210,13 +210,13 @@ def run_generation(
 class _Served:
     """What the requests gave: their times, the first request's ids and the timed ones' hash."""
 
-    warm: list[float]
-    ttft: list[float]
-    e2e: list[float]
-    itl: list[float]
-    first_ids: np.ndarray
-    digest: str
-    wall_s: float
+    warm: list[float] = dataclasses.field(default_factory=list)
+    ttft: list[float] = dataclasses.field(default_factory=list)
+    e2e: list[float] = dataclasses.field(default_factory=list)
+    itl: list[float] = dataclasses.field(default_factory=list)
+    first_ids: np.ndarray | None = None
+    digest: str = ""
+    wall_s: float = 0.0
 
 
 def _prepared(backend: Any, batch: int, prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
@@ -248,7 +248,7 @@ def _serve(
     now = time.perf_counter_ns
     clock = TokenClock(now)
     flush_every_ns = int(1e9 / protocol.MAX_STEP_MESSAGES_PER_S)
-    served = _Served([], [], [], [], None, "", 0.0)  # type: ignore[arg-type]
+    served = _Served()
     pending: dict[str, list[float]] = {"latencies": [], "ttft": [], "tpot": []}
     digest = hashlib.sha256()
     backend.sync()
@@ -294,13 +294,13 @@ def _request(
 ) -> tuple[np.ndarray, float, float, float, list[float], int]:
     """One timed request: (ids, TTFT s, E2E s, the request's whole time s, the gaps between its
     tokens s, its end in ``now``'s ns)."""
+    api = type(backend).__name__
     if per_token:
         clock.reset()
         backend.sync()
         t0 = now()
         ids = backend.generate(prompt, new_tokens, clock)
         end = now()
-        api = type(backend).__name__
         if len(clock.stamps) != new_tokens:
             raise RuntimeError(
                 f"{api}.generate read the token clock {len(clock.stamps)} times for "
@@ -311,7 +311,6 @@ def _request(
         checked = _checked_ids(ids, len(prompt), new_tokens, api)
         return checked, first * 1e-9, last * 1e-9, (end - t0) * 1e-9, gaps, end
     # The prefill timed as a one-token generation, then the whole request.
-    api = type(backend).__name__
     backend.sync()
     t0 = now()
     one = backend.generate(prompt, 1, clock)
